@@ -1,0 +1,188 @@
+"""Plain values passed between the parts of Agent Arena.
+
+Everything here is a frozen dataclass that validates itself; nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+__all__ = [
+    "AGENT_ID_RE",
+    "GROUP_ID_RE",
+    "SENDER_RE",
+    "AgentSpec",
+    "ChatMessage",
+    "Completion",
+    "LLMRequest",
+    "MessageKind",
+    "RouteDecision",
+    "RouteReason",
+    "RoutingRule",
+    "Usage",
+]
+
+GROUP_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+AGENT_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+SENDER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.@-]{0,63}$")
+
+
+class MessageKind(StrEnum):
+    """Who wrote a message in a group."""
+
+    HUMAN = "human"
+    AGENT = "agent"
+    NOTICE = "notice"
+
+
+class RouteReason(StrEnum):
+    """Why a message went to the agents it went to."""
+
+    MENTION = "mention"
+    RULE = "rule"
+    DEFAULT = "default"
+    HANDOFF = "handoff"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChatMessage:
+    """One message in a group: a person's post, an agent's reply or a system notice."""
+
+    id: str
+    group: str
+    sender: str
+    kind: MessageKind
+    text: str
+    created_at: datetime
+    in_reply_to: str | None = None
+    hop: int = 0
+
+    def __post_init__(self) -> None:
+        if not GROUP_ID_RE.match(self.group):
+            raise ValueError(f"invalid group id {self.group!r}")
+        if self.hop < 0:
+            raise ValueError("hop must be >= 0")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RoutingRule:
+    """A routing rule: every condition given must hold for the rule to match.
+
+    ``keywords`` match case-insensitively (any one is enough), ``patterns`` are regular
+    expressions (any one is enough), and the length bounds count characters, not bytes.
+    """
+
+    agents: tuple[str, ...]
+    name: str = ""
+    keywords: tuple[str, ...] = ()
+    patterns: tuple[str, ...] = ()
+    min_length: int | None = None
+    max_length: int | None = None
+    priority: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.agents:
+            raise ValueError("a rule needs at least one agent")
+        if not (
+            self.keywords
+            or self.patterns
+            or self.min_length is not None
+            or self.max_length is not None
+        ):
+            raise ValueError("a rule needs keywords, patterns or a length bound")
+        if (
+            self.min_length is not None
+            and self.max_length is not None
+            and self.min_length > self.max_length
+        ):
+            raise ValueError("min_length is greater than max_length")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentSpec:
+    """A role agent: who it is, which model it uses and what it answers."""
+
+    id: str
+    name: str
+    role: str
+    model: str
+    models: Mapping[str, str] = field(default_factory=dict)
+    temperature: float = 0.7
+    max_tokens: int = 1024
+    max_concurrency: int = 4
+    default: bool = False
+    rules: tuple[RoutingRule, ...] = ()
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not AGENT_ID_RE.match(self.id):
+            raise ValueError(f"invalid agent id {self.id!r}")
+        if self.max_concurrency < 1:
+            raise ValueError("max_concurrency must be >= 1")
+        if self.max_tokens < 1:
+            raise ValueError("max_tokens must be >= 1")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RouteDecision:
+    """Who answers a message, and why."""
+
+    agents: tuple[str, ...]
+    reason: RouteReason
+    rule: str | None = None
+    keywords_hit: tuple[str, ...] = ()
+    detail: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form, stored with the message."""
+        return {
+            "agents": list(self.agents),
+            "reason": self.reason.value,
+            "rule": self.rule,
+            "keywords_hit": list(self.keywords_hit),
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LLMRequest:
+    """One model call: the system prompt, the conversation turns and the parameters.
+
+    ``agent`` and ``trigger`` let a provider (the offline one) answer in role without
+    parsing the prompt back.
+    """
+
+    agent: AgentSpec
+    trigger: ChatMessage
+    model: str
+    system: str
+    messages: tuple[Mapping[str, str], ...]
+    max_tokens: int
+    temperature: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Usage:
+    """Tokens a model call consumed."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Completion:
+    """What the model answered."""
+
+    text: str
+    model: str
+    provider: str
+    usage: Usage = field(default_factory=Usage)
+    stop_reason: str | None = None
+    latency_ms: float = 0.0

@@ -1,0 +1,155 @@
+"""Configuration: one typed object, read from the environment once, in ``cli.py``."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import ValidationError as PydanticValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from orchestrator.errors import ConfigError
+
+__all__ = ["Settings", "env_name", "load_settings"]
+
+
+def _env(name: str) -> Any:
+    """Accept the conventional name and the ``ARENA_``-prefixed one."""
+    return Field(default=None, validation_alias=AliasChoices(name, f"ARENA_{name}"))
+
+
+class Settings(BaseSettings):
+    """Every setting Agent Arena reads. Environment names are given in the README."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="ARENA_", extra="ignore", frozen=True, populate_by_name=True
+    )
+
+    # Services: unset means "start an embedded one" (Redis, MQTT) or SQLite.
+    redis_url: str | None = _env("REDIS_URL")
+    mqtt_url: str | None = _env("MQTT_URL")
+    database_url: str | None = _env("DATABASE_URL")
+    anthropic_api_key: SecretStr | None = _env("ANTHROPIC_API_KEY")
+    anthropic_base_url: str | None = _env("ANTHROPIC_BASE_URL")
+
+    # Folders.
+    data_dir: Path = Path("data")
+    agents_dir: Path = Path("agents")
+    workspaces_dir: Path = Path("workspaces")
+    prompts_dir: Path = Path("prompts")
+    tz: str = "UTC"
+
+    # Embedded MQTT broker.
+    mqtt_host: str = "127.0.0.1"
+    mqtt_port: int = Field(default=1883, ge=1, le=65535)
+
+    # Messages and routing.
+    max_message_bytes: int = Field(default=32 * 1024, ge=1)
+    hop_limit: int = Field(default=3, ge=1, le=20)
+    history_limit: int = Field(default=20, ge=0)
+
+    # The daemon.
+    consumer: str = Field(default_factory=socket.gethostname)
+    claim_idle_ms: int = Field(default=30_000, ge=0)
+    max_inflight: int = Field(default=1000, ge=1)
+    shutdown_timeout_s: float = Field(default=8.0, gt=0)
+    workers: int = Field(default=1, ge=0, le=64)
+    log_level: str = "INFO"
+
+    # The model.
+    model_timeout_s: float = Field(default=60.0, gt=0)
+    model_max_retries: int = Field(default=3, ge=0, le=10)
+
+    @field_validator("tz")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"unknown time zone {value!r}") from exc
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        upper = value.upper()
+        if upper not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
+            raise ValueError("must be DEBUG, INFO, WARNING or ERROR")
+        return upper
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_scheme(cls, value: str | None) -> str | None:
+        if value and not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must start with redis://, rediss:// or unix://")
+        return value or None
+
+    @field_validator("mqtt_url")
+    @classmethod
+    def _mqtt_scheme(cls, value: str | None) -> str | None:
+        if value and not value.startswith(("mqtt://", "mqtts://")):
+            raise ValueError("must start with mqtt:// or mqtts://")
+        return value or None
+
+    @field_validator("database_url", "anthropic_base_url")
+    @classmethod
+    def _empty_is_unset(cls, value: str | None) -> str | None:
+        return value or None
+
+    @property
+    def zone(self) -> ZoneInfo:
+        """The configured time zone."""
+        return ZoneInfo(self.tz)
+
+    @property
+    def redis_socket(self) -> Path:
+        """Where the embedded Redis listens when ``REDIS_URL`` is unset."""
+        return self.data_dir / "redis.sock"
+
+    @property
+    def effective_redis_url(self) -> str:
+        """The URL clients connect to: ``REDIS_URL`` or the embedded server's socket."""
+        return self.redis_url or f"unix://{self.redis_socket.resolve()}"
+
+    @property
+    def effective_mqtt_url(self) -> str:
+        """The URL clients connect to: ``MQTT_URL`` or the embedded broker."""
+        return self.mqtt_url or f"mqtt://{self.mqtt_host}:{self.mqtt_port}"
+
+    @property
+    def effective_database_url(self) -> str:
+        """``DATABASE_URL`` or the SQLite file under the data folder."""
+        return self.database_url or f"sqlite:///{(self.data_dir / 'arena.db').resolve()}"
+
+
+_ENV_NAMES = {
+    "redis_url": "REDIS_URL",
+    "mqtt_url": "MQTT_URL",
+    "database_url": "DATABASE_URL",
+    "anthropic_api_key": "ANTHROPIC_API_KEY",
+    "anthropic_base_url": "ANTHROPIC_BASE_URL",
+}
+
+
+def env_name(field_name: str) -> str:
+    """The environment variable a field is read from."""
+    return _ENV_NAMES.get(field_name, f"ARENA_{field_name.upper()}")
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Read the settings from the environment, with ``overrides`` on top.
+
+    Raises:
+        ConfigError: naming the first bad setting by its environment variable.
+    """
+    try:
+        return Settings(**overrides)
+    except PydanticValidationError as exc:
+        first = exc.errors()[0]
+        loc = str(first["loc"][0]) if first["loc"] else "settings"
+        name = env_name(loc) if loc in Settings.model_fields else loc
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise ConfigError(name, message) from None
