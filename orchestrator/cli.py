@@ -1,0 +1,289 @@
+"""The ``arena`` command. Each subcommand parses, loads ``Settings``, calls one function and
+returns an exit code; errors are one clear line on stderr, never a traceback.
+
+The daemon's modules (the model SDK above all) take seconds to import, so commands that do
+not run the daemon import only what they use: ``arena post`` starts quickly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from orchestrator.agents import load_agents
+from orchestrator.client import ArenaClient
+from orchestrator.errors import OrchestratorError
+from orchestrator.logs import configure
+from orchestrator.routing import route
+from orchestrator.settings import Settings, load_settings
+from orchestrator.wire import DEFAULT_SENDER, Outbound, validate_group
+
+__all__ = ["main"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _fail(message: str, code: int = 1) -> None:
+    err.print(f"[bold red]arena:[/] {message}", markup=True)
+    sys.exit(code)
+
+
+def handles_errors(func: F) -> F:
+    """Turn our errors into one line on stderr and exit code 1."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except OrchestratorError as exc:
+            _fail(str(exc))
+        except KeyboardInterrupt:
+            sys.exit(130)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _settings(ctx: click.Context) -> Settings:
+    settings: Settings = ctx.obj
+    return settings
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="agent-arena", prog_name="arena")
+@click.pass_context
+def main(ctx: click.Context) -> None:
+    """Agent Arena: one person and a team of AI role agents in group chats.
+
+    Start everything with `arena up`; talk to it with `arena post`. Settings come from the
+    environment (REDIS_URL, MQTT_URL, DATABASE_URL, ANTHROPIC_API_KEY, ARENA_*): see the
+    README. With nothing set, Redis and MQTT run embedded and data lives in ./data.
+    """
+    try:
+        ctx.obj = load_settings()
+    except OrchestratorError as exc:
+        _fail(str(exc))
+
+
+@main.command()
+@click.pass_context
+@handles_errors
+def up(ctx: click.Context) -> None:
+    """Run the daemon, its workers and (when not configured) embedded Redis and MQTT.
+
+    Stops cleanly on Ctrl-C or SIGTERM: intake stops, messages in hand are finished.
+    """
+    from orchestrator import supervisor
+
+    settings = _settings(ctx)
+    configure(settings.log_level)
+    for what, where in supervisor.describe(settings):
+        out.print(f"arena: {what:<9}{where}")
+
+    async def _up() -> None:
+        stop = asyncio.Event()
+        supervisor.stop_on_signals(stop)
+        await supervisor.serve(settings, stop, say=lambda line: out.print(line))
+
+    asyncio.run(_up())
+    out.print("arena: stopped")
+
+
+@main.command(name="daemon")
+@click.pass_context
+@handles_errors
+def daemon_command(ctx: click.Context) -> None:
+    """Run only the daemon, against configured services (for scale-out)."""
+    from orchestrator import daemon, supervisor
+
+    settings = _settings(ctx)
+    configure(settings.log_level)
+
+    async def _run() -> None:
+        stop = asyncio.Event()
+        supervisor.stop_on_signals(stop)
+        await daemon.run(settings, stop, ready=lambda: out.print("arena: ready"))
+
+    asyncio.run(_run())
+
+
+@main.command()
+@click.option("--burst", is_flag=True, help="Work until the queues are empty, then exit.")
+@click.pass_context
+@handles_errors
+def worker(ctx: click.Context, burst: bool) -> None:
+    """Run a background worker (RQ) for heartbeat and summary jobs."""
+    from orchestrator.jobs import run_worker
+    from orchestrator.services import ping_redis
+
+    settings = _settings(ctx)
+    configure(settings.log_level)
+    asyncio.run(ping_redis(settings.effective_redis_url, timeout_s=5))
+    run_worker(settings.effective_redis_url, burst=burst)
+
+
+def _print_item(item: Outbound) -> None:
+    if item.type == "notice":
+        out.print(f"[yellow]! {item.text}[/]", markup=True)
+    else:
+        out.print(f"[bold cyan]{item.sender}[/]: ", markup=True, end="")
+        out.print(item.text, markup=False)
+
+
+@main.command()
+@click.argument("group")
+@click.argument("text")
+@click.option("--sender", default=DEFAULT_SENDER, show_default=True, help="Who is speaking.")
+@click.option(
+    "--wait",
+    "wait_s",
+    type=float,
+    is_flag=False,
+    flag_value=60.0,
+    default=None,
+    metavar="[SECONDS]",
+    help="Wait for the replies and print them (default 60 s).",
+)
+@click.pass_context
+@handles_errors
+def post(ctx: click.Context, group: str, text: str, sender: str, wait_s: float | None) -> None:
+    """Post TEXT to GROUP and print the message id ('-' reads TEXT from stdin)."""
+    settings = _settings(ctx)
+    if text == "-":
+        text = sys.stdin.read()
+    with ArenaClient.from_settings(settings) as client:
+        after = client.last_reply_id(group) if wait_s is not None else "$"
+        message_id = client.post(group, text, sender)
+        out.print(message_id)
+        if wait_s is None:
+            return
+        try:
+            for item in client.replies(group, message_id, wait_s, after=after):
+                _print_item(item)
+        except TimeoutError:
+            _fail(f"no complete answer within {wait_s:g}s; is the daemon running? (`arena status`)")
+
+
+@main.command()
+@click.argument("group")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 100_000))
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@click.pass_context
+@handles_errors
+def history(ctx: click.Context, group: str, limit: int, as_json: bool) -> None:
+    """Print GROUP's latest messages, oldest first."""
+    settings = _settings(ctx)
+    from orchestrator.memory.db import make_engine
+    from orchestrator.memory.history import HistoryStore
+
+    validate_group(group)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    engine = make_engine(settings.effective_database_url)
+    try:
+        messages = HistoryStore(engine).recent(group, limit)
+    finally:
+        engine.dispose()
+    if as_json:
+        for stored in messages:
+            out.print(json.dumps(stored.as_dict(), ensure_ascii=False), markup=False)
+        return
+    if not messages:
+        err.print(f"arena: no messages in group {group!r} yet")
+        return
+    for stored in messages:
+        m = stored.message
+        stamp = m.created_at.astimezone(settings.zone).strftime("%Y-%m-%d %H:%M:%S")
+        out.print(f"[dim]{stamp}[/] [bold]{m.sender}[/] ({m.kind.value}): ", markup=True, end="")
+        out.print(m.text, markup=False)
+
+
+@main.command()
+@click.argument("group")
+@click.pass_context
+@handles_errors
+def tail(ctx: click.Context, group: str) -> None:
+    """Follow GROUP's replies as they are published (Ctrl-C to stop)."""
+    settings = _settings(ctx)
+    validate_group(group)
+    with ArenaClient.from_settings(settings) as client:
+        client.ping()
+        try:
+            for item in client.follow(group):
+                if item is not None and item.type != "done":
+                    _print_item(item)
+        except KeyboardInterrupt:
+            return
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+@handles_errors
+def status(ctx: click.Context, as_json: bool) -> None:
+    """Show streams, pending and dead-letter counts, groups, agents and workers."""
+    from orchestrator import checks
+
+    report = asyncio.run(checks.status(_settings(ctx)))
+    if as_json:
+        out.print(json.dumps(report, ensure_ascii=False, indent=2), markup=False)
+        return
+    s = report["streams"]
+    out.print(
+        f"inbox: {s['inbox_length']} entries, {s['pending']} pending, lag {s['lag']}, "
+        f"{s['dead_letters']} dead letters"
+    )
+    table = Table("group", "messages", "outbox", "last message")
+    for g in report["groups"]:
+        table.add_row(g["group"], str(g["messages"]), str(g["outbox_length"]), g["last_at"] or "")
+    out.print(table)
+    out.print("agents: " + ", ".join(a.get("id", a.get("error", "?")) for a in report["agents"]))
+    out.print(f"workers: {len(report['workers'])}")
+    for w in report["workers"]:
+        out.print(f"  {w['name']} {w['state']} (last heartbeat {w['last_heartbeat']})")
+
+
+@main.command()
+@click.pass_context
+@handles_errors
+def check(ctx: click.Context) -> None:
+    """Check settings, agent files, templates, database, Redis and MQTT; exit 0 or 1."""
+    from orchestrator import checks
+
+    results = asyncio.run(checks.run_checks(_settings(ctx)))
+    for r in results:
+        mark = "[green]ok[/]  " if r.ok else "[red]FAIL[/]"
+        out.print(f"{mark} {r.name:<10}", markup=True, end="")
+        out.print(r.detail, markup=False)
+    if not all(r.ok for r in results):
+        sys.exit(1)
+
+
+@main.command(name="route")
+@click.argument("text")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+@handles_errors
+def route_command(ctx: click.Context, text: str, as_json: bool) -> None:
+    """Show which agents would answer TEXT, and why (a dry run over the real rules)."""
+    decision = route(text, load_agents(_settings(ctx).agents_dir))
+    if as_json:
+        out.print(json.dumps(decision.as_dict(), ensure_ascii=False), markup=False)
+        return
+    out.print(f"agents:   {', '.join(decision.agents)}", markup=False)
+    out.print(f"reason:   {decision.reason.value}", markup=False)
+    if decision.rule:
+        out.print(f"rule:     {decision.rule}", markup=False)
+    if decision.keywords_hit:
+        out.print(f"keywords: {', '.join(decision.keywords_hit)}", markup=False)
+    if decision.detail:
+        out.print(f"detail:   {decision.detail}", markup=False)

@@ -1,0 +1,149 @@
+"""The Python client: post a message to a group and read its replies, through Redis.
+
+from orchestrator.client import ArenaClient
+with ArenaClient("redis://localhost:6379/0") as arena:
+    message_id = arena.post("demo", "@architect please design the token schema")
+    for reply in arena.replies("demo", message_id, timeout_s=30):
+        print(reply.sender, reply.text)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from types import TracebackType
+from typing import Any, cast
+
+import redis
+from redis.exceptions import RedisError
+
+from orchestrator.errors import BusError
+from orchestrator.settings import Settings
+from orchestrator.wire import DEFAULT_SENDER, Outbound, inbox_stream, outbox_stream, validate_post
+
+__all__ = ["ArenaClient"]
+
+EMBEDDED_HINT = "start the daemon with `arena up` (or `make run`), or set REDIS_URL"
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else value
+
+
+class ArenaClient:
+    """Posts messages and follows replies. Blocking; one Redis connection pool."""
+
+    def __init__(
+        self, redis_url: str, *, max_message_bytes: int = 32 * 1024, hint: str = ""
+    ) -> None:
+        self.redis_url = redis_url
+        self.max_message_bytes = max_message_bytes
+        self._hint = hint
+        self._redis = redis.Redis.from_url(redis_url, socket_connect_timeout=5)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ArenaClient:
+        """A client for the configured Redis (or the embedded one under the data folder)."""
+        hint = "" if settings.redis_url else EMBEDDED_HINT
+        return cls(
+            settings.effective_redis_url, max_message_bytes=settings.max_message_bytes, hint=hint
+        )
+
+    def __enter__(self) -> ArenaClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connections."""
+        self._redis.close()
+
+    def _fail(self, exc: RedisError) -> BusError:
+        where = self.redis_url.split("@")[-1]
+        return BusError(f"cannot reach Redis at {where} ({exc.__class__.__name__})", self._hint)
+
+    def ping(self) -> None:
+        """Check that Redis answers.
+
+        Raises:
+            BusError: with a hint on how to start it.
+        """
+        try:
+            self._redis.ping()
+        except RedisError as exc:
+            raise self._fail(exc) from None
+
+    def last_reply_id(self, group: str) -> str:
+        """The id of the newest entry on the group's outbound stream (``0-0`` if none)."""
+        try:
+            newest = self._redis.xrevrange(outbox_stream(group), count=1)
+        except RedisError as exc:
+            raise self._fail(exc) from None
+        return _text(cast(bytes, newest[0][0])) if newest else "0-0"
+
+    def post(self, group: str, text: str, sender: str = DEFAULT_SENDER) -> str:
+        """Validate and post a message; returns its id (the stream entry id).
+
+        Raises:
+            ValidationError: when the group, text or sender is not acceptable.
+            BusError: when Redis cannot be reached.
+        """
+        post = validate_post(group, text, sender, self.max_message_bytes)
+        fields: dict[Any, Any] = {"group": post.group, "text": post.text, "sender": post.sender}
+        try:
+            entry_id = self._redis.xadd(inbox_stream(), fields)
+        except RedisError as exc:
+            raise self._fail(exc) from None
+        return _text(cast(bytes, entry_id))
+
+    def follow(
+        self, group: str, after: str = "$", block_ms: int = 1000
+    ) -> Iterator[Outbound | None]:
+        """Yield the group's outbound items as they arrive (``None`` on every idle poll)."""
+        last = after
+        if last == "$":
+            last = self.last_reply_id(group)
+        while True:
+            try:
+                response = self._redis.xread({outbox_stream(group): last}, block=block_ms)
+            except RedisError as exc:
+                raise self._fail(exc) from None
+            if not response:
+                yield None
+                continue
+            streams = cast(list[Any], response)
+            for _stream, items in streams:
+                for entry_id, fields in items:
+                    last = _text(entry_id)
+                    yield Outbound.from_fields({_text(k): _text(v) for k, v in fields.items()})
+
+    def replies(
+        self, group: str, message_id: str, timeout_s: float, *, after: str = "0-0"
+    ) -> Iterator[Outbound]:
+        """Yield the replies to ``message_id`` until its ``done`` item, or until the timeout.
+
+        Raises:
+            TimeoutError: when the replies are not complete within ``timeout_s``.
+        """
+        deadline = time.monotonic() + timeout_s
+        for item in self.follow(group, after=after, block_ms=200):
+            if item is not None and item.in_reply_to == message_id:
+                if item.type == "done":
+                    return
+                yield item
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no complete answer to {message_id} within {timeout_s:g}s")
+
+    def post_and_wait(
+        self, group: str, text: str, sender: str = DEFAULT_SENDER, timeout_s: float = 60.0
+    ) -> tuple[str, list[Outbound]]:
+        """Post a message and wait for every reply to it."""
+        after = self.last_reply_id(group)
+        message_id = self.post(group, text, sender)
+        return message_id, list(self.replies(group, message_id, timeout_s, after=after))

@@ -1,0 +1,206 @@
+"""The composition root: builds every adapter from ``Settings`` and runs the consumer loop.
+
+The consumer reads the inbound stream through a consumer group. On start it first finishes
+what a previous run left unacknowledged (its own pending entries, then entries other
+consumers left idle for ``claim_idle_ms``). Each entry is validated (bad ones go to the
+dead-letter stream), handled in its group's order, and acknowledged only when its replies are
+stored and published.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from orchestrator.agents import load_agents, read_identity
+from orchestrator.bus import Bus, Entry
+from orchestrator.context import Identity
+from orchestrator.dispatch import GroupDispatcher
+from orchestrator.errors import ValidationError
+from orchestrator.events import MqttPublisher
+from orchestrator.llm import AnthropicProvider
+from orchestrator.memory.db import make_engine
+from orchestrator.memory.history import HistoryStore
+from orchestrator.models import ChatMessage
+from orchestrator.offline import OfflineProvider
+from orchestrator.pipeline import Pipeline, Team
+from orchestrator.prompts import Prompts
+from orchestrator.services import ping_redis
+from orchestrator.settings import Settings
+from orchestrator.turns import LLM
+from orchestrator.wire import parse_inbound
+
+__all__ = ["Consumer", "build_llm", "load_team", "run"]
+
+logger = logging.getLogger(__name__)
+
+READ_BLOCK_MS = 500
+READ_COUNT = 200
+CLAIM_EVERY_S = 15.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Work:
+    entry_id: str
+    message: ChatMessage
+
+
+class Consumer:
+    """Reads inbound entries and hands each to the pipeline in its group's order."""
+
+    def __init__(self, bus: Bus, pipeline: Pipeline, settings: Settings) -> None:
+        self.bus = bus
+        self.pipeline = pipeline
+        self.settings = settings
+        self.dispatcher: GroupDispatcher[_Work] = GroupDispatcher(
+            self._handle, settings.max_inflight
+        )
+        self.handled = 0
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Consume until ``stop`` is set, then finish the work in hand."""
+        await self.bus.ensure_group()
+        await self._recover()
+        last_claim = time.monotonic()
+        backoff = 0.5
+        while not stop.is_set():
+            try:
+                entries = await self.bus.read_new(READ_COUNT, READ_BLOCK_MS)
+                if time.monotonic() - last_claim > CLAIM_EVERY_S:
+                    entries += await self.bus.claim_stale(self.settings.claim_idle_ms)
+                    last_claim = time.monotonic()
+            except RedisError as exc:
+                logger.warning("redis read failed (%s); retrying in %.1fs", exc, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 10.0)
+                continue
+            backoff = 0.5
+            for entry in entries:
+                await self._submit(entry)
+        finished = await self.dispatcher.drain(self.settings.shutdown_timeout_s)
+        if not finished:
+            logger.warning(
+                "stopping with %d messages unfinished; they are handled after a restart",
+                self.dispatcher.inflight,
+            )
+            await self.dispatcher.cancel()
+
+    async def _recover(self) -> None:
+        own = await self.bus.read_own_pending()
+        stale = await self.bus.claim_stale(self.settings.claim_idle_ms)
+        if own or stale:
+            logger.info("resuming %d unfinished messages", len(own) + len(stale))
+        for entry in own + stale:
+            await self._submit(entry)
+
+    async def _submit(self, entry: Entry) -> None:
+        entry_id, raw = entry
+        try:
+            message = parse_inbound(
+                entry_id, raw, self.settings.max_message_bytes, datetime.now(UTC)
+            )
+        except ValidationError as exc:
+            logger.warning("message %s rejected: %s", entry_id, exc)
+            await self.bus.dead_letter(entry_id, raw, str(exc))
+            await self.bus.ack(entry_id)
+            return
+        await self.dispatcher.submit(message.group, _Work(entry_id, message))
+
+    async def _handle(self, work: _Work) -> None:
+        try:
+            await self.pipeline.handle(work.message)
+        except Exception as exc:
+            logger.exception("message %s failed", work.entry_id)
+            raw = {
+                b"group": work.message.group.encode(),
+                b"sender": work.message.sender.encode(),
+                b"text": work.message.text.encode(),
+            }
+            await asyncio.shield(
+                self.bus.dead_letter(work.entry_id, raw, f"internal error: {exc!r}"[:500])
+            )
+        await asyncio.shield(self.bus.ack(work.entry_id))
+        self.handled += 1
+
+
+def load_team(settings: Settings) -> Team:
+    """Load the agents and their identity files."""
+    agents = load_agents(settings.agents_dir)
+    identities = {}
+    for agent in agents:
+        claude, soul = read_identity(settings.workspaces_dir, agent.id)
+        identities[agent.id] = Identity(claude=claude, soul=soul)
+    return Team(agents=agents, identities=identities)
+
+
+def build_llm(settings: Settings) -> LLM:
+    """The Anthropic provider when a key is set, else the offline one."""
+    if settings.anthropic_api_key is None:
+        return OfflineProvider()
+    return AnthropicProvider(
+        api_key=settings.anthropic_api_key.get_secret_value(),
+        base_url=settings.anthropic_base_url,
+        timeout_s=settings.model_timeout_s,
+        max_retries=settings.model_max_retries,
+    )
+
+
+async def run(
+    settings: Settings,
+    stop: asyncio.Event,
+    *,
+    ready: Callable[[], None] | None = None,
+    llm: LLM | None = None,
+) -> None:
+    """Run the daemon until ``stop`` is set.
+
+    Raises:
+        OrchestratorError: when configuration or a service is wrong at start.
+    """
+    team = load_team(settings)
+    prompts = Prompts(settings.prompts_dir)
+    await ping_redis(settings.effective_redis_url, timeout_s=5)
+    engine = await asyncio.to_thread(make_engine, settings.effective_database_url)
+    redis = Redis.from_url(settings.effective_redis_url, socket_timeout=30)
+    provider = llm or build_llm(settings)
+    publisher = MqttPublisher(settings.effective_mqtt_url)
+    bus = Bus(redis, settings.consumer)
+    pipeline = Pipeline(
+        team=team,
+        store=HistoryStore(engine),
+        outbox=bus,
+        events=publisher,
+        llm=provider,
+        prompts=prompts,
+        hop_limit=settings.hop_limit,
+        history_limit=settings.history_limit,
+        tz=settings.tz,
+    )
+    consumer = Consumer(bus, pipeline, settings)
+    mqtt_task = asyncio.create_task(publisher.run(), name="orchestrator.events.publish")
+    try:
+        logger.info(
+            "daemon %s: %d agents (%s), model provider %s",
+            settings.consumer,
+            len(team.agents),
+            ", ".join(a.id for a in team.agents),
+            provider.name,
+        )
+        if ready is not None:
+            ready()
+        await consumer.run(stop)
+        await publisher.flush(timeout_s=2)
+    finally:
+        mqtt_task.cancel()
+        await asyncio.gather(mqtt_task, return_exceptions=True)
+        await provider.aclose()
+        await redis.aclose()
+        engine.dispose()
+        logger.info("daemon stopped after %d messages", consumer.handled)

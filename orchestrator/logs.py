@@ -1,0 +1,35 @@
+"""Log set-up: the only place handlers are configured."""
+
+from __future__ import annotations
+
+import logging.config
+
+__all__ = ["configure"]
+
+
+def configure(level: str = "INFO") -> None:
+    """Log to stderr, one line per record, at ``level``; quieten chatty libraries."""
+    logging.config.dictConfig(
+        {
+            "version": 1,
+            "disable_existing_loggers": False,
+            "formatters": {
+                "plain": {
+                    "format": "%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+                    "datefmt": "%Y-%m-%d %H:%M:%S",
+                }
+            },
+            "handlers": {
+                "stderr": {
+                    "class": "logging.StreamHandler",
+                    "formatter": "plain",
+                    "stream": "ext://sys.stderr",
+                }
+            },
+            "root": {"level": level, "handlers": ["stderr"]},
+            "loggers": {
+                name: {"level": "WARNING" if level != "DEBUG" else "DEBUG"}
+                for name in ("amqtt", "transitions", "httpx", "httpcore", "anthropic", "rq.worker")
+            },
+        }
+    )

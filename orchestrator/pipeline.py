@@ -1,0 +1,284 @@
+"""Handling one person's message: route it, run the chosen agents, store and publish replies.
+
+Agents answer in hops. Hop 1 is the agents the message was routed to; a reply that
+@mentions another agent hands the turn to it in the next hop, up to ``hop_limit`` hops, and
+an agent never answers its own reply. Every step is idempotent: a reply is stored under the
+id ``{message id}:{hop}:{agent}`` and published once, so handling a message again after a
+crash finishes what was missing without a second reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+from zoneinfo import ZoneInfo
+
+from orchestrator.context import Identity, build_request
+from orchestrator.errors import LLMError
+from orchestrator.memory.history import HistoryStore, StoredMessage
+from orchestrator.models import AgentSpec, ChatMessage, MessageKind, RouteDecision
+from orchestrator.prompts import Prompts
+from orchestrator.routing import handoff_targets, route
+from orchestrator.turns import LLM, TurnResult, run_turn
+from orchestrator.wire import Outbound, group_topic
+
+__all__ = ["EventSink", "Outbox", "Pipeline", "Team"]
+
+logger = logging.getLogger(__name__)
+
+NOTICE_SENDER = "arena"
+
+
+class Outbox(Protocol):
+    """Where replies are appended (the group's outbound Redis stream)."""
+
+    async def publish(self, item: Outbound) -> bool:
+        """Append ``item`` unless it was appended before; True when appended now."""
+        ...
+
+
+class EventSink(Protocol):
+    """Where replies are announced (MQTT); must never block."""
+
+    def publish(self, topic: str, payload: bytes) -> None:
+        """Queue one event."""
+        ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Team:
+    """The agents, in file order, with their identity files."""
+
+    agents: tuple[AgentSpec, ...]
+    identities: Mapping[str, Identity] = field(default_factory=dict)
+
+    def get(self, agent_id: str) -> AgentSpec:
+        """The agent with this id."""
+        for agent in self.agents:
+            if agent.id == agent_id:
+                return agent
+        raise KeyError(agent_id)
+
+
+@dataclass(slots=True)
+class _Tally:
+    replies: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    agents: list[str] = field(default_factory=list)
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Pipeline:
+    """Takes a person's message from stored to answered."""
+
+    def __init__(
+        self,
+        *,
+        team: Team,
+        store: HistoryStore,
+        outbox: Outbox,
+        events: EventSink,
+        llm: LLM,
+        prompts: Prompts,
+        hop_limit: int = 3,
+        history_limit: int = 20,
+        tz: str = "UTC",
+        clock: Callable[[], datetime] = _utcnow,
+    ) -> None:
+        self.team = team
+        self.store = store
+        self.outbox = outbox
+        self.events = events
+        self.llm = llm
+        self.prompts = prompts
+        self.hop_limit = hop_limit
+        self.history_limit = history_limit
+        self.tz = tz
+        self.clock = clock
+        self._slots = {a.id: asyncio.Semaphore(a.max_concurrency) for a in team.agents}
+
+    async def handle(self, message: ChatMessage) -> int:
+        """Answer ``message`` completely (idempotent).
+
+        Returns:
+            How many replies and notices it has.
+        """
+        started = time.perf_counter()
+        await asyncio.to_thread(self.store.save, message)
+        stored = await asyncio.to_thread(self.store.get, message.id)
+        if stored is not None and stored.status == "done":
+            replies = await asyncio.to_thread(self.store.replies_to, message.id)
+            for reply in replies:
+                await self._emit(reply)
+            await self._emit_done(message, len(replies))
+            return len(replies)
+        decision = route(message.text, self.team.agents)
+        await asyncio.to_thread(self.store.update, message.id, route=decision.as_dict())
+        tally = await self._run_hops(message, decision)
+        await asyncio.to_thread(
+            self.store.update, message.id, status="done", meta={"replies": tally.replies}
+        )
+        await self._emit_done(message, tally.replies)
+        logger.info(
+            "message %s group=%s route=%s agents=%s replies=%d tokens_in=%d tokens_out=%d "
+            "duration_ms=%.0f",
+            message.id,
+            message.group,
+            decision.reason.value,
+            ",".join(tally.agents) or "-",
+            tally.replies,
+            tally.tokens_in,
+            tally.tokens_out,
+            (time.perf_counter() - started) * 1000,
+        )
+        return tally.replies
+
+    async def _run_hops(self, message: ChatMessage, decision: RouteDecision) -> _Tally:
+        tally = _Tally()
+        targets: list[str] = list(decision.agents)
+        triggers: dict[str, ChatMessage] = dict.fromkeys(targets, message)
+        hop = 1
+        while targets and hop <= self.hop_limit:
+            results = await asyncio.gather(
+                *(self._turn(self.team.get(a), triggers[a], message, hop) for a in targets)
+            )
+            next_targets: list[str] = []
+            next_triggers: dict[str, ChatMessage] = {}
+            for reply in results:
+                await self._emit(reply)
+                tally.replies += 1
+                tally.agents.append(reply.message.sender)
+                usage = reply.meta.get("usage") or {}
+                tally.tokens_in += int(usage.get("input_tokens", 0))
+                tally.tokens_out += int(usage.get("output_tokens", 0))
+                if reply.message.kind is not MessageKind.AGENT:
+                    continue
+                for target in handoff_targets(
+                    reply.message.text, reply.message.sender, self.team.agents
+                ):
+                    if target not in next_triggers:
+                        next_targets.append(target)
+                        next_triggers[target] = reply.message
+            targets, triggers = next_targets, next_triggers
+            hop += 1
+        if targets:
+            logger.info(
+                "message %s: hop limit %d reached; not handed to %s",
+                message.id,
+                self.hop_limit,
+                ",".join(targets),
+            )
+            await asyncio.to_thread(
+                self.store.update, message.id, meta={"hop_limit_reached": targets}
+            )
+        return tally
+
+    async def _turn(
+        self, agent: AgentSpec, trigger: ChatMessage, root: ChatMessage, hop: int
+    ) -> StoredMessage:
+        reply_id = f"{root.id}:{hop}:{agent.id}"
+        existing = await asyncio.to_thread(self.store.get, reply_id)
+        if existing is not None:
+            return existing
+        async with self._slots[agent.id]:
+            reply, meta = await self._answer(agent, trigger, root, reply_id, hop)
+        await asyncio.to_thread(self.store.save, reply, status="done", meta=meta)
+        stored = await asyncio.to_thread(self.store.get, reply_id)
+        assert stored is not None
+        return stored
+
+    async def _answer(
+        self, agent: AgentSpec, trigger: ChatMessage, root: ChatMessage, reply_id: str, hop: int
+    ) -> tuple[ChatMessage, dict[str, Any]]:
+        meta: dict[str, Any] = {"agent": agent.id, "trigger": trigger.id}
+        try:
+            history = await asyncio.to_thread(self.store.recent, root.group, self.history_limit)
+            request = build_request(
+                agent=agent,
+                agents=self.team.agents,
+                identity=self.team.identities.get(agent.id, Identity()),
+                trigger=trigger,
+                history=[h.message for h in history],
+                prompts=self.prompts,
+                now=self.clock().astimezone(ZoneInfo(self.tz)),
+                tz=self.tz,
+            )
+            result = await run_turn(request, self.llm)
+        except LLMError as exc:
+            logger.warning("message %s: %s could not answer: %s", root.id, agent.id, exc)
+            meta["error"] = {
+                "kind": "llm",
+                "problem": exc.problem,
+                "status": exc.status,
+                "retryable": exc.retryable,
+            }
+            return self._notice(agent, root, reply_id, hop, exc.problem), meta
+        except Exception as exc:
+            logger.exception("message %s: %s failed", root.id, agent.id)
+            meta["error"] = {"kind": "internal", "problem": f"{exc.__class__.__name__}: {exc}"}
+            return self._notice(agent, root, reply_id, hop, "an internal error"), meta
+        meta.update(_turn_meta(result))
+        reply = ChatMessage(
+            id=reply_id,
+            group=root.group,
+            sender=agent.id,
+            kind=MessageKind.AGENT,
+            text=result.visible or "(nothing to add)",
+            created_at=self.clock(),
+            in_reply_to=root.id,
+            hop=hop,
+        )
+        return reply, meta
+
+    def _notice(
+        self, agent: AgentSpec, root: ChatMessage, reply_id: str, hop: int, problem: str
+    ) -> ChatMessage:
+        return ChatMessage(
+            id=reply_id,
+            group=root.group,
+            sender=NOTICE_SENDER,
+            kind=MessageKind.NOTICE,
+            text=f"{agent.name} could not answer: {problem}",
+            created_at=self.clock(),
+            in_reply_to=root.id,
+            hop=hop,
+        )
+
+    async def _emit(self, stored: StoredMessage) -> None:
+        item = Outbound.for_message(stored.message)
+        await self.outbox.publish(item)
+        # MQTT is at-least-once (QoS 1): after a crash an event may be announced again.
+        self.events.publish(group_topic(item.group), item.json())
+
+    async def _emit_done(self, message: ChatMessage, replies: int) -> None:
+        item = Outbound.done(message.id, message.group, replies)
+        await self.outbox.publish(item)
+        self.events.publish(group_topic(item.group), item.json())
+
+
+def _turn_meta(result: TurnResult) -> dict[str, Any]:
+    completion = result.completion
+    usage = completion.usage
+    return {
+        "provider": completion.provider,
+        "model": completion.model,
+        "latency_ms": round(completion.latency_ms, 1),
+        "stop_reason": completion.stop_reason,
+        "usage": {
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "cache_read_tokens": usage.cache_read_tokens,
+            "cache_creation_tokens": usage.cache_creation_tokens,
+        },
+        "markers": [{"kind": m.kind, "payload": m.payload} for m in result.markers],
+        "invalid_markers": [{"kind": m.kind, "reason": m.reason} for m in result.invalid],
+    }

@@ -1,0 +1,288 @@
+"""The wire format: Redis stream names, entry fields, MQTT topics, and input validation.
+
+Inbound (``arena:inbox``, one stream for every group), fields are UTF-8 strings:
+
+    group   the group id, ``^[a-z0-9][a-z0-9_-]{0,63}$``
+    text    the message, non-empty, at most ``ARENA_MAX_MESSAGE_BYTES`` bytes of UTF-8
+    sender  optional, who wrote it (default ``user``)
+
+Outbound (``arena:group:{group}:outbox``, one stream per group) and MQTT
+(``arena/groups/{group}/messages``, QoS 1, the same fields as a JSON object):
+
+    type         ``reply`` (an agent answered), ``notice`` (an agent could not) or ``done``
+                 (every reply to ``in_reply_to`` has been published)
+    id           the reply's id, ``{message id}:{hop}:{agent}``
+    group, sender, kind, text, hop, created_at (ISO 8601)
+    in_reply_to  the id of the person's message this answers
+    replies      (``done`` only) how many replies and notices were published
+
+Rejected inbound entries go to ``arena:deadletter`` with ``entry_id``, ``reason`` and the
+original fields.
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+from orchestrator.errors import ValidationError
+from orchestrator.models import GROUP_ID_RE, SENDER_RE, ChatMessage, MessageKind
+
+__all__ = [
+    "CONSUMER_GROUP",
+    "DEFAULT_SENDER",
+    "INBOX",
+    "Outbound",
+    "Post",
+    "deadletter_stream",
+    "decode_fields",
+    "entry_time",
+    "group_topic",
+    "inbox_stream",
+    "outbox_stream",
+    "parse_inbound",
+    "published_key",
+    "validate_group",
+    "validate_post",
+    "validate_sender",
+    "validate_text",
+]
+
+INBOX = "arena:inbox"
+CONSUMER_GROUP = "arena"
+DEFAULT_SENDER = "user"
+_ALLOWED_CONTROL = {"\n", "\r", "\t"}
+
+
+def inbox_stream() -> str:
+    """The stream every group's messages are posted to."""
+    return INBOX
+
+
+def outbox_stream(group: str) -> str:
+    """The stream a group's replies are appended to."""
+    return f"arena:group:{group}:outbox"
+
+
+def deadletter_stream() -> str:
+    """The stream rejected inbound entries are moved to."""
+    return "arena:deadletter"
+
+
+def published_key(item_id: str) -> str:
+    """The key that records an outbound item as published (so it is published once)."""
+    return f"arena:published:{item_id}"
+
+
+def group_topic(group: str) -> str:
+    """The MQTT topic a group's replies are published on."""
+    return f"arena/groups/{group}/messages"
+
+
+def validate_group(group: str) -> str:
+    """Return ``group`` if it is a valid group id.
+
+    Raises:
+        ValidationError: naming what is wrong.
+    """
+    if not GROUP_ID_RE.match(group):
+        raise ValidationError(
+            "group",
+            f"{group[:80]!r} is not a valid group id (lowercase letters, digits, '_' and '-', "
+            "starting with a letter or digit, at most 64 characters)",
+        )
+    return group
+
+
+def validate_sender(sender: str) -> str:
+    """Return ``sender`` if it is an acceptable sender name."""
+    if not SENDER_RE.match(sender):
+        raise ValidationError(
+            "sender",
+            f"{sender[:80]!r} is not a valid sender name (letters, digits, spaces and . _ @ -, "
+            "starting with a letter or digit, at most 64 characters)",
+        )
+    return sender
+
+
+def validate_text(text: str, max_bytes: int) -> str:
+    """Return ``text`` if it is a postable message."""
+    if not text.strip():
+        raise ValidationError("text", "the message is empty")
+    size = len(text.encode("utf-8", errors="surrogatepass"))
+    if size > max_bytes:
+        raise ValidationError("text", f"the message is {size} bytes; the limit is {max_bytes}")
+    for char in text:
+        if char in _ALLOWED_CONTROL:
+            continue
+        category = unicodedata.category(char)
+        if category == "Cc":
+            raise ValidationError("text", f"control character {ord(char):#04x} is not allowed")
+        if category == "Cs":
+            raise ValidationError("text", "the message is not valid UTF-8")
+    return text
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Post:
+    """A validated inbound message, before it has an id."""
+
+    group: str
+    text: str
+    sender: str
+
+
+def validate_post(group: str, text: str, sender: str, max_bytes: int) -> Post:
+    """Validate the three parts of a post.
+
+    Raises:
+        ValidationError: for the first part that is not acceptable.
+    """
+    return Post(
+        group=validate_group(group),
+        text=validate_text(text, max_bytes),
+        sender=validate_sender(sender),
+    )
+
+
+def decode_fields(raw: Mapping[bytes, bytes] | Mapping[str, str]) -> dict[str, str]:
+    """Decode a stream entry's fields as strict UTF-8.
+
+    Raises:
+        ValidationError: when a name or value is not valid UTF-8.
+    """
+    fields: dict[str, str] = {}
+    for key, value in raw.items():
+        try:
+            name = key.decode("utf-8") if isinstance(key, bytes) else key
+            fields[name] = value.decode("utf-8") if isinstance(value, bytes) else value
+        except UnicodeDecodeError as exc:
+            raise ValidationError("text", f"field is not valid UTF-8 ({exc.reason})") from None
+    return fields
+
+
+def parse_inbound(
+    entry_id: str, raw: Mapping[bytes, bytes] | Mapping[str, str], max_bytes: int, now: datetime
+) -> ChatMessage:
+    """Turn an inbound stream entry into a person's message.
+
+    Raises:
+        ValidationError: when the entry is missing a field or a field is not acceptable.
+    """
+    fields = decode_fields(raw)
+    for name in ("group", "text"):
+        if name not in fields:
+            raise ValidationError(name, "missing field")
+    post = validate_post(
+        fields["group"], fields["text"], fields.get("sender") or DEFAULT_SENDER, max_bytes
+    )
+    return ChatMessage(
+        id=entry_id,
+        group=post.group,
+        sender=post.sender,
+        kind=MessageKind.HUMAN,
+        text=post.text,
+        created_at=entry_time(entry_id) or now,
+    )
+
+
+def entry_time(entry_id: str) -> datetime | None:
+    """When Redis added a stream entry: its id starts with the time in milliseconds.
+
+    Using it (rather than the time the entry is read) keeps a message's time the same when
+    it is handled again after a restart.
+    """
+    millis, _, _ = entry_id.partition("-")
+    if not millis.isdigit():
+        return None
+    return datetime.fromtimestamp(int(millis) / 1000, UTC)
+
+
+OutboundType = Literal["reply", "notice", "done"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outbound:
+    """One item on a group's outbound stream and MQTT topic."""
+
+    type: OutboundType
+    id: str
+    group: str
+    in_reply_to: str
+    sender: str = ""
+    kind: str = ""
+    text: str = ""
+    hop: int = 0
+    created_at: str = ""
+    replies: int = 0
+
+    @classmethod
+    def for_message(cls, message: ChatMessage) -> Outbound:
+        """The outbound item for a reply or notice."""
+        return cls(
+            type="notice" if message.kind is MessageKind.NOTICE else "reply",
+            id=message.id,
+            group=message.group,
+            in_reply_to=message.in_reply_to or "",
+            sender=message.sender,
+            kind=message.kind.value,
+            text=message.text,
+            hop=message.hop,
+            created_at=message.created_at.isoformat(),
+        )
+
+    @classmethod
+    def done(cls, message_id: str, group: str, replies: int) -> Outbound:
+        """The item that closes a person's message."""
+        return cls(
+            type="done",
+            id=f"{message_id}:done",
+            group=group,
+            in_reply_to=message_id,
+            replies=replies,
+        )
+
+    def fields(self) -> dict[str, str]:
+        """Stream entry fields (all strings)."""
+        return {
+            "type": self.type,
+            "id": self.id,
+            "group": self.group,
+            "in_reply_to": self.in_reply_to,
+            "sender": self.sender,
+            "kind": self.kind,
+            "text": self.text,
+            "hop": str(self.hop),
+            "created_at": self.created_at,
+            "replies": str(self.replies),
+        }
+
+    def json(self) -> bytes:
+        """MQTT payload."""
+        data: dict[str, object] = dict(self.fields())
+        data["hop"] = self.hop
+        data["replies"] = self.replies
+        return json.dumps(data, ensure_ascii=False).encode("utf-8")
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[str, str]) -> Outbound:
+        """Read an item back from stream fields."""
+        kind = fields.get("type", "reply")
+        if kind not in ("reply", "notice", "done"):
+            kind = "reply"
+        return cls(
+            type=kind,  # type: ignore[arg-type]  # checked against the Literal above
+            id=fields.get("id", ""),
+            group=fields.get("group", ""),
+            in_reply_to=fields.get("in_reply_to", ""),
+            sender=fields.get("sender", ""),
+            kind=fields.get("kind", ""),
+            text=fields.get("text", ""),
+            hop=int(fields.get("hop", "0") or 0),
+            created_at=fields.get("created_at", ""),
+            replies=int(fields.get("replies", "0") or 0),
+        )

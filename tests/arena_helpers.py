@@ -1,0 +1,142 @@
+"""Helpers shared by the daemon tests: a test team of agents and a daemon running in-process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import shutil
+import textwrap
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from orchestrator import daemon
+from orchestrator.settings import Settings, load_settings
+from orchestrator.wire import outbox_stream
+
+REPO = Path(__file__).resolve().parent.parent
+
+TEAM_YAML = {
+    "helper": """
+        id: helper
+        name: Helper
+        role: receptionist
+        model: claude-test
+        default: true
+    """,
+    "ping": """
+        id: ping
+        name: Ping
+        role: first player
+        model: claude-test
+        routing:
+          rules:
+            - name: game
+              keywords: [game]
+              priority: 10
+    """,
+    "pong": """
+        id: pong
+        name: Pong
+        role: second player
+        model: claude-test
+        routing:
+          rules:
+            - name: short-cjk
+              max_length: 12
+              patterns: ['[\\u4e00-\\u9fff]']
+              priority: 20
+    """,
+}
+
+
+def write_team(folder: Path) -> Path:
+    """Write the test team's YAML files into ``folder/agents`` and return that folder."""
+    agents = folder / "agents"
+    agents.mkdir(parents=True, exist_ok=True)
+    for agent_id, text in TEAM_YAML.items():
+        (agents / f"{agent_id}.yaml").write_text(textwrap.dedent(text), encoding="utf-8")
+    return agents
+
+
+def make_settings(
+    tmp_path: Path, redis_url: str, mqtt_url: str, base_url: str | None, **extra: Any
+) -> Settings:
+    """Settings for a daemon under ``tmp_path`` talking to the given servers."""
+    values: dict[str, Any] = {
+        "redis_url": redis_url,
+        "mqtt_url": mqtt_url,
+        "data_dir": tmp_path / "data",
+        "agents_dir": write_team(tmp_path),
+        "workspaces_dir": tmp_path / "workspaces",
+        "prompts_dir": REPO / "prompts",
+        "consumer": "test-daemon",
+        "model_max_retries": 0,
+        "model_timeout_s": 10,
+        "shutdown_timeout_s": 5,
+    }
+    if base_url is not None:
+        values["anthropic_api_key"] = "test"
+        values["anthropic_base_url"] = base_url
+    values.update(extra)
+    (tmp_path / "data").mkdir(exist_ok=True)
+    return load_settings(**values)
+
+
+@contextlib.asynccontextmanager
+async def running_daemon(settings: Settings) -> AsyncIterator[asyncio.Task[None]]:
+    """Run the daemon in this event loop until the block ends."""
+    stop = asyncio.Event()
+    ready = asyncio.Event()
+    task = asyncio.create_task(daemon.run(settings, stop, ready=ready.set))
+    async with asyncio.timeout(30):
+        done, _ = await asyncio.wait(
+            [task, asyncio.create_task(ready.wait())], return_when=asyncio.FIRST_COMPLETED
+        )
+    if task in done:
+        task.result()  # raises what went wrong at start
+    try:
+        yield task
+    finally:
+        stop.set()
+        async with asyncio.timeout(30):
+            await task
+
+
+def agent_of(request: dict[str, Any]) -> str:
+    """The id of the agent a Messages API request was made for (from its system prompt)."""
+    system = request.get("system")
+    text = system if isinstance(system, str) else " ".join(b["text"] for b in system or [])
+    match = re.search(r"\(id: ([a-z0-9_-]+)\)", text)
+    return match.group(1) if match else "?"
+
+
+def group_of(request: dict[str, Any]) -> str:
+    """The group a Messages API request was made in (from its system prompt)."""
+    system = request.get("system")
+    text = system if isinstance(system, str) else " ".join(b["text"] for b in system or [])
+    match = re.search(r'group chat "([a-z0-9_-]+)"', text)
+    return match.group(1) if match else "?"
+
+
+def outbox(redis_url: str, group: str) -> list[dict[str, str]]:
+    """Every item on a group's outbound stream, oldest first."""
+    with redis.Redis.from_url(redis_url, decode_responses=True) as client:
+        return [fields for _id, fields in client.xrange(outbox_stream(group))]
+
+
+async def wait_for(predicate: Callable[[], bool], timeout_s: float = 20.0) -> None:
+    """Poll ``predicate`` until it holds (AssertionError after ``timeout_s``)."""
+    async with asyncio.timeout(timeout_s):
+        while not predicate():
+            await asyncio.sleep(0.05)
+
+
+def copy_prompts(tmp_path: Path) -> Path:
+    """A private copy of the prompts folder (for tests that break a template)."""
+    target = tmp_path / "prompts"
+    shutil.copytree(REPO / "prompts", target)
+    return target
