@@ -1,0 +1,109 @@
+"""Crash recovery: a daemon killed mid-message finishes it after a restart, replying once."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from orchestrator.client import ArenaClient
+from orchestrator.memory.db import make_engine
+from orchestrator.memory.history import HistoryStore
+from tests.arena_helpers import REPO, agent_of, make_settings, outbox, wait_for
+from tests.fakes import FakeMessagesServer
+
+
+def _spawn_daemon(settings, fake_url: str, log: Path) -> subprocess.Popen[bytes]:
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "REDIS_URL": settings.redis_url,
+        "MQTT_URL": settings.mqtt_url,
+        "ANTHROPIC_API_KEY": "test",
+        "ANTHROPIC_BASE_URL": fake_url,
+        "ARENA_DATA_DIR": str(settings.data_dir),
+        "ARENA_AGENTS_DIR": str(settings.agents_dir),
+        "ARENA_WORKSPACES_DIR": str(settings.workspaces_dir),
+        "ARENA_PROMPTS_DIR": str(settings.prompts_dir),
+        "ARENA_CONSUMER": "crashy",
+        "ARENA_MODEL_MAX_RETRIES": "0",
+    }
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "orchestrator", "daemon"],
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+async def test_killed_daemon_resumes_with_exactly_one_reply_each(
+    tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str
+):
+    """Kill -9 after the first agent's reply is published and while the hand-off is at the
+    model: the restarted daemon reuses the stored reply and publishes each reply once."""
+    with FakeMessagesServer() as fake:
+        fake.reply_fn = lambda r: "@pong over to you" if agent_of(r) == "ping" else "pong done"
+        fake.script(latency_s=0)  # ping answers at once...
+        fake.script(latency_s=60)  # ...pong's answer hangs until the daemon is killed
+        settings = make_settings(tmp_path, embedded_redis_url, embedded_mqtt_url, fake.base_url)
+        log = tmp_path / "daemon.log"
+        client = ArenaClient(embedded_redis_url)
+        message_id = client.post("crash", "@ping start", "alex")
+
+        first = _spawn_daemon(settings, fake.base_url, log)
+        try:
+            await wait_for(lambda: len(fake.requests) == 2, timeout_s=30)
+        finally:
+            first.send_signal(signal.SIGKILL)
+            first.wait()
+        assert [i["sender"] for i in outbox(embedded_redis_url, "crash")] == ["ping"]
+
+        second = _spawn_daemon(settings, fake.base_url, log)
+        try:
+            await wait_for(
+                lambda: any(i["type"] == "done" for i in outbox(embedded_redis_url, "crash")),
+                timeout_s=30,
+            )
+        finally:
+            second.send_signal(signal.SIGTERM)
+            assert second.wait(timeout=15) == 0, log.read_text()
+        client.close()
+
+    items = outbox(embedded_redis_url, "crash")
+    assert [(i["type"], i["sender"]) for i in items] == [
+        ("reply", "ping"),
+        ("reply", "pong"),
+        ("done", ""),
+    ]
+    assert all(i["in_reply_to"] == message_id for i in items)
+    # ping was asked once; pong twice (the first call died with the daemon).
+    assert [agent_of(r) for r in fake.requests] == ["ping", "pong", "pong"]
+    engine = make_engine(settings.effective_database_url)
+    stored = HistoryStore(engine).replies_to(message_id)
+    engine.dispose()
+    assert [s.message.sender for s in stored] == ["ping", "pong"]
+    assert "resuming 1 unfinished messages" in log.read_text()
+
+
+async def test_sigterm_finishes_message_in_hand(
+    tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str
+):
+    """SIGTERM while a message is at the model: the daemon finishes it, then exits 0."""
+    with FakeMessagesServer(latency_s=1.5) as fake:
+        settings = make_settings(tmp_path, embedded_redis_url, embedded_mqtt_url, fake.base_url)
+        log = tmp_path / "daemon.log"
+        client = ArenaClient(embedded_redis_url)
+        proc = _spawn_daemon(settings, fake.base_url, log)
+        try:
+            client.post("drain", "@ping slow one", "alex")
+            await wait_for(lambda: len(fake.requests) == 1, timeout_s=30)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            code = await asyncio.to_thread(proc.wait, 15)
+        client.close()
+    assert code == 0, log.read_text()
+    assert [i["type"] for i in outbox(embedded_redis_url, "drain")] == ["reply", "done"]
