@@ -99,6 +99,11 @@ class Settings(BaseSettings):
     def _empty_is_unset(cls, value: str | None) -> str | None:
         return value or None
 
+    @field_validator("anthropic_api_key", mode="before")
+    @classmethod
+    def _empty_key_is_unset(cls, value: object) -> object:
+        return value or None
+
     @property
     def zone(self) -> ZoneInfo:
         """The configured time zone."""

