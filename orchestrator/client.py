@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from types import TracebackType
 from typing import Any, cast
+from urllib.parse import unquote, urlsplit
 
 import redis
 from redis.exceptions import RedisError
@@ -65,8 +66,12 @@ class ArenaClient:
         self._redis.close()
 
     def _fail(self, exc: RedisError) -> BusError:
-        where = self.redis_url.split("@")[-1]
-        return BusError(f"cannot reach Redis at {where} ({exc.__class__.__name__})", self._hint)
+        parts = urlsplit(self.redis_url)
+        if parts.scheme == "unix":
+            problem = f"no Redis is listening at {unquote(parts.path)}"
+        else:
+            problem = f"cannot reach Redis at {parts.hostname}:{parts.port or 6379}"
+        return BusError(f"{problem} ({exc.__class__.__name__})", self._hint)
 
     def ping(self) -> None:
         """Check that Redis answers.

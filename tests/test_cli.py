@@ -1,0 +1,158 @@
+"""The ``arena`` command as people use it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from orchestrator.cli import main
+from tests.arena_helpers import REPO, write_team
+
+
+def _arena(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, check=False,
+    )
+
+
+def _wait_line(proc: subprocess.Popen, wanted: str, timeout_s: float) -> list[str]:
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line.rstrip("\n"))
+        if wanted in line:
+            return lines
+    raise AssertionError(f"{wanted!r} not printed; got {lines}")
+
+
+@pytest.mark.slow
+def test_up_post_wait_history_and_clean_stop(tmp_path: Path, free_port: int):
+    """`arena up` on embedded services answers `arena post --wait`, keeps history across a
+    restart, and stops with exit 0 on SIGTERM; with it stopped, `post` says how to start it."""
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "ARENA_DATA_DIR": str(tmp_path / "data"),
+        "ARENA_MQTT_PORT": str(free_port),
+        "ARENA_WORKERS": "1",
+    }
+    for round_ in range(2):
+        up = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator", "up"], cwd=REPO, env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )
+        try:
+            printed = _wait_line(up, "arena: ready", timeout_s=60)
+            assert any("redis.sock" in line for line in printed)
+            assert any(f"127.0.0.1:{free_port}" in line for line in printed)
+            if round_ == 0:
+                posted = _arena(
+                    "post", "demo",
+                    "@architect we decided to use JWT, please design the token schema",
+                    "--wait", "30", env=env,
+                )
+                assert posted.returncode == 0, posted.stderr
+                first, reply = posted.stdout.splitlines()[:2]
+                assert first.split("-")[0].isdigit()
+                assert reply.startswith("architect: [offline]")
+                assert "SAVE_MEMORY" not in posted.stdout
+            history = _arena("history", "demo", "--json", env=env)
+            rows = [json.loads(line) for line in history.stdout.splitlines()]
+            assert [r["sender"] for r in rows] == ["user", "architect"]
+            status = _arena("status", "--json", env=env)
+            assert status.returncode == 0, status.stderr
+            report = json.loads(status.stdout)
+            assert report["streams"]["pending"] == 0
+            assert report["groups"][0]["group"] == "demo"
+        finally:
+            up.send_signal(signal.SIGTERM)
+            code = up.wait(timeout=15)
+            rest = up.stdout.read() if up.stdout else ""
+            if up.stdout:
+                up.stdout.close()
+        assert code == 0
+        assert "arena: stopped" in rest
+    down = _arena("post", "demo", "anyone?", env=env)
+    assert down.returncode == 1
+    assert "no Redis is listening" in down.stderr
+    assert "arena up" in down.stderr
+    assert "Traceback" not in down.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["post", "Bad/Group", "hi"], "group: 'Bad/Group' is not a valid group id"),
+        (["post", "demo", "   "], "text: the message is empty"),
+        (["post", "demo", "x" * 40_000], "text: the message is 40000 bytes; the limit is 32768"),
+        (["post", "demo", "hi", "--sender", "../x"], "sender: '../x' is not a valid sender"),
+        (["history", "../etc"], "group: '../etc' is not a valid group id"),
+    ],
+)
+def test_bad_input_is_refused_with_one_clear_line(args, expected):
+    """Bad groups, texts and senders are refused before anything is sent."""
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1
+    assert expected in result.output
+    assert "Traceback" not in result.output
+
+
+def test_bad_setting_names_the_variable(monkeypatch):
+    """A bad setting fails at start with one line naming it."""
+    monkeypatch.setenv("ARENA_TZ", "Mars/Olympus")
+    result = CliRunner().invoke(main, ["route", "hello"])
+    assert result.exit_code == 1
+    assert "ARENA_TZ: unknown time zone 'Mars/Olympus'" in result.output
+
+
+def test_route_dry_run_uses_the_real_rules(monkeypatch):
+    """`arena route` shows the decision for the shipped agents, mentions first."""
+    monkeypatch.chdir(REPO)
+    mention = CliRunner().invoke(main, ["route", "@tester and @architect, look", "--json"])
+    assert mention.exit_code == 0, mention.output
+    decision = json.loads(mention.output)
+    assert decision["reason"] == "mention"
+    assert decision["agents"] == ["tester", "architect"]
+    plain = CliRunner().invoke(main, ["route", "hello"])
+    assert plain.exit_code == 0
+    assert "reason:" in plain.output
+
+
+def test_check_passes_with_services_and_fails_on_bad_agent(
+    tmp_path: Path, monkeypatch, embedded_redis_url: str, embedded_mqtt_url: str
+):
+    """`arena check` exits 0 when all is well and 1 naming the broken agent file."""
+    agents = write_team(tmp_path)
+    monkeypatch.setenv("REDIS_URL", embedded_redis_url)
+    monkeypatch.setenv("MQTT_URL", embedded_mqtt_url)
+    monkeypatch.setenv("ARENA_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("ARENA_AGENTS_DIR", str(agents))
+    monkeypatch.setenv("ARENA_PROMPTS_DIR", str(REPO / "prompts"))
+    good = CliRunner().invoke(main, ["check"])
+    assert good.exit_code == 0, good.output
+    assert "redis" in good.output and "mqtt" in good.output
+    (agents / "ping.yaml").write_text("id: ping\nname: Ping\nrole: 3\nmodel: [x]\n")
+    bad = CliRunner().invoke(main, ["check"])
+    assert bad.exit_code == 1
+    assert "ping.yaml" in bad.output
+
+
+def test_commands_without_a_running_redis_say_how_to_start(tmp_path: Path, monkeypatch):
+    """With nothing running, `status` and `tail` say how to start the daemon."""
+    monkeypatch.setenv("ARENA_DATA_DIR", str(tmp_path / "data"))
+    for args in (["status"], ["tail", "demo"]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 1, args
+        assert "arena up" in result.output
