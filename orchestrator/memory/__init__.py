@@ -1,0 +1,1 @@
+"""What agents remember: reply markers, the memory gate, the session store and personal logs."""

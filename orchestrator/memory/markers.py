@@ -1,0 +1,207 @@
+"""Find the memory markers an agent leaves in its reply, and make marker-shaped text inert.
+
+An agent saves a memory by writing a hidden marker in its reply::
+
+    <!--SAVE_MEMORY:{"type": "decision", "content": "We use JWT", "confidence": 0.9}-->
+    <!--SAVE_TO_PERSONAL:{"content": "Ask for the expected load first", "type": "lesson"}-->
+
+The grammar is ``<!--``, the name (``SAVE_MEMORY`` or ``SAVE_TO_PERSONAL``, case-sensitive),
+``:``, one JSON value and ``-->``, with any whitespace, line breaks included, between those
+tokens. The JSON is read with a real decoder, so a string inside it may contain ``-->``.
+
+:func:`parse_markers` is pure and never raises. It returns the reply as people should see it
+(every marker removed, valid or not), the markers whose payload is a JSON object, and the
+broken ones with the reason. Schema checks on the payloads belong to the memory gate.
+
+:func:`neutralise` is applied to human messages and history before they reach a model, so that
+quoted text can never plant a marker: it rewrites the ``<`` of a ``<!--`` that opens a marker
+as the HTML entity ``&lt;``, which the parser does not match and a model still reads as the same
+text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = [
+    "MARKER_RE",
+    "InvalidMarker",
+    "Marker",
+    "MarkerKind",
+    "ParsedReply",
+    "neutralise",
+    "parse_markers",
+]
+
+MarkerKind = Literal["memory", "personal"]
+
+MARKER_RE = re.compile(r"<!--\s*(SAVE_MEMORY|SAVE_TO_PERSONAL)\s*:(.*?)-->", re.DOTALL)
+"""The shape of a marker, for documentation and checks; the parser reads the JSON itself."""
+
+# Anything that opens a marker, even without the ':' or the '-->', is removed from the reply.
+_START_RE = re.compile(r"<!--\s*SAVE_(MEMORY|TO_PERSONAL)")
+_COLON_RE = re.compile(r"\s*:\s*")
+_CLOSE_RE = re.compile(r"\s*-->")
+_NEUTRALISE_RE = re.compile(r"<(?=!--\s*SAVE_)")
+_RAW_LIMIT = 200
+_KINDS: dict[str, MarkerKind] = {"MEMORY": "memory", "TO_PERSONAL": "personal"}
+_ASSEMBLED = "formed only by removing another marker"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Marker:
+    """A well-formed marker: ``kind`` is "memory" for SAVE_MEMORY, "personal" otherwise."""
+
+    kind: MarkerKind
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InvalidMarker:
+    """A marker that could not be read; ``raw`` is its text, cut to 200 characters."""
+
+    kind: MarkerKind
+    raw: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParsedReply:
+    """A reply split into what people see and the markers it carried."""
+
+    visible: str
+    markers: tuple[Marker, ...] = ()
+    invalid: tuple[InvalidMarker, ...] = ()
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def parse_markers(text: str) -> ParsedReply:
+    """Split a model reply into visible text and memory markers.
+
+    Every marker is removed from the visible text, valid or not, and so is an unterminated
+    ``<!--SAVE_...`` tail. Where markers stood, the surrounding whitespace is tidied: at most
+    one blank line, or one space inside a line. If removing markers joins fragments into a new
+    marker, that one is removed too and reported as invalid.
+
+    Args:
+        text: The reply as the model wrote it.
+
+    Returns:
+        The visible text (stripped), the valid markers in order, and the invalid ones.
+    """
+    visible, found = _scan(text)
+    markers = [item for _, item in found if isinstance(item, Marker)]
+    invalid = [item for _, item in found if isinstance(item, InvalidMarker)]
+    while _START_RE.search(visible):
+        visible, assembled = _scan(visible)
+        for raw, item in assembled:
+            reason = _ASSEMBLED if isinstance(item, Marker) else f"{_ASSEMBLED}; {item.reason}"
+            invalid.append(InvalidMarker(kind=item.kind, raw=raw, reason=reason))
+    return ParsedReply(visible=visible.strip(), markers=tuple(markers), invalid=tuple(invalid))
+
+
+def neutralise(text: str) -> str:
+    """Make marker-shaped text inert, so quoting it can never save a memory.
+
+    The ``<`` of every ``<!--`` that opens a marker becomes ``&lt;``:
+    ``<!--SAVE_MEMORY:{...}-->`` reads ``&lt;!--SAVE_MEMORY:{...}-->``. All other text is
+    returned unchanged, and ``neutralise`` is idempotent.
+
+    Args:
+        text: A human message or a history line about to go into a prompt.
+
+    Returns:
+        The text with no marker left for :func:`parse_markers` to find.
+    """
+    return _NEUTRALISE_RE.sub("&lt;", text)
+
+
+def _scan(text: str) -> tuple[str, list[tuple[str, Marker | InvalidMarker]]]:
+    """One pass: remove every marker from left to right; return the rest and what was found."""
+    found: list[tuple[str, Marker | InvalidMarker]] = []
+    segments: list[str] = []
+    pos = 0
+    while (start := _START_RE.search(text, pos)) is not None:
+        segments.append(text[pos : start.start()])
+        pos, item = _read_marker(text, start)
+        found.append((_cut(text[start.start() : pos]), item))
+    if not found:
+        return text, found
+    segments.append(text[pos:])
+    return _join(segments), found
+
+
+def _join(segments: list[str]) -> str:
+    """Join the text around removed markers, tidying the whitespace at each join.
+
+    The whitespace on both sides of a run of removed markers becomes at most one blank line
+    if it held line breaks, one space if it held other whitespace, and nothing otherwise.
+    """
+    first = segments[0].rstrip()
+    parts = [first]
+    gap = segments[0][len(first) :]
+    for segment in segments[1:]:
+        body = segment.lstrip()
+        gap += segment[: len(segment) - len(body)]
+        if not body:
+            continue
+        kept = body.rstrip()
+        parts.append(_gap_text(gap))
+        parts.append(kept)
+        gap = body[len(kept) :]
+    parts.append(_gap_text(gap))
+    return "".join(parts)
+
+
+def _read_marker(text: str, start: re.Match[str]) -> tuple[int, Marker | InvalidMarker]:
+    """Read the marker opened at ``start``; return where it ends and what it holds."""
+    kind = _KINDS[start.group(1)]
+    colon = _COLON_RE.match(text, start.end())
+    if colon is None:
+        return _invalid(text, start.start(), start.end(), kind, "no ':' after the name")
+    try:
+        payload, json_end = _DECODER.raw_decode(text, colon.end())
+    except json.JSONDecodeError as exc:
+        return _invalid(text, start.start(), colon.end(), kind, f"not JSON: {exc.msg}")
+    except (ValueError, RecursionError) as exc:
+        return _invalid(text, start.start(), colon.end(), kind, f"not JSON: {exc}")
+    close = _CLOSE_RE.match(text, json_end)
+    if close is None:
+        return _invalid(text, start.start(), json_end, kind, "text between the JSON and '-->'")
+    if not isinstance(payload, dict):
+        raw = _cut(text[start.start() : close.end()])
+        return close.end(), InvalidMarker(kind=kind, raw=raw, reason="payload is not an object")
+    return close.end(), Marker(kind=kind, payload=payload)
+
+
+def _invalid(
+    text: str, begin: int, search_from: int, kind: MarkerKind, reason: str
+) -> tuple[int, InvalidMarker]:
+    """A broken marker ends at the next ``-->``, or takes the rest of the text if none."""
+    close = text.find("-->", search_from)
+    if close == -1:
+        end, reason = len(text), f"unterminated (no '-->'); {reason}"
+    else:
+        end = close + 3
+    return end, InvalidMarker(kind=kind, raw=_cut(text[begin:end]), reason=reason)
+
+
+def _gap_text(gap: str) -> str:
+    """What stands where markers were removed, given the whitespace around them."""
+    newlines = gap.count("\n")
+    if newlines:
+        return "\n" * min(newlines, 2)
+    return " " if gap else ""
+
+
+def _cut(raw: str) -> str:
+    return raw[:_RAW_LIMIT]

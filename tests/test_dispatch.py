@@ -1,0 +1,68 @@
+"""Per-group ordering with concurrency across groups."""
+
+from __future__ import annotations
+
+import asyncio
+
+from orchestrator.dispatch import GroupDispatcher
+
+
+async def test_order_within_a_group_and_overlap_across_groups():
+    """Items of one group never overlap and keep their order; groups overlap."""
+    running: dict[str, int] = {}
+    overlap_seen = asyncio.Event()
+    done: list[tuple[str, int]] = []
+
+    async def handler(item: tuple[str, int]) -> None:
+        group, n = item
+        running[group] = running.get(group, 0) + 1
+        assert running[group] == 1, "two items of one group ran at once"
+        if sum(1 for v in running.values() if v) > 1:
+            overlap_seen.set()
+        await asyncio.sleep(0.01)
+        done.append(item)
+        running[group] -= 1
+
+    dispatcher: GroupDispatcher[tuple[str, int]] = GroupDispatcher(handler, max_inflight=100)
+    for n in range(5):
+        for group in ("a", "b", "c"):
+            await dispatcher.submit(group, (group, n))
+    assert await dispatcher.drain(timeout_s=10)
+    for group in ("a", "b", "c"):
+        assert [n for g, n in done if g == group] == list(range(5))
+    assert overlap_seen.is_set()
+    assert dispatcher.inflight == 0 and dispatcher.active_groups == 0
+
+
+async def test_a_failing_item_does_not_stop_its_group():
+    """An exception in one item is logged; the group's next items still run."""
+    seen: list[int] = []
+
+    async def handler(n: int) -> None:
+        seen.append(n)
+        if n == 1:
+            raise RuntimeError("boom")
+
+    dispatcher: GroupDispatcher[int] = GroupDispatcher(handler, max_inflight=10)
+    for n in range(3):
+        await dispatcher.submit("g", n)
+    assert await dispatcher.drain(timeout_s=5)
+    assert seen == [0, 1, 2]
+
+
+async def test_inflight_limit_applies_backpressure():
+    """submit() waits while max_inflight items are unfinished."""
+    release = asyncio.Event()
+
+    async def handler(n: int) -> None:
+        await release.wait()
+
+    dispatcher: GroupDispatcher[int] = GroupDispatcher(handler, max_inflight=2)
+    await dispatcher.submit("a", 1)
+    await dispatcher.submit("b", 2)
+    third = asyncio.create_task(dispatcher.submit("c", 3))
+    await asyncio.sleep(0.05)
+    assert not third.done()
+    release.set()
+    await asyncio.wait_for(third, timeout=5)
+    assert await dispatcher.drain(timeout_s=5)

@@ -1,0 +1,302 @@
+"""Tests for orchestrator.memory.markers: parsing replies and neutralising quoted text."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from orchestrator.memory.markers import (
+    MARKER_RE,
+    InvalidMarker,
+    Marker,
+    MarkerKind,
+    neutralise,
+    parse_markers,
+)
+
+MEMORY = '<!--SAVE_MEMORY:{"type": "decision", "content": "We use JWT", "confidence": 0.9}-->'
+PERSONAL = '<!--SAVE_TO_PERSONAL:{"content": "Ask about load first", "type": "lesson"}-->'
+
+
+def assert_no_marker_left(visible: str) -> None:
+    assert "<!--SAVE_MEMORY" not in visible
+    assert "<!--SAVE_TO_PERSONAL" not in visible
+    assert MARKER_RE.search(visible) is None
+
+
+# Examples ---------------------------------------------------------------------------------------
+
+
+def test_plain_text_is_untouched():
+    """A reply without markers is returned as is, stripped."""
+    parsed = parse_markers("  Hello <!-- an ordinary comment --> there.\n")
+    assert parsed.visible == "Hello <!-- an ordinary comment --> there."
+    assert parsed.markers == ()
+    assert parsed.invalid == ()
+
+
+def test_both_kinds_are_parsed_in_order():
+    """SAVE_MEMORY becomes kind "memory" and SAVE_TO_PERSONAL kind "personal"."""
+    parsed = parse_markers(f"We agreed.\n{MEMORY}\n{PERSONAL}")
+    assert parsed.visible == "We agreed."
+    assert parsed.markers == (
+        Marker(
+            kind="memory",
+            payload={"type": "decision", "content": "We use JWT", "confidence": 0.9},
+        ),
+        Marker(kind="personal", payload={"content": "Ask about load first", "type": "lesson"}),
+    )
+    assert parsed.invalid == ()
+
+
+def test_whitespace_and_line_breaks_between_tokens():
+    """Spaces and line breaks are accepted between every token of a marker."""
+    text = 'Done. <!--\n  SAVE_MEMORY \n :\n {\n  "type": "task",\n  "content": "x"\n }\n\t-->'
+    parsed = parse_markers(text)
+    assert parsed.visible == "Done."
+    assert parsed.markers == (Marker(kind="memory", payload={"type": "task", "content": "x"}),)
+
+
+def test_names_are_case_sensitive():
+    """A lower-case name is not a marker and stays visible."""
+    text = '<!--save_memory:{"content": "x"}-->'
+    parsed = parse_markers(text)
+    assert parsed.visible == text
+    assert parsed.markers == ()
+
+
+def test_arrow_inside_a_json_string_does_not_end_the_marker():
+    """The JSON decoder, not the first '-->', decides where the payload ends."""
+    parsed = parse_markers('a <!--SAVE_MEMORY:{"content": "use --> and <!-- freely"}--> b')
+    assert parsed.visible == "a b"
+    assert parsed.markers == (
+        Marker(kind="memory", payload={"content": "use --> and <!-- freely"}),
+    )
+
+
+def test_non_object_payload_is_invalid_and_removed():
+    """A JSON array is reported as invalid and still hidden."""
+    parsed = parse_markers("Hi <!--SAVE_TO_PERSONAL: [1, 2] --> there")
+    assert parsed.visible == "Hi there"
+    assert parsed.markers == ()
+    assert parsed.invalid == (
+        InvalidMarker(
+            kind="personal",
+            raw="<!--SAVE_TO_PERSONAL: [1, 2] -->",
+            reason="payload is not an object",
+        ),
+    )
+
+
+def test_broken_json_is_invalid_and_removed():
+    """A payload that is not JSON ends at the next '-->' and is reported."""
+    parsed = parse_markers("one <!--SAVE_MEMORY:{type: decision}--> two")
+    assert parsed.visible == "one two"
+    (invalid,) = parsed.invalid
+    assert invalid.kind == "memory"
+    assert invalid.raw == "<!--SAVE_MEMORY:{type: decision}-->"
+    assert invalid.reason.startswith("not JSON: ")
+
+
+def test_missing_colon_is_invalid():
+    """A name without ':' is not a marker but is hidden all the same."""
+    parsed = parse_markers('x <!--SAVE_MEMORY {"content": "y"}--> z')
+    assert parsed.visible == "x z"
+    assert parsed.invalid[0].reason == "no ':' after the name"
+
+
+def test_text_between_json_and_close_is_invalid():
+    """Anything but whitespace between the JSON and '-->' makes the marker invalid."""
+    parsed = parse_markers('x <!--SAVE_MEMORY:{"content": "y"} oops--> z')
+    assert parsed.visible == "x z"
+    assert parsed.markers == ()
+    assert parsed.invalid[0].reason == "text between the JSON and '-->'"
+
+
+def test_nan_is_not_accepted():
+    """JSON constants Python would accept (NaN, Infinity) are refused."""
+    parsed = parse_markers('<!--SAVE_MEMORY:{"confidence": NaN}-->')
+    assert parsed.markers == ()
+    assert "NaN" in parsed.invalid[0].reason
+
+
+def test_unterminated_tail_is_removed():
+    """An opened marker with no '-->' takes the rest of the reply with it."""
+    parsed = parse_markers('Sure thing.\n\n<!--SAVE_MEMORY:{"type": "decision", "content": "x"')
+    assert parsed.visible == "Sure thing."
+    assert parsed.invalid[0].reason.startswith("unterminated")
+
+
+def test_raw_is_cut_to_200_characters():
+    """The raw text of an invalid marker is kept to 200 characters."""
+    parsed = parse_markers("<!--SAVE_MEMORY:" + "x" * 500 + "-->")
+    assert len(parsed.invalid[0].raw) == 200
+
+
+def test_deeply_nested_json_does_not_raise():
+    """Nesting too deep for the decoder is an invalid marker, not a crash."""
+    parsed = parse_markers("ok <!--SAVE_MEMORY:" + "[" * 100_000 + "-->")
+    assert parsed.visible == "ok"
+    assert parsed.invalid[0].reason.startswith("not JSON")
+
+
+def test_blank_lines_left_by_markers_are_collapsed():
+    """Removing markers on their own lines leaves at most one blank line."""
+    parsed = parse_markers(f"First.\n\n{MEMORY}\n\n{PERSONAL}\n\n\nSecond.")
+    assert parsed.visible == "First.\n\nSecond."
+
+
+def test_inline_marker_leaves_one_space():
+    """A marker inside a sentence leaves a single space, or none if there was none."""
+    assert parse_markers(f"We {MEMORY} agreed.").visible == "We agreed."
+    assert parse_markers(f"We{MEMORY}agreed.").visible == "Weagreed."
+    assert parse_markers(f"Line one {MEMORY}\nline two").visible == "Line one\nline two"
+
+
+def test_blank_lines_elsewhere_are_kept():
+    """Only the whitespace around removed markers is tidied."""
+    assert parse_markers("a\n\n\n\nb").visible == "a\n\n\n\nb"
+
+
+def test_marker_assembled_by_removal_is_removed_too():
+    """Fragments that join into a marker once another is removed are hidden and invalid."""
+    text = "<!-" + MEMORY + '-SAVE_MEMORY:{"content": "smuggled"}-->after'
+    parsed = parse_markers(text)
+    assert parsed.visible == "after"
+    assert [m.payload["content"] for m in parsed.markers] == ["We use JWT"]
+    assert parsed.invalid[0].reason == "formed only by removing another marker"
+
+
+def test_neutralise_rewrites_only_marker_openings():
+    """neutralise escapes '<' of a marker opening and leaves other comments alone."""
+    text = f"quote: {MEMORY} and <!-- a comment -->"
+    result = neutralise(text)
+    assert result.startswith("quote: &lt;!--SAVE_MEMORY:")
+    assert result.endswith("and <!-- a comment -->")
+    assert parse_markers(result).markers == ()
+    assert neutralise(result) == result
+
+
+# Properties -------------------------------------------------------------------------------------
+
+short_text = st.text(max_size=12)
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | short_text
+    | st.sampled_from(["-->", "<!--SAVE_MEMORY:{}-->", "}-->", '"']),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(short_text, inner, max_size=3),
+    max_leaves=5,
+)
+payloads = st.dictionaries(short_text, json_values, max_size=3)
+names = st.sampled_from(["SAVE_MEMORY", "SAVE_TO_PERSONAL"])
+spaces = st.sampled_from(["", " ", "\n", " \n\t ", "\r\n"])
+
+
+@st.composite
+def valid_markers(draw: st.DrawFn) -> tuple[str, str, dict[str, Any]]:
+    name = draw(names)
+    payload = draw(payloads)
+    body = json.dumps(
+        payload, ensure_ascii=draw(st.booleans()), indent=draw(st.sampled_from([None, 2]))
+    )
+    text = f"<!--{draw(spaces)}{name}{draw(spaces)}:{draw(spaces)}{body}{draw(spaces)}-->"
+    return text, name, payload
+
+
+fragments = st.sampled_from(
+    [
+        "<!--",
+        "<!-",
+        "-->",
+        "->",
+        "<!--SAVE_MEMORY",
+        "<!-- SAVE_TO_PERSONAL",
+        "SAVE_MEMORY:",
+        ":",
+        "{",
+        "}",
+        '"',
+        "[",
+        "\n",
+        "\n\n\n",
+        "<!--SAVE_MEMORY:",
+        "<!--SAVE_TO_PERSONAL:{",
+        '<!--SAVE_MEMORY:{"a": "-->',
+        "<!--SAVE_MEMORY:[1]-->",
+        "<!--SAVE_MEMORY:{}",
+        "NaN",
+    ]
+)
+pieces = st.one_of(
+    st.text(max_size=20),
+    fragments,
+    valid_markers().map(lambda marker: marker[0]),
+)
+
+
+@st.composite
+def nested(draw: st.DrawFn) -> str:
+    """A marker whose JSON string holds other marker text, or two markers cut into each other."""
+    inner, _, _ = draw(valid_markers())
+    outer, _, _ = draw(valid_markers())
+    cut = draw(st.integers(0, len(outer)))
+    return draw(
+        st.sampled_from(
+            [
+                f'<!--SAVE_MEMORY:{{"content": {json.dumps(inner)}}}-->',
+                outer[:cut] + inner + outer[cut:],
+            ]
+        )
+    )
+
+
+replies = st.lists(st.one_of(pieces, nested()), max_size=8).map("".join)
+
+
+@settings(max_examples=100, database=None)
+@given(replies)
+def test_parse_never_raises_and_hides_every_marker(text: str) -> None:
+    """Whatever the reply, parsing succeeds and no marker text is left visible."""
+    parsed = parse_markers(text)
+    assert_no_marker_left(parsed.visible)
+    assert parsed.visible == parsed.visible.strip()
+    assert all(isinstance(m.payload, dict) for m in parsed.markers)
+    assert all(len(i.raw) <= 200 for i in parsed.invalid)
+
+
+@settings(max_examples=300, database=None)
+@given(st.text())
+def test_parse_never_raises_on_arbitrary_text(text: str) -> None:
+    """Any text at all parses, and the visible part never holds a marker."""
+    assert_no_marker_left(parse_markers(text).visible)
+
+
+@settings(max_examples=100, database=None)
+@given(st.lists(st.tuples(st.text(max_size=20), valid_markers()), max_size=4))
+def test_valid_markers_round_trip(parts: list[tuple[str, tuple[str, str, dict[str, Any]]]]) -> None:
+    """Valid markers between arbitrary (neutralised) text come back with their payloads."""
+    text = "".join(neutralise(before) + marker for before, (marker, _, _) in parts)
+    parsed = parse_markers(text)
+    kinds: dict[str, MarkerKind] = {"SAVE_MEMORY": "memory", "SAVE_TO_PERSONAL": "personal"}
+    expected = [Marker(kind=kinds[name], payload=payload) for _, (_, name, payload) in parts]
+    assert list(parsed.markers) == expected
+    assert parsed.invalid == ()
+    assert_no_marker_left(parsed.visible)
+
+
+@settings(max_examples=100, database=None)
+@given(replies)
+def test_neutralised_text_has_no_markers(text: str) -> None:
+    """After neutralise, the parser finds nothing, valid or not, and removes nothing."""
+    safe = neutralise(text)
+    parsed = parse_markers(safe)
+    assert parsed.markers == ()
+    assert parsed.invalid == ()
+    assert parsed.visible == safe.strip()
+    assert neutralise(safe) == safe
