@@ -131,7 +131,7 @@ def outbox(redis_url: str, group: str) -> list[dict[str, str]]:
 async def wait_for(predicate: Callable[[], bool], timeout_s: float = 20.0) -> None:
     """Poll ``predicate`` until it holds (AssertionError after ``timeout_s``)."""
     async with asyncio.timeout(timeout_s):
-        while not predicate():
+        while not predicate():  # noqa: ASYNC110 - polls state owned by other processes
             await asyncio.sleep(0.05)
 
 

@@ -20,7 +20,12 @@ from tests.arena_helpers import REPO, write_team
 def _arena(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "orchestrator", *args],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, check=False,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
 
 
@@ -50,8 +55,12 @@ def test_up_post_wait_history_and_clean_stop(tmp_path: Path, free_port: int):
     }
     for round_ in range(2):
         up = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator", "up"], cwd=REPO, env=env,
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            [sys.executable, "-m", "orchestrator", "up"],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
         )
         try:
             printed = _wait_line(up, "arena: ready", timeout_s=60)
@@ -59,9 +68,12 @@ def test_up_post_wait_history_and_clean_stop(tmp_path: Path, free_port: int):
             assert any(f"127.0.0.1:{free_port}" in line for line in printed)
             if round_ == 0:
                 posted = _arena(
-                    "post", "demo",
+                    "post",
+                    "demo",
                     "@architect we decided to use JWT, please design the token schema",
-                    "--wait", "30", env=env,
+                    "--wait",
+                    "30",
+                    env=env,
                 )
                 assert posted.returncode == 0, posted.stderr
                 first, reply = posted.stdout.splitlines()[:2]
@@ -142,7 +154,8 @@ def test_check_passes_with_services_and_fails_on_bad_agent(
     monkeypatch.setenv("ARENA_PROMPTS_DIR", str(REPO / "prompts"))
     good = CliRunner().invoke(main, ["check"])
     assert good.exit_code == 0, good.output
-    assert "redis" in good.output and "mqtt" in good.output
+    assert "redis" in good.output
+    assert "mqtt" in good.output
     (agents / "ping.yaml").write_text("id: ping\nname: Ping\nrole: 3\nmodel: [x]\n")
     bad = CliRunner().invoke(main, ["check"])
     assert bad.exit_code == 1

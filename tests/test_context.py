@@ -47,10 +47,18 @@ def test_system_prompt_has_identity_roster_and_time():
     )
     trigger = _msg(1, "alex", MessageKind.HUMAN, "hi")
     request = build_request(
-        agent=agents[0], agents=agents, identity=Identity(claude="ROLE-TEXT", soul="SOUL-TEXT"),
-        trigger=trigger, history=[trigger], prompts=Prompts(REPO / "prompts"), now=T0, tz="UTC",
+        agent=agents[0],
+        agents=agents,
+        identity=Identity(claude="ROLE-TEXT", soul="SOUL-TEXT"),
+        trigger=trigger,
+        history=[trigger],
+        prompts=Prompts(REPO / "prompts"),
+        now=T0,
+        tz="UTC",
     )
-    assert "ROLE-TEXT" in request.system and "SOUL-TEXT" in request.system
+    assert "ROLE-TEXT" in request.system
+    assert "SOUL-TEXT" in request.system
     assert "@qa — QA, tester" in request.system
     assert "2026-03-01 12:00" in request.system
-    assert request.model == "m" and request.messages[-1]["role"] == "user"
+    assert request.model == "m"
+    assert request.messages[-1]["role"] == "user"

@@ -78,7 +78,8 @@ async def test_reply_reaches_stream_mqtt_and_database(
         ("ping", "agent"),
     ]
     assert stored[0].status == "done"
-    assert stored[0].route is not None and stored[0].route["reason"] == "mention"
+    assert stored[0].route is not None
+    assert stored[0].route["reason"] == "mention"
     assert stored[1].meta["usage"]["output_tokens"] > 0
     assert any(
         f"message {message_id} group=demo" in r.getMessage() and "replies=1" in r.getMessage()
@@ -109,9 +110,13 @@ async def test_rule_routing_and_cjk_length_rule(
     assert [r.sender for r in by_keyword] == ["ping"]
     assert [r.sender for r in by_length] == ["pong"]
     assert [r.sender for r in by_default] == ["helper"]
-    routes = [s.route for s in _history(make_settings(tmp_path, embedded_redis_url,
-                                                      embedded_mqtt_url, None), "rules")
-              if s.route]
+    routes = [
+        s.route
+        for s in _history(
+            make_settings(tmp_path, embedded_redis_url, embedded_mqtt_url, None), "rules"
+        )
+        if s.route
+    ]
     assert [r["reason"] for r in routes] == ["rule", "rule", "default"]
 
 

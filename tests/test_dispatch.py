@@ -14,7 +14,7 @@ async def test_order_within_a_group_and_overlap_across_groups():
     done: list[tuple[str, int]] = []
 
     async def handler(item: tuple[str, int]) -> None:
-        group, n = item
+        group, _n = item
         running[group] = running.get(group, 0) + 1
         assert running[group] == 1, "two items of one group ran at once"
         if sum(1 for v in running.values() if v) > 1:
@@ -31,7 +31,8 @@ async def test_order_within_a_group_and_overlap_across_groups():
     for group in ("a", "b", "c"):
         assert [n for g, n in done if g == group] == list(range(5))
     assert overlap_seen.is_set()
-    assert dispatcher.inflight == 0 and dispatcher.active_groups == 0
+    assert dispatcher.inflight == 0
+    assert dispatcher.active_groups == 0
 
 
 async def test_a_failing_item_does_not_stop_its_group():

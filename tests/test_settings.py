@@ -12,7 +12,8 @@ def test_defaults_are_embedded_services(tmp_path, monkeypatch):
     """With nothing set, Redis is the socket under the data folder and SQLite the database."""
     monkeypatch.setenv("ARENA_DATA_DIR", str(tmp_path))
     settings = load_settings()
-    assert settings.redis_url is None and settings.mqtt_url is None
+    assert settings.redis_url is None
+    assert settings.mqtt_url is None
     assert settings.effective_redis_url == f"unix://{tmp_path / 'redis.sock'}"
     assert settings.effective_database_url == f"sqlite:///{tmp_path / 'arena.db'}"
     assert settings.anthropic_api_key is None
