@@ -9,6 +9,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
@@ -205,6 +206,7 @@ def _mosquitto(executable: str, port: int, folder: Path) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -238,3 +240,79 @@ def mqtt_broker(request: pytest.FixtureRequest, _mqtt_brokers: Callable[[str], s
 def embedded_mqtt_url(_mqtt_brokers: Callable[[str], str]) -> str:
     """The ``mqtt://`` URL of the session-wide amqtt broker."""
     return _mqtt_brokers("embedded")
+
+
+# PostgreSQL -------------------------------------------------------------------------------------
+
+
+def _postgres_command(*args: str) -> list[str]:
+    # PostgreSQL refuses to run as root: run it as the `postgres` user when we are root.
+    if os.geteuid() == 0:
+        return ["runuser", "-u", "postgres", "--", *args]
+    return list(args)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A real PostgreSQL server on a free port (skipped when PostgreSQL is not installed)."""
+    initdb = shutil.which("initdb") or shutil.which("initdb", path="/usr/lib/postgresql/15/bin")
+    postgres = shutil.which("postgres") or shutil.which(
+        "postgres", path="/usr/lib/postgresql/15/bin"
+    )
+    if not initdb or not postgres:
+        pytest.skip("PostgreSQL is not installed (apt-get install postgresql)")
+    if os.geteuid() == 0 and not shutil.which("runuser"):
+        pytest.skip("running as root without runuser: cannot start PostgreSQL")
+    # Not under pytest's temporary folder: that one is private to us, and PostgreSQL runs as
+    # another user when we are root.
+    folder = Path(tempfile.mkdtemp(prefix="arena-pg-"))
+    data = folder / "data"
+    if os.geteuid() == 0:
+        shutil.chown(folder, user="postgres")
+    subprocess.run(
+        _postgres_command(initdb, "-D", str(data), "-U", "arena", "--auth=trust", "-E", "UTF8"),
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    port = _free_port()
+    log = folder / "postgres.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            _postgres_command(
+                postgres,
+                "-D",
+                str(data),
+                "-p",
+                str(port),
+                "-k",
+                str(folder),
+                "-c",
+                "listen_addresses=127.0.0.1",
+                "-c",
+                "fsync=off",
+            ),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"postgresql://arena@127.0.0.1:{port}/postgres"
+    deadline = time.monotonic() + _START_TIMEOUT_S * 3
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                raise RuntimeError(f"PostgreSQL did not start: {log.read_text()[-2000:]}") from None
+            time.sleep(0.1)
+    try:
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        shutil.rmtree(folder, ignore_errors=True)

@@ -209,3 +209,24 @@ async def test_two_groups_run_concurrently_each_in_order(
         assert [r["in_reply_to"] for r in replies] == ids
         texts = [r["messages"][-1]["content"] for r in fake_llm.requests if group_of(r) == group]
         assert [f"message {n} in {group}" in t for n, t in enumerate(texts)] == [True] * 3
+
+
+async def test_postgres_database_works_the_same(
+    tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str, fake_llm, postgres_url: str
+):
+    """With DATABASE_URL on PostgreSQL, messages and replies are stored there."""
+    settings = make_settings(
+        tmp_path,
+        embedded_redis_url,
+        embedded_mqtt_url,
+        fake_llm.base_url,
+        database_url=postgres_url,
+    )
+    async with running_daemon(settings):
+        client = ArenaClient(embedded_redis_url)
+        message_id, replies = await asyncio.to_thread(
+            client.post_and_wait, "pg-group", "@pong over here", "alex", 20
+        )
+        client.close()
+    stored = _history(settings, "pg-group")
+    assert [s.message.id for s in stored] == [message_id, replies[0].id]

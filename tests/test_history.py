@@ -1,0 +1,100 @@
+"""The conversation history on SQLite and on a real PostgreSQL server."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import text
+
+from orchestrator.errors import ServiceError
+from orchestrator.memory.db import make_engine
+from orchestrator.memory.history import HistoryStore
+from orchestrator.models import ChatMessage, MessageKind
+
+T0 = datetime(2026, 5, 1, 8, 0, tzinfo=UTC)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request, tmp_path):
+    """A history store on SQLite (WAL) and on PostgreSQL."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'arena.db'}"
+    else:
+        url = request.getfixturevalue("postgres_url")
+    engine = make_engine(url)
+    with engine.begin() as connection:
+        connection.execute(text("DELETE FROM messages"))
+    yield HistoryStore(engine)
+    engine.dispose()
+
+
+def _msg(n: int, group: str = "g", text_: str = "hello", reply_to: str | None = None):
+    return ChatMessage(
+        id=f"{n}-0",
+        group=group,
+        sender="alex",
+        kind=MessageKind.HUMAN,
+        text=text_,
+        created_at=T0 + timedelta(seconds=n),
+        in_reply_to=reply_to,
+    )
+
+
+def test_save_is_idempotent_and_round_trips(store):
+    """Saving a message twice stores it once; it reads back equal, CJK and all."""
+    message = _msg(1, text_="设计 JWT 🔑")
+    assert store.save(message, route={"reason": "default"}) is True
+    assert store.save(message) is False
+    stored = store.get("1-0")
+    assert stored is not None
+    assert stored.message == message
+    assert stored.route == {"reason": "default"}
+    assert store.count() == 1
+
+
+def test_recent_is_newest_n_oldest_first_per_group(store):
+    """recent() returns the group's newest messages in order, other groups excluded."""
+    for n in range(10):
+        store.save(_msg(n, group="a" if n % 2 else "b"))
+    assert [s.message.id for s in store.recent("a", 3)] == ["5-0", "7-0", "9-0"]
+    assert {g.group: g.messages for g in store.groups()} == {"a": 5, "b": 5}
+
+
+def test_update_merges_meta_and_replies_are_listed(store):
+    """update() merges metadata; replies_to() lists replies in stored order."""
+    store.save(_msg(1))
+    store.update("1-0", status="done", meta={"a": 1})
+    store.update("1-0", meta={"b": 2})
+    stored = store.get("1-0")
+    assert stored is not None and stored.status == "done" and stored.meta == {"a": 1, "b": 2}
+    store.save(_msg(2, reply_to="1-0"))
+    store.save(_msg(3, reply_to="1-0"))
+    assert [r.message.id for r in store.replies_to("1-0")] == ["2-0", "3-0"]
+
+
+def test_concurrent_saves_of_the_same_message_store_one(store):
+    """Threads racing to save one message leave exactly one row."""
+    results: list[bool] = []
+    barrier = threading.Barrier(8)
+
+    def save() -> None:
+        barrier.wait()
+        results.append(store.save(_msg(42)))
+
+    threads = [threading.Thread(target=save) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results.count(True) == 1
+    assert store.count() == 1
+
+
+def test_unreachable_database_is_a_clear_error():
+    """A database that cannot be reached raises ServiceError without the password."""
+    with pytest.raises(ServiceError) as caught:
+        make_engine("postgresql://arena:hunter2@127.0.0.1:1/none?connect_timeout=2")
+    assert "hunter2" not in str(caught.value)
+    assert "database" in str(caught.value)
