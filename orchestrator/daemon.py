@@ -63,6 +63,7 @@ class Consumer:
             self._handle, settings.max_inflight
         )
         self.handled = 0
+        self._in_hand: set[str] = set()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Consume until ``stop`` is set, then finish the work in hand."""
@@ -102,6 +103,8 @@ class Consumer:
 
     async def _submit(self, entry: Entry) -> None:
         entry_id, raw = entry
+        if entry_id in self._in_hand:
+            return  # reclaimed while still being handled here (a slow model call)
         try:
             message = parse_inbound(
                 entry_id, raw, self.settings.max_message_bytes, datetime.now(UTC)
@@ -111,6 +114,7 @@ class Consumer:
             await self.bus.dead_letter(entry_id, raw, str(exc))
             await self.bus.ack(entry_id)
             return
+        self._in_hand.add(entry_id)
         await self.dispatcher.submit(message.group, _Work(entry_id, message))
 
     async def _handle(self, work: _Work) -> None:
@@ -127,6 +131,7 @@ class Consumer:
                 self.bus.dead_letter(work.entry_id, raw, f"internal error: {exc!r}"[:500])
             )
         await asyncio.shield(self.bus.ack(work.entry_id))
+        self._in_hand.discard(work.entry_id)
         self.handled += 1
 
 

@@ -27,9 +27,9 @@ __all__ = [
     "Usage",
 ]
 
-GROUP_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
-AGENT_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
-SENDER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.@-]{0,63}$")
+GROUP_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}\Z")
+AGENT_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}\Z")
+SENDER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.@-]{0,63}\Z")
 
 
 class MessageKind(StrEnum):

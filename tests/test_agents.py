@@ -110,6 +110,9 @@ def test_files_load_in_name_order(tmp_path):
 
 BAD_FILES = [
     pytest.param("id: [unclosed\n", "", "invalid YAML at line", id="yaml-syntax"),
+    pytest.param(
+        "id: architect\nname: A\nid: tester\n", "", "duplicate key 'id'", id="duplicate-key"
+    ),
     pytest.param("- a list\n", "", "expected a mapping", id="not-a-mapping"),
     pytest.param("", "", "got empty", id="empty"),
     pytest.param({**GOOD, "max_tokens": "many"}, "max_tokens", "integer", id="wrong-type"),

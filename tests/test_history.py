@@ -68,7 +68,9 @@ def test_update_merges_meta_and_replies_are_listed(store):
     store.update("1-0", status="done", meta={"a": 1})
     store.update("1-0", meta={"b": 2})
     stored = store.get("1-0")
-    assert stored is not None and stored.status == "done" and stored.meta == {"a": 1, "b": 2}
+    assert stored is not None
+    assert stored.status == "done"
+    assert stored.meta == {"a": 1, "b": 2}
     store.save(_msg(2, reply_to="1-0"))
     store.save(_msg(3, reply_to="1-0"))
     assert [r.message.id for r in store.replies_to("1-0")] == ["2-0", "3-0"]
