@@ -82,11 +82,15 @@ async def _start_workers(settings: Settings, redis_url: str) -> list[asyncio.sub
     return workers
 
 
-async def _stop_workers(workers: list[asyncio.subprocess.Process], timeout_s: float) -> None:
+def _signal_workers(workers: list[asyncio.subprocess.Process]) -> None:
     for proc in workers:
         if proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 proc.send_signal(signal.SIGTERM)
+
+
+async def _stop_workers(workers: list[asyncio.subprocess.Process], timeout_s: float) -> None:
+    _signal_workers(workers)
     for proc in workers:
         try:
             async with asyncio.timeout(timeout_s):
@@ -95,6 +99,11 @@ async def _stop_workers(workers: list[asyncio.subprocess.Process], timeout_s: fl
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             await proc.wait()
+
+
+async def _signal_when(stop: asyncio.Event, workers: list[asyncio.subprocess.Process]) -> None:
+    await stop.wait()
+    _signal_workers(workers)
 
 
 async def serve(
@@ -118,7 +127,13 @@ async def serve(
             await broker.start()
         redis_url = settings.effective_redis_url
         workers = await _start_workers(settings, redis_url)
-        await daemon.run(settings, stop, ready=lambda: say("arena: ready"))
+        # Workers get SIGTERM as soon as stopping begins, so they finish their current job
+        # while the daemon finishes the messages in hand.
+        notify = asyncio.create_task(_signal_when(stop, workers))
+        try:
+            await daemon.run(settings, stop, ready=lambda: say("arena: ready"))
+        finally:
+            notify.cancel()
     finally:
         await _stop_workers(workers, timeout_s=5)
         if broker is not None:
