@@ -217,8 +217,10 @@ def tail(ctx: click.Context, group: str) -> None:
     validate_group(group)
     with ArenaClient.from_settings(settings) as client:
         client.ping()
+        after = client.last_reply_id(group)
+        err.print(f"arena: following group {group}; Ctrl-C to stop")
         try:
-            for item in client.follow(group):
+            for item in client.follow(group, after=after):
                 if item is not None and item.type != "done":
                     _print_item(item)
         except KeyboardInterrupt:

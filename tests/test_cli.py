@@ -169,3 +169,53 @@ def test_commands_without_a_running_redis_say_how_to_start(tmp_path: Path, monke
         result = CliRunner().invoke(main, args)
         assert result.exit_code == 1, args
         assert "arena up" in result.output
+
+
+def test_tail_prints_replies_as_they_arrive(tmp_path: Path, embedded_redis_url: str):
+    """`arena tail` prints each reply published after it started."""
+    import asyncio
+
+    from redis.asyncio import Redis
+
+    from orchestrator.bus import Bus
+    from orchestrator.wire import Outbound
+
+    env = {"PATH": os.environ.get("PATH", ""), "REDIS_URL": embedded_redis_url}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "tail", "demo"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        assert "following group demo" in proc.stderr.readline()
+
+        async def publish() -> None:
+            redis = Redis.from_url(embedded_redis_url)
+            bus = Bus(redis, "test")
+            for n, kind in enumerate(("reply", "done")):
+                await bus.publish(
+                    Outbound(
+                        type=kind,
+                        id=f"1-0:{n}",
+                        group="demo",
+                        in_reply_to="1-0",  # type: ignore[arg-type]
+                        sender="ping",
+                        kind="agent",
+                        text=f"line {n}",
+                    )
+                )
+            await redis.aclose()
+
+        asyncio.run(publish())
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ping: line 0"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=10)
+        for stream in (proc.stdout, proc.stderr):
+            if stream:
+                stream.close()
