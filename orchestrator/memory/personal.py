@@ -1,0 +1,169 @@
+"""Each agent's personal daily log: ``workspaces/<agent>/memory/YYYY-MM-DD.md``.
+
+A log is Markdown, one heading and one bullet per note, dated in the configured time zone::
+
+    # architect — 2025-01-02
+
+    - 07:30 [lesson] Ask for the expected load first (source: demo/msg-42)
+
+Appends are atomic and never lose a line, across threads and processes: each takes an
+exclusive ``flock`` on a lock file beside the log (``.YYYY-MM-DD.md.lock``, kept afterwards,
+since deleting a lock file races with its next user), reads the log, writes the whole new
+text to a temporary file in the same folder, flushes it to disk, renames it over the log and
+flushes the folder. A reader sees the old file or the new one, never half of one, and a crash
+leaves one of the two. Everything here blocks: call it through ``asyncio.to_thread``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import re
+import stat
+import tempfile
+from collections.abc import Iterator
+from datetime import date, datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+from orchestrator.agents import workspace_dir
+from orchestrator.memory.markers import neutralise
+from orchestrator.memory.schema import PersonalDraft
+
+__all__ = ["PersonalLog"]
+
+logger = logging.getLogger(__name__)
+
+MEMORY_FOLDER = "memory"
+_LOG_NAME_RE = re.compile(r"(\d{4}-\d{2}-\d{2})\.md")
+_NEW_FILE_MODE = 0o644
+
+
+class PersonalLog:
+    """Reads and appends the daily logs of every agent under one workspaces folder."""
+
+    def __init__(self, workspaces: Path, tz: ZoneInfo) -> None:
+        self.workspaces = workspaces
+        self.tz = tz
+
+    def path(self, agent_id: str, day: date) -> Path:
+        """The log of ``agent_id`` for ``day``, whether or not it exists.
+
+        Raises:
+            ValidationError: if ``agent_id`` is not a valid id or would leave the workspaces.
+        """
+        return self._folder(agent_id) / f"{day.isoformat()}.md"
+
+    def append(self, agent_id: str, draft: PersonalDraft, *, source: str, now: datetime) -> Path:
+        """Add one note to the agent's log for the day ``now`` falls on in the time zone.
+
+        The note becomes ``- HH:MM [type] content (source: <source>)`` on one line: line breaks
+        in the content become spaces and marker-shaped text is made inert, so that reading the
+        log back into a prompt can never plant a memory.
+
+        Args:
+            agent_id: whose log.
+            draft: the validated note.
+            source: where it came from, e.g. ``"<group>/<message id>"``.
+            now: when it was written; must carry a time zone.
+
+        Returns:
+            The log's path.
+
+        Raises:
+            ValidationError: if ``agent_id`` is not a valid id or would leave the workspaces.
+            ValueError: if ``now`` is naive.
+        """
+        if now.tzinfo is None or now.utcoffset() is None:
+            raise ValueError("now must carry a time zone")
+        local = now.astimezone(self.tz)
+        path = self.path(agent_id, local.date())
+        line = f"- {local:%H:%M} [{draft.type}] {_one_line(draft.content)}"
+        line += f" (source: {_one_line(source)})\n"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with _locked(path):
+            current = _read(path)
+            if not current:
+                current = f"# {agent_id} — {local.date().isoformat()}\n\n"
+            elif not current.endswith("\n"):
+                current += "\n"  # the file was edited by hand
+            _replace(path, current + line)
+        logger.debug("appended a %s note to %s", draft.type, path)
+        return path
+
+    def read(self, agent_id: str, day: date) -> str:
+        """The agent's log for ``day``; ``""`` if there is none."""
+        return _read(self.path(agent_id, day))
+
+    def days(self, agent_id: str) -> list[date]:
+        """The days the agent has a log for, oldest first."""
+        folder = self._folder(agent_id)
+        if not folder.is_dir():
+            return []
+        found: list[date] = []
+        for entry in folder.iterdir():
+            match = _LOG_NAME_RE.fullmatch(entry.name)
+            if match is None or not entry.is_file():
+                continue
+            with contextlib.suppress(ValueError):  # e.g. 2025-02-30.md
+                found.append(date.fromisoformat(match.group(1)))
+        return sorted(found)
+
+    def _folder(self, agent_id: str) -> Path:
+        return workspace_dir(self.workspaces, agent_id) / MEMORY_FOLDER
+
+
+def _one_line(text: str) -> str:
+    """Line breaks (of any kind) become single spaces; marker-shaped text is made inert."""
+    parts = (part.strip() for part in text.splitlines())
+    return neutralise(" ".join(part for part in parts if part))
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return ""
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock for ``path``, shared by every thread and process."""
+    lock_path = path.with_name(f".{path.name}.lock")
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the last descriptor releases the lock
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically and durably."""
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        mode = _NEW_FILE_MODE
+    fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as temp:
+            temp.write(text)
+            temp.flush()
+            os.fchmod(temp.fileno(), mode)
+            os.fsync(temp.fileno())
+        os.replace(temp_name, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp_name)
+        raise
+    _fsync_folder(path.parent)
+
+
+def _fsync_folder(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
