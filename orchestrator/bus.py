@@ -18,6 +18,7 @@ from orchestrator.wire import (
     inbox_stream,
     outbox_stream,
     published_key,
+    stats_key,
 )
 
 __all__ = ["Bus", "Entry"]
@@ -133,6 +134,14 @@ class Bus:
             fields[b"field:" + name] = value
         await self.redis.xadd(deadletter_stream(), fields)  # type: ignore[arg-type]
 
+    async def count(self, amounts: Mapping[str, int]) -> None:
+        """Add to the running totals ``arena status`` shows."""
+        pipe = self.redis.pipeline(transaction=False)
+        for name, amount in amounts.items():
+            if amount:
+                pipe.hincrby(stats_key(), name, amount)
+        await pipe.execute()
+
     async def stats(self) -> dict[str, Any]:
         """Stream lengths and pending counts (``arena status``)."""
         return await stream_stats(self.redis)
@@ -162,7 +171,12 @@ async def stream_stats(redis: Redis) -> dict[str, Any]:
             pass
     except RedisError as exc:
         raise BusError(f"cannot read stream statistics: {exc}") from exc
+    totals = {
+        (k.decode() if isinstance(k, bytes) else str(k)): int(v)
+        for k, v in (await redis.hgetall(stats_key())).items()
+    }
     return {
+        "totals": totals,
         "inbox_length": inbox_len,
         "pending": sum(pending.values()),
         "pending_by_consumer": pending,

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib
 import json
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import click
 from rich.console import Console
@@ -59,7 +60,29 @@ def _settings(ctx: click.Context) -> Settings:
     return settings
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class ArenaGroup(click.Group):
+    """The root command: our errors become one line on stderr; `memory` loads on demand."""
+
+    lazy: ClassVar[dict[str, str]] = {"memory": "orchestrator.cli_memory"}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.lazy])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy:
+            module = importlib.import_module(self.lazy[cmd_name])
+            command: click.Command = getattr(module, cmd_name)
+            return command
+        return super().get_command(ctx, cmd_name)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except OrchestratorError as exc:
+            _fail(str(exc))
+
+
+@click.group(cls=ArenaGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="agent-arena", prog_name="arena")
 @click.pass_context
 def main(ctx: click.Context) -> None:

@@ -11,13 +11,45 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from orchestrator.memory.markers import neutralise
 from orchestrator.models import AgentSpec, ChatMessage, LLMRequest, MessageKind
 from orchestrator.prompts import Prompts
 
-__all__ = ["Identity", "build_request", "conversation"]
+__all__ = ["Identity", "Reference", "build_request", "conversation", "references"]
+
+
+class Cited(Protocol):
+    """Where a recalled memory came from."""
+
+    @property
+    def ref(self) -> str: ...
+
+    @property
+    def locator(self) -> str: ...
+
+
+class Reference(Protocol):
+    """A recalled memory as the context needs it (``memory.recall.Snippet`` is one)."""
+
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def trust(self) -> str: ...
+
+    @property
+    def score(self) -> float: ...
+
+    @property
+    def content(self) -> str: ...
+
+    @property
+    def created_at(self) -> datetime: ...
+
+    @property
+    def citation(self) -> Cited | None: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,6 +88,25 @@ def conversation(
     return tuple(turns)
 
 
+def references(snippets: Sequence[Reference]) -> list[dict[str, Any]]:
+    """Recalled memories as the template shows them: neutralised, with trust and citation."""
+    items = []
+    for n, snippet in enumerate(snippets, start=1):
+        citation = snippet.citation
+        items.append(
+            {
+                "n": n,
+                "type": snippet.type,
+                "trust": snippet.trust,
+                "score": f"{snippet.score:.2f}",
+                "content": neutralise(snippet.content),
+                "source": citation.locator or citation.ref if citation else "no source",
+                "date": snippet.created_at.strftime("%Y-%m-%d"),
+            }
+        )
+    return items
+
+
 def build_request(
     *,
     agent: AgentSpec,
@@ -66,6 +117,7 @@ def build_request(
     prompts: Prompts,
     now: datetime,
     tz: str,
+    recalled: Sequence[Reference] = (),
 ) -> LLMRequest:
     """Build the model request for ``agent``'s turn on ``trigger``."""
     roster = [{"id": a.id, "name": a.name, "role": a.role} for a in agents]
@@ -77,6 +129,7 @@ def build_request(
         "trigger": trigger,
         "now": now.strftime("%Y-%m-%d %H:%M"),
         "tz": tz,
+        "references": references(recalled),
     }
     system = prompts.render("system.md.j2", **variables).strip()
     tail = prompts.render("turn.md.j2", **variables).strip()

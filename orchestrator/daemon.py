@@ -27,7 +27,12 @@ from orchestrator.errors import ValidationError
 from orchestrator.events import MqttPublisher
 from orchestrator.llm import AnthropicProvider
 from orchestrator.memory.db import make_engine
+from orchestrator.memory.gate import GateConfig
 from orchestrator.memory.history import HistoryStore
+from orchestrator.memory.personal import PersonalLog
+from orchestrator.memory.recall import RecallConfig, Recaller
+from orchestrator.memory.session import SessionMemory
+from orchestrator.memory.writer import MemoryWriter
 from orchestrator.models import ChatMessage
 from orchestrator.offline import OfflineProvider
 from orchestrator.pipeline import Pipeline, Team
@@ -37,7 +42,7 @@ from orchestrator.settings import Settings
 from orchestrator.turns import LLM
 from orchestrator.wire import parse_inbound
 
-__all__ = ["Consumer", "build_llm", "load_team", "run"]
+__all__ = ["Consumer", "build_llm", "load_team", "recall_config", "run"]
 
 logger = logging.getLogger(__name__)
 
@@ -145,6 +150,16 @@ def load_team(settings: Settings) -> Team:
     return Team(agents=agents, identities=identities)
 
 
+def recall_config(settings: Settings) -> RecallConfig:
+    """The recall layers' settings."""
+    return RecallConfig(
+        relevance_floor=settings.recall_relevance_floor,
+        max_entries=settings.recall_max_entries,
+        char_budget=settings.recall_char_budget,
+        require_source=settings.recall_require_source,
+    )
+
+
 def build_llm(settings: Settings) -> LLM:
     """The Anthropic provider when a key is set, else the offline one."""
     if settings.anthropic_api_key is None:
@@ -177,6 +192,16 @@ async def run(
     provider = llm or build_llm(settings)
     publisher = MqttPublisher(settings.effective_mqtt_url)
     bus = Bus(redis, settings.consumer)
+    session = SessionMemory(engine)
+    writer = MemoryWriter(
+        session,
+        PersonalLog(settings.workspaces_dir, settings.zone),
+        GateConfig(
+            min_confidence=settings.memory_min_confidence,
+            daily_limit=settings.memory_daily_limit,
+        ),
+        settings.zone,
+    )
     pipeline = Pipeline(
         team=team,
         store=HistoryStore(engine),
@@ -187,6 +212,10 @@ async def run(
         hop_limit=settings.hop_limit,
         history_limit=settings.history_limit,
         tz=settings.tz,
+        memory=writer,
+        recaller=Recaller(session),
+        recall_config=recall_config(settings),
+        counters=bus,
     )
     consumer = Consumer(bus, pipeline, settings)
     mqtt_task = asyncio.create_task(publisher.run(), name="orchestrator.events.publish")

@@ -21,13 +21,15 @@ from zoneinfo import ZoneInfo
 from orchestrator.context import Identity, build_request
 from orchestrator.errors import LLMError
 from orchestrator.memory.history import HistoryStore, StoredMessage
+from orchestrator.memory.recall import RecallConfig, Recaller, Snippet
+from orchestrator.memory.writer import MemoryWriter, Origin
 from orchestrator.models import AgentSpec, ChatMessage, MessageKind, RouteDecision
 from orchestrator.prompts import Prompts
 from orchestrator.routing import handoff_targets, route
 from orchestrator.turns import LLM, TurnResult, run_turn
 from orchestrator.wire import Outbound, group_topic
 
-__all__ = ["EventSink", "Outbox", "Pipeline", "Team"]
+__all__ = ["Counters", "EventSink", "Outbox", "Pipeline", "Team"]
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +41,14 @@ class Outbox(Protocol):
 
     async def publish(self, item: Outbound) -> bool:
         """Append ``item`` unless it was appended before; True when appended now."""
+        ...
+
+
+class Counters(Protocol):
+    """Running totals shown by ``arena status``."""
+
+    async def count(self, amounts: Mapping[str, int]) -> None:
+        """Add ``amounts`` to the named totals."""
         ...
 
 
@@ -93,6 +103,10 @@ class Pipeline:
         history_limit: int = 20,
         tz: str = "UTC",
         clock: Callable[[], datetime] = _utcnow,
+        memory: MemoryWriter | None = None,
+        recaller: Recaller | None = None,
+        recall_config: RecallConfig | None = None,
+        counters: Counters | None = None,
     ) -> None:
         self.team = team
         self.store = store
@@ -104,6 +118,10 @@ class Pipeline:
         self.history_limit = history_limit
         self.tz = tz
         self.clock = clock
+        self.memory = memory
+        self.recaller = recaller
+        self.recall_config = recall_config or RecallConfig()
+        self.counters = counters
         self._slots = {a.id: asyncio.Semaphore(a.max_concurrency) for a in team.agents}
 
     async def handle(self, message: ChatMessage) -> int:
@@ -202,6 +220,7 @@ class Pipeline:
         meta: dict[str, Any] = {"agent": agent.id, "trigger": trigger.id}
         try:
             history = await asyncio.to_thread(self.store.recent, root.group, self.history_limit)
+            recalled = await self._recall(agent, trigger, meta)
             request = build_request(
                 agent=agent,
                 agents=self.team.agents,
@@ -211,6 +230,7 @@ class Pipeline:
                 prompts=self.prompts,
                 now=self.clock().astimezone(ZoneInfo(self.tz)),
                 tz=self.tz,
+                recalled=recalled,
             )
             result = await run_turn(request, self.llm)
         except LLMError as exc:
@@ -227,6 +247,17 @@ class Pipeline:
             meta["error"] = {"kind": "internal", "problem": f"{exc.__class__.__name__}: {exc}"}
             return self._notice(agent, root, reply_id, hop, "an internal error"), meta
         meta.update(_turn_meta(result))
+        if self.memory is not None and result.markers:
+            origin = Origin(
+                agent=agent.id,
+                group=root.group,
+                reply_id=reply_id,
+                trigger_id=trigger.id,
+                now=self.clock(),
+            )
+            report = await asyncio.to_thread(self.memory.apply, result.markers, origin)
+            meta["memory"] = report.as_dict()
+        await self._count(meta)
         reply = ChatMessage(
             id=reply_id,
             group=root.group,
@@ -238,6 +269,39 @@ class Pipeline:
             hop=hop,
         )
         return reply, meta
+
+    async def _recall(
+        self, agent: AgentSpec, trigger: ChatMessage, meta: dict[str, Any]
+    ) -> tuple[Snippet, ...]:
+        if self.recaller is None or self.recall_config.max_entries == 0:
+            return ()
+        result = await asyncio.to_thread(
+            self.recaller.recall,
+            trigger.text,
+            group=trigger.group,
+            agent=agent.id,
+            config=self.recall_config,
+            now=self.clock(),
+        )
+        meta["recall"] = {
+            "snippets": [
+                {"id": s.id, "score": round(s.score, 3), "trust": s.trust} for s in result.snippets
+            ],
+            "dropped": [{"id": d.id, "layer": d.layer, "reason": d.reason} for d in result.dropped],
+        }
+        return result.snippets
+
+    async def _count(self, meta: dict[str, Any]) -> None:
+        if self.counters is None:
+            return
+        memory = meta.get("memory") or {}
+        amounts = {
+            "markers_invalid": len(meta.get("invalid_markers") or []),
+            "memory_saved": len(memory.get("saved") or []),
+            "memory_rejected": len(memory.get("rejected") or []),
+        }
+        if any(amounts.values()):
+            await self.counters.count(amounts)
 
     def _notice(
         self, agent: AgentSpec, root: ChatMessage, reply_id: str, hop: int, problem: str

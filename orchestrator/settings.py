@@ -59,6 +59,14 @@ class Settings(BaseSettings):
     workers: int = Field(default=1, ge=0, le=64)
     log_level: str = "INFO"
 
+    # Memory: the gate before anything is stored, and recall.
+    memory_min_confidence: float = Field(default=0.7, ge=0, le=1)
+    memory_daily_limit: int = Field(default=50, ge=0)
+    recall_relevance_floor: float = Field(default=0.4, ge=0, le=1)
+    recall_max_entries: int = Field(default=5, ge=0, le=100)
+    recall_char_budget: int = Field(default=2000, ge=0)
+    recall_require_source: bool = False
+
     # The model.
     model_timeout_s: float = Field(default=60.0, gt=0)
     model_max_retries: int = Field(default=3, ge=0, le=10)

@@ -46,6 +46,7 @@ __all__ = [
     "outbox_stream",
     "parse_inbound",
     "published_key",
+    "stats_key",
     "validate_group",
     "validate_post",
     "validate_sender",
@@ -76,6 +77,11 @@ def deadletter_stream() -> str:
 def published_key(item_id: str) -> str:
     """The key that records an outbound item as published (so it is published once)."""
     return f"arena:published:{item_id}"
+
+
+def stats_key() -> str:
+    """The hash of running totals (messages, markers, memory writes) ``arena status`` shows."""
+    return "arena:stats"
 
 
 def group_topic(group: str) -> str:

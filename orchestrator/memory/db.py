@@ -54,6 +54,7 @@ def make_engine(url: str) -> Engine:
             event.listen(engine, "connect", _sqlite_pragmas)
         # Import the table modules so their metadata is registered before create_all.
         import orchestrator.memory.history  # noqa: F401
+        from orchestrator.memory import session as _session  # noqa: F401
 
         SQLModel.metadata.create_all(engine)
     except (SQLAlchemyError, ModuleNotFoundError) as exc:

@@ -1,0 +1,273 @@
+"""Recall: the memories worth putting in front of an agent, and why the others were left out.
+
+A query is reduced to its content words (:func:`orchestrator.memory.fts.query_terms`) and
+searched in the group's session memory, the agent's personal memory and global memory, never
+in another group's. Candidates come from the full-text index, and also from embeddings when
+an embedder is available; each signal is scaled to 0..1 and the two are averaged:
+
+- text: half the BM25 score relative to the best candidate, half the share of the query's
+  words the entry contains (so the best of a poor lot does not look perfect);
+- meaning: cosine similarity of the embeddings.
+
+An entry whose author (the writing agent, or the speaker recorded in ``extra``) is named in the
+query gets a bonus. Then come the layers, each configurable and each recording what it drops:
+relevance floor, untrusted filter, require-source, ranking, max entries and char budget. The
+ranking is ``similarity*0.5 + confidence'*0.3 + scope_priority*0.2`` where ``confidence'`` is
+the stored confidence *1.2 with a source message, *1.3 when verified, * a recency factor
+``1 - min(0.3, 0.01 * age_days)`` (age since the entry was last written or reinforced),
+capped at 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from orchestrator.errors import ValidationError
+from orchestrator.memory import fts
+from orchestrator.memory.embeddings import Embedder
+from orchestrator.memory.records import Citation, MemoryRecord, meta_text
+from orchestrator.memory.session import SessionMemory
+
+__all__ = ["Dropped", "RecallConfig", "RecallResult", "Recaller", "Snippet", "Trust"]
+
+Trust = Literal["verified", "sourced", "unsourced"]
+Layer = Literal["relevance_floor", "untrusted", "require_source", "max_entries", "char_budget"]
+
+SCOPE_PRIORITY = {"session": 1.0, "project": 0.8, "personal": 0.6, "user": 0.6, "global": 0.8}
+UNTRUSTED_PREFIXES = ("assistant_resp_", "ai_summary_", "generated_", "draft_", "untrusted_")
+AUTHOR_BONUS = 0.3
+_TEXT_WEIGHT = 0.5
+_COVERAGE_WEIGHT = 0.5
+_VECTOR_WEIGHT = 0.5
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecallConfig:
+    """The layers of recall, per agent. ``candidates`` is how many entries each search
+    returns before the layers."""
+
+    relevance_floor: float = 0.4
+    max_entries: int = 5
+    char_budget: int = 2000
+    require_source: bool = False
+    exclude_untrusted: bool = True
+    candidates: int = 50
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.relevance_floor <= 1.0:
+            raise ValidationError("relevance_floor", "must be within 0..1")
+        if self.max_entries < 0 or self.char_budget < 0 or self.candidates < 1:
+            raise ValidationError("recall", "max_entries, char_budget and candidates are >= 0")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Snippet:
+    """A recalled memory: ``score`` is the final rank, ``similarity`` the relevance (0..1)
+    and ``confidence`` the adjusted confidence that went into the score."""
+
+    id: int
+    content: str
+    type: str
+    score: float
+    similarity: float
+    confidence: float
+    trust: Trust
+    citation: Citation | None
+    created_at: datetime
+    scope: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Dropped:
+    """A candidate a layer left out, and why."""
+
+    id: int
+    layer: Layer
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecallResult:
+    """What recall returned, best first, and what it dropped on the way."""
+
+    snippets: tuple[Snippet, ...] = ()
+    dropped: tuple[Dropped, ...] = ()
+
+
+def untrusted_reason(record: MemoryRecord) -> str | None:
+    """Why an entry must not be recalled as fact, or None when it may."""
+    key = record.key or ""
+    if key.startswith(UNTRUSTED_PREFIXES):
+        return f"key {key!r} marks model-generated or unverified content"
+    if key.startswith("external_") and "_verified_" not in key:
+        return f"external key {key!r} is not verified"
+    if record.written_by == "job":
+        return "written by a scheduled job"
+    return None
+
+
+def trust_of(record: MemoryRecord) -> Trust:
+    """The trust label shown with a snippet."""
+    if record.verified:
+        return "verified"
+    return "sourced" if record.source_message_id else "unsourced"
+
+
+def adjusted_confidence(record: MemoryRecord, now: datetime) -> float:
+    """Stored confidence *1.2 with a source, *1.3 verified, * recency; at most 1."""
+    value = record.confidence
+    if record.source_message_id:
+        value *= 1.2
+    if record.verified:
+        value *= 1.3
+    age_days = max(0.0, (now - record.last_seen_at).total_seconds() / 86400)
+    value *= 1.0 - min(0.3, 0.01 * age_days)
+    return min(1.0, value)
+
+
+def final_score(similarity: float, record: MemoryRecord, now: datetime) -> float:
+    """``similarity*0.5 + confidence'*0.3 + scope_priority*0.2``."""
+    priority = SCOPE_PRIORITY.get(record.scope, 0.6)
+    return similarity * 0.5 + adjusted_confidence(record, now) * 0.3 + priority * 0.2
+
+
+class Recaller:
+    """Finds the memories for one agent's turn in one group. Blocking: call from a thread.
+
+    Args:
+        memory: The session memory store.
+        embedder: Embeds queries; defaults to the store's own embedder. Without one, recall
+            uses the full-text index alone.
+    """
+
+    def __init__(self, memory: SessionMemory, embedder: Embedder | None = None) -> None:
+        self.memory = memory
+        self.embedder = embedder if embedder is not None else memory.embedder
+
+    def recall(
+        self, query: str, *, group: str, agent: str, config: RecallConfig, now: datetime
+    ) -> RecallResult:
+        """The best memories for ``query``, after every layer; marks them as used.
+
+        Args:
+            query: What the agent is asked (a message, or a question).
+            group: The group of the turn; only its session memory is searched.
+            agent: The agent whose personal memory is searched.
+            config: The layers' settings.
+            now: The current time, for recency and ``last_used_at``.
+        """
+        scopes = [("session", group), ("personal", agent), ("global", "")]
+        candidates = self._candidates(query, scopes, config.candidates)
+        dropped: list[Dropped] = []
+        kept: list[tuple[MemoryRecord, float]] = []
+        for record, similarity in candidates:
+            verdict = self._filter(record, similarity, config)
+            if verdict is None:
+                kept.append((record, similarity))
+            else:
+                dropped.append(Dropped(id=record.id, layer=verdict[0], reason=verdict[1]))
+        ranked = sorted(
+            ((final_score(sim, record, now), sim, record) for record, sim in kept),
+            key=lambda item: (-item[0], -item[2].id),
+        )
+        snippets: list[Snippet] = []
+        used = 0
+        for position, (score, similarity, record) in enumerate(ranked, start=1):
+            if position > config.max_entries:
+                reason = f"rank {position} is past the limit of {config.max_entries} entries"
+                dropped.append(Dropped(id=record.id, layer="max_entries", reason=reason))
+            elif used + len(record.content) > config.char_budget:
+                reason = (
+                    f"{len(record.content)} characters do not fit in the "
+                    f"{config.char_budget - used} left of {config.char_budget}"
+                )
+                dropped.append(Dropped(id=record.id, layer="char_budget", reason=reason))
+            else:
+                used += len(record.content)
+                snippets.append(_snippet(record, score, similarity, now))
+        self.memory.mark_used([s.id for s in snippets], now)
+        return RecallResult(snippets=tuple(snippets), dropped=tuple(dropped))
+
+    @staticmethod
+    def _filter(
+        record: MemoryRecord, similarity: float, config: RecallConfig
+    ) -> tuple[Layer, str] | None:
+        if similarity < config.relevance_floor:
+            floor = config.relevance_floor
+            return "relevance_floor", f"similarity {similarity:.2f} is below {floor:.2f}"
+        if config.exclude_untrusted and (why := untrusted_reason(record)) is not None:
+            return "untrusted", why
+        if config.require_source and not record.source_message_id:
+            return "require_source", "no source message"
+        return None
+
+    def _candidates(
+        self, query: str, scopes: Sequence[tuple[str, str]], limit: int
+    ) -> list[tuple[MemoryRecord, float]]:
+        """Every candidate with its fused similarity in 0..1, best first."""
+        terms = fts.query_terms(query)
+        records: dict[int, MemoryRecord] = {}
+        text_hits = self.memory.search(query, scopes=scopes, limit=limit)
+        best = max((score for _, score in text_hits), default=0.0)
+        text_sim: dict[int, float] = {}
+        for record, score in text_hits:
+            records[record.id] = record
+            relative = score / best if best > 0 else 0.0
+            coverage = _coverage(terms, record)
+            text_sim[record.id] = (1 - _COVERAGE_WEIGHT) * relative + _COVERAGE_WEIGHT * coverage
+        vector_sim: dict[int, float] = {}
+        if self.embedder is not None:
+            vector = self.embedder.embed([query])[0]
+            for record, cosine in self.memory.search_similar(vector, scopes=scopes, limit=limit):
+                records[record.id] = record
+                vector_sim[record.id] = max(0.0, min(1.0, cosine))
+        named = set(terms)
+        fused: dict[int, float] = {}
+        for entry_id, record in records.items():
+            if self.embedder is None:
+                value = text_sim.get(entry_id, 0.0)
+            else:
+                value = _TEXT_WEIGHT * text_sim.get(entry_id, 0.0)
+                value += _VECTOR_WEIGHT * vector_sim.get(entry_id, 0.0)
+            if named & _authors(record):
+                value += AUTHOR_BONUS
+            fused[entry_id] = value
+        top = max(fused.values(), default=1.0)
+        scale = 1.0 / top if top > 1.0 else 1.0
+        order = sorted(fused, key=lambda i: (-fused[i], -i))
+        return [(records[i], fused[i] * scale) for i in order]
+
+
+def _coverage(terms: Sequence[str], record: MemoryRecord) -> float:
+    """The share of the query's words found in the entry's content or metadata."""
+    if not terms:
+        return 0.0
+    found = fts.words(record.content) | fts.words(
+        meta_text(record.type, record.key, record.tags, record.extra)
+    )
+    return sum(1 for term in terms if fts.stem(term) in found or term in found) / len(terms)
+
+
+def _authors(record: MemoryRecord) -> set[str]:
+    """Who wrote or said the entry: the names' words, lower-cased."""
+    speaker = record.extra.get("speaker")
+    names = f"{record.agent} {speaker if isinstance(speaker, str) else ''}"
+    return {word for word in fts.query_terms(names) if len(word) > 2}
+
+
+def _snippet(record: MemoryRecord, score: float, similarity: float, now: datetime) -> Snippet:
+    return Snippet(
+        id=record.id,
+        content=record.content,
+        type=record.type,
+        score=round(score, 4),
+        similarity=round(similarity, 4),
+        confidence=round(adjusted_confidence(record, now), 4),
+        trust=trust_of(record),
+        citation=record.citation,
+        created_at=record.created_at,
+        scope=record.scope,
+    )
