@@ -267,6 +267,12 @@ def status(ctx: click.Context, as_json: bool) -> None:
         f"inbox: {s['inbox_length']} entries, {s['pending']} pending, lag {s['lag']}, "
         f"{s['dead_letters']} dead letters"
     )
+    totals = s.get("totals") or {}
+    out.print(
+        "memory: "
+        f"{totals.get('memory_saved', 0)} saved, {totals.get('memory_rejected', 0)} rejected "
+        f"by the gate, {totals.get('markers_invalid', 0)} invalid markers dropped"
+    )
     table = Table("group", "messages", "outbox", "last message")
     for g in report["groups"]:
         table.add_row(g["group"], str(g["messages"]), str(g["outbox_length"]), g["last_at"] or "")
