@@ -111,6 +111,24 @@ class _RoutingModel(_Model):
     rules: list[_RuleModel] = []
 
 
+class _ContextModel(_Model):
+    window: int | None = Field(default=None, ge=256)
+    reserved_output: int | None = Field(default=None, ge=1)
+    identity: int | None = Field(default=None, ge=1)
+    summary: int | None = Field(default=None, ge=0)
+    memory_md: int | None = Field(default=None, ge=0)
+    logs: int | None = Field(default=None, ge=0)
+    recall: int | None = Field(default=None, ge=0)
+
+
+class _RecallModel(_Model):
+    relevance_floor: float | None = Field(default=None, ge=0.0, le=1.0)
+    max_entries: int | None = Field(default=None, ge=0, le=100)
+    char_budget: int | None = Field(default=None, ge=0)
+    require_source: bool | None = None
+    exclude_untrusted: bool | None = None
+
+
 class _AgentModel(_Model):
     id: str
     name: _Line
@@ -123,6 +141,8 @@ class _AgentModel(_Model):
     max_concurrency: int = Field(default=4, ge=1)
     default: bool = False
     routing: _RoutingModel = _RoutingModel()
+    context: _ContextModel = _ContextModel()
+    recall: _RecallModel = _RecallModel()
 
 
 def load_agents(folder: Path) -> tuple[AgentSpec, ...]:
@@ -185,6 +205,8 @@ def _load_file(path: Path) -> AgentSpec:
         max_concurrency=model.max_concurrency,
         default=model.default,
         rules=rules,
+        context=model.context.model_dump(exclude_none=True),
+        recall=model.recall.model_dump(exclude_none=True),
     )
 
 

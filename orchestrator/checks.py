@@ -14,7 +14,7 @@ from rq import Worker
 
 from orchestrator.agents import load_agents
 from orchestrator.bus import stream_stats
-from orchestrator.context import Identity, build_request
+from orchestrator.context import ContextLimits, Identity, Layers, PastMessage, build_context
 from orchestrator.errors import BusError, OrchestratorError
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.history import HistoryStore
@@ -22,6 +22,7 @@ from orchestrator.models import ChatMessage, MessageKind
 from orchestrator.prompts import Prompts
 from orchestrator.services import ping_mqtt, ping_redis
 from orchestrator.settings import Settings
+from orchestrator.tokens import TokenCounter
 from orchestrator.wire import outbox_stream
 
 __all__ = ["CheckResult", "run_checks", "status"]
@@ -61,15 +62,23 @@ def _check_templates(settings: Settings) -> CheckResult:
             text="@architect we decided to use JWT",
             created_at=datetime.now(UTC),
         )
-        build_request(
+        layers = Layers(
+            identity=Identity(claude="role", soul="character"),
+            summary="goal: a sample",
+            memory_md="- a lesson",
+            logs="- 10:00 [note] a note",
+            history=[PastMessage(message=sample, tokens=8)],
+        )
+        build_context(
             agent=agents[0],
             agents=agents,
-            identity=Identity(claude="x", soul="y"),
+            layers=layers,
             trigger=sample,
-            history=[sample],
             prompts=prompts,
             now=sample.created_at,
             tz=settings.tz,
+            limits=ContextLimits(),
+            counter=TokenCounter(),
         )
     except OrchestratorError as exc:
         return CheckResult(name="templates", ok=False, detail=str(exc))

@@ -63,7 +63,10 @@ def _settings(ctx: click.Context) -> Settings:
 class ArenaGroup(click.Group):
     """The root command: our errors become one line on stderr; `memory` loads on demand."""
 
-    lazy: ClassVar[dict[str, str]] = {"memory": "orchestrator.cli_memory"}
+    lazy: ClassVar[dict[str, str]] = {
+        "memory": "orchestrator.cli_memory",
+        "context": "orchestrator.cli_context",
+    }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.lazy])

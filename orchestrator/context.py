@@ -1,23 +1,39 @@
-"""What an agent sees at its turn: the system prompt and the group's recent conversation.
+"""What an agent sees at its turn, within its token budget.
 
-Everyone's messages are shown to every agent. The agent's own earlier replies become
-``assistant`` turns; everything else becomes ``user`` turns labelled with who wrote it.
-Marker-shaped text in what others wrote is neutralised so that quoting a marker can never
+The system prompt has a stable prefix (identity, rules, memory guide, the team: cached by
+the provider) and a dynamic tail (time, group, the agent's own notes, and one references
+block with the group's summary and recalled memories, each with its trust label and
+citation). The conversation follows: everyone's messages are shown, the agent's own earlier
+replies as ``assistant`` turns, everything else as labelled ``user`` turns. How much of each
+layer fits is decided by :func:`orchestrator.budget.plan_context`. Marker-shaped text in
+anything the agent did not just write itself is neutralised, so quoting a marker can never
 make an agent save something.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from orchestrator.budget import BudgetRequest, ContextPlan, HistoryItem, LayerBudgets, RecallItem
+from orchestrator.budget import plan_context as plan_budget
 from orchestrator.memory.markers import neutralise
 from orchestrator.models import AgentSpec, ChatMessage, LLMRequest, MessageKind
 from orchestrator.prompts import Prompts
+from orchestrator.tokens import TokenCounter
 
-__all__ = ["Identity", "Reference", "build_request", "conversation", "references"]
+__all__ = [
+    "BuiltContext",
+    "ContextLimits",
+    "Identity",
+    "Layers",
+    "PastMessage",
+    "Reference",
+    "build_context",
+    "conversation",
+]
 
 
 class Cited(Protocol):
@@ -32,6 +48,9 @@ class Cited(Protocol):
 
 class Reference(Protocol):
     """A recalled memory as the context needs it (``memory.recall.Snippet`` is one)."""
+
+    @property
+    def id(self) -> int: ...
 
     @property
     def type(self) -> str: ...
@@ -59,86 +78,230 @@ class Identity:
     claude: str = ""
     soul: str = ""
 
+    def text(self) -> str:
+        """Both files as one text, the role first."""
+        return "\n\n".join(part.strip() for part in (self.claude, self.soul) if part.strip())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PastMessage:
+    """A stored message with its token count (counted once, when it was stored)."""
+
+    message: ChatMessage
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Layers:
+    """Everything an agent could see at a turn, before the budget is applied."""
+
+    identity: Identity
+    summary: str = ""
+    memory_md: str = ""
+    logs: str = ""
+    recalled: Sequence[Reference] = ()
+    history: Sequence[PastMessage] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContextLimits:
+    """The window and the per-layer budgets of one agent."""
+
+    window: int = 200_000
+    reserved_output: int = 1024
+    budgets: LayerBudgets = field(default_factory=LayerBudgets)
+    correction: float = 1.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BuiltContext:
+    """The request to send, the plan that shaped it, and the report to keep with the reply."""
+
+    request: LLMRequest
+    plan: ContextPlan
+    report: Mapping[str, Any]
+
 
 def _label(message: ChatMessage) -> str:
     if message.kind is MessageKind.NOTICE:
-        return f"[arena notice]: {message.text}"
+        return f"[arena notice]: {neutralise(message.text)}"
     return f"[{message.sender} ({message.kind.value})]: {neutralise(message.text)}"
 
 
-def conversation(
-    agent_id: str, history: Sequence[ChatMessage], trigger: ChatMessage
-) -> tuple[Mapping[str, str], ...]:
-    """Turn the group's history into alternating user/assistant turns ending with the trigger.
+class _Labels:
+    """Token counts of the "[sender (kind)]: " prefixes, counted once per prefix."""
 
-    Consecutive turns of the same role are merged; the conversation starts with a user turn.
-    """
-    ordered = [m for m in history if m.id != trigger.id] + [trigger]
+    def __init__(self, counter: TokenCounter) -> None:
+        self._counter = counter
+        self._counts: dict[str, int] = {}
+
+    def tokens(self, message: ChatMessage) -> int:
+        prefix = f"[{message.sender} ({message.kind.value})]: "
+        if prefix not in self._counts:
+            self._counts[prefix] = self._counter.count(prefix)
+        return self._counts[prefix]
+
+
+def _history_items(
+    agent_id: str,
+    history: Sequence[PastMessage],
+    trigger: ChatMessage,
+    labels: _Labels,
+    counter: TokenCounter,
+) -> tuple[list[HistoryItem], dict[str, str]]:
+    """Planner items (trigger last) and each item's role."""
+    ordered = [p for p in history if p.message.id != trigger.id]
+    trigger_tokens = next((p.tokens for p in history if p.message.id == trigger.id), None)
+    items: list[HistoryItem] = []
+    roles: dict[str, str] = {}
+    for past in ordered:
+        m = past.message
+        own = m.kind is MessageKind.AGENT and m.sender == agent_id
+        text = m.text if own else _label(m)
+        tokens = past.tokens if own else past.tokens + labels.tokens(m)
+        items.append(
+            HistoryItem(
+                id=m.id,
+                text=text,
+                tokens=tokens,
+                own_reply=own,
+                agent_reply=m.kind is MessageKind.AGENT,
+            )
+        )
+        roles[m.id] = "assistant" if own else "user"
+    base = trigger_tokens if trigger_tokens is not None else counter.count(trigger.text)
+    items.append(
+        HistoryItem(
+            id=trigger.id,
+            text=_label(trigger),
+            tokens=base + labels.tokens(trigger),
+            agent_reply=trigger.kind is MessageKind.AGENT,
+        )
+    )
+    roles[trigger.id] = "user"
+    return items, roles
+
+
+def conversation(
+    items: Sequence[HistoryItem], roles: Mapping[str, str]
+) -> tuple[Mapping[str, str], ...]:
+    """Alternating user/assistant turns, merging neighbours of one role; starts with a user."""
     turns: list[dict[str, str]] = []
-    for message in ordered:
-        own = message.kind is MessageKind.AGENT and message.sender == agent_id
-        role = "assistant" if own and message is not trigger else "user"
-        text = message.text if role == "assistant" else _label(message)
+    for item in items:
+        role = roles[item.id]
         if turns and turns[-1]["role"] == role:
-            turns[-1]["content"] += "\n\n" + text
+            turns[-1]["content"] += "\n\n" + item.text
         else:
-            turns.append({"role": role, "content": text})
+            turns.append({"role": role, "content": item.text})
     while turns and turns[0]["role"] != "user":
         turns.pop(0)
     return tuple(turns)
 
 
-def references(snippets: Sequence[Reference]) -> list[dict[str, Any]]:
-    """Recalled memories as the template shows them: neutralised, with trust and citation."""
-    items = []
-    for n, snippet in enumerate(snippets, start=1):
-        citation = snippet.citation
-        items.append(
-            {
-                "n": n,
-                "type": snippet.type,
-                "trust": snippet.trust,
-                "score": f"{snippet.score:.2f}",
-                "content": neutralise(snippet.content),
-                "source": citation.locator or citation.ref if citation else "no source",
-                "date": snippet.created_at.strftime("%Y-%m-%d"),
-            }
-        )
-    return items
+def _reference_line(ref: Reference) -> str:
+    citation = ref.citation
+    source = (citation.locator or citation.ref) if citation else "no source"
+    day = ref.created_at.strftime("%Y-%m-%d")
+    return f"({ref.type}, {ref.trust}, {day}, source: {source}) {neutralise(ref.content)}"
 
 
-def build_request(
+def build_context(
     *,
     agent: AgentSpec,
     agents: Sequence[AgentSpec],
-    identity: Identity,
+    layers: Layers,
     trigger: ChatMessage,
-    history: Sequence[ChatMessage],
     prompts: Prompts,
     now: datetime,
     tz: str,
-    recalled: Sequence[Reference] = (),
-) -> LLMRequest:
-    """Build the model request for ``agent``'s turn on ``trigger``."""
+    limits: ContextLimits,
+    counter: TokenCounter,
+) -> BuiltContext:
+    """Fit the layers into the agent's budget and build the model request.
+
+    Raises:
+        TemplateError: when a prompt template fails to render.
+    """
     roster = [{"id": a.id, "name": a.name, "role": a.role} for a in agents]
-    variables: dict[str, Any] = {
+    base: dict[str, Any] = {
         "agent": agent,
-        "identity": identity,
         "roster": roster,
         "group": trigger.group,
         "trigger": trigger,
         "now": now.strftime("%Y-%m-%d %H:%M"),
         "tz": tz,
-        "references": references(recalled),
     }
-    system = prompts.render("system.md.j2", **variables).strip()
-    tail = prompts.render("turn.md.j2", **variables).strip()
-    return LLMRequest(
+    empty = _render(prompts, base, identity="", summary="", memory_md="", logs="", refs=[])
+    labels = _Labels(counter)
+    items, roles = _history_items(agent.id, layers.history, trigger, labels, counter)
+    recall = [
+        RecallItem(id=str(r.id), text=line, tokens=counter.count(line), score=r.score)
+        for r in layers.recalled
+        for line in [_reference_line(r)]
+    ]
+    plan = plan_budget(
+        BudgetRequest(
+            window=limits.window,
+            reserved_output=limits.reserved_output,
+            overhead_tokens=counter.count(empty[0]) + counter.count(empty[1]),
+            identity=layers.identity.text(),
+            summary=layers.summary,
+            memory_md=layers.memory_md,
+            logs=layers.logs,
+            recall=recall,
+            history=items,
+            correction=limits.correction,
+        ),
+        limits.budgets,
+        counter,
+    )
+    system, tail = _render(
+        prompts,
+        base,
+        identity=plan.identity,
+        summary=neutralise(plan.summary),
+        memory_md=neutralise(plan.memory_md),
+        logs=neutralise(plan.logs),
+        refs=[item.text for item in plan.recall],
+    )
+    kept = {item.id for item in plan.recall}
+    citations = [
+        {"id": r.id, "ref": r.citation.ref if r.citation else None, "trust": r.trust}
+        for r in layers.recalled
+        if str(r.id) in kept
+    ]
+    report = {
+        "window": limits.window,
+        "reserved_output": limits.reserved_output,
+        "correction": limits.correction,
+        **plan.as_dict(),
+        "citations": citations,
+    }
+    request = LLMRequest(
         agent=agent,
         trigger=trigger,
         model=agent.model,
-        system=f"{system}\n\n{tail}",
-        messages=conversation(agent.id, history, trigger),
-        max_tokens=agent.max_tokens,
+        system=system,
+        system_tail=tail,
+        messages=conversation(plan.history, roles),
+        max_tokens=limits.reserved_output,
         temperature=agent.temperature,
     )
+    return BuiltContext(request=request, plan=plan, report=report)
+
+
+def _render(
+    prompts: Prompts,
+    base: Mapping[str, Any],
+    *,
+    identity: str,
+    summary: str,
+    memory_md: str,
+    logs: str,
+    refs: Sequence[str],
+) -> tuple[str, str]:
+    system = prompts.render("system.md.j2", **base, identity=identity).strip()
+    tail = prompts.render(
+        "turn.md.j2", **base, summary=summary, memory_md=memory_md, logs=logs, references=refs
+    ).strip()
+    return system, tail

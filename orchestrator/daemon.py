@@ -10,27 +10,32 @@ stored and published.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
+from sqlalchemy.engine import Engine
 
 from orchestrator.agents import load_agents, read_identity
+from orchestrator.briefing import Briefing
 from orchestrator.bus import Bus, Entry
 from orchestrator.context import Identity
 from orchestrator.dispatch import GroupDispatcher
 from orchestrator.errors import ValidationError
 from orchestrator.events import MqttPublisher
+from orchestrator.files import write_atomic
 from orchestrator.llm import AnthropicProvider
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.gate import GateConfig
 from orchestrator.memory.history import HistoryStore
 from orchestrator.memory.personal import PersonalLog
-from orchestrator.memory.recall import RecallConfig, Recaller
+from orchestrator.memory.recall import Recaller
 from orchestrator.memory.session import SessionMemory
 from orchestrator.memory.writer import MemoryWriter
 from orchestrator.models import ChatMessage
@@ -39,10 +44,20 @@ from orchestrator.pipeline import Pipeline, Team
 from orchestrator.prompts import Prompts
 from orchestrator.services import ping_redis
 from orchestrator.settings import Settings
+from orchestrator.tokens import DriftCorrector, TokenCounter
 from orchestrator.turns import LLM
 from orchestrator.wire import parse_inbound
 
-__all__ = ["Consumer", "build_llm", "load_team", "recall_config", "run"]
+__all__ = [
+    "Consumer",
+    "build_llm",
+    "load_drift",
+    "load_team",
+    "make_briefing",
+    "make_writer",
+    "run",
+    "save_drift",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -150,14 +165,53 @@ def load_team(settings: Settings) -> Team:
     return Team(agents=agents, identities=identities)
 
 
-def recall_config(settings: Settings) -> RecallConfig:
-    """The recall layers' settings."""
-    return RecallConfig(
-        relevance_floor=settings.recall_relevance_floor,
-        max_entries=settings.recall_max_entries,
-        char_budget=settings.recall_char_budget,
-        require_source=settings.recall_require_source,
+def make_briefing(settings: Settings, engine: Engine, team: Team) -> Briefing:
+    """What gathers each agent's layers, on the given database."""
+    session = SessionMemory(engine)
+    return Briefing(
+        settings=settings,
+        identities=team.identities,
+        store=HistoryStore(engine),
+        personal=PersonalLog(settings.workspaces_dir, settings.zone),
+        recaller=Recaller(session),
+        counter=TokenCounter(),
     )
+
+
+def make_writer(settings: Settings, engine: Engine) -> MemoryWriter:
+    """The memory write path: gate, session memory and personal logs."""
+    return MemoryWriter(
+        SessionMemory(engine),
+        PersonalLog(settings.workspaces_dir, settings.zone),
+        GateConfig(
+            min_confidence=settings.memory_min_confidence,
+            daily_limit=settings.memory_daily_limit,
+        ),
+        settings.zone,
+    )
+
+
+def _drift_path(settings: Settings) -> Path:
+    return settings.data_dir / "drift.json"
+
+
+def load_drift(settings: Settings) -> DriftCorrector:
+    """The per-model token correction factors learnt by earlier runs."""
+    drift = DriftCorrector()
+    try:
+        drift.restore(json.loads(_drift_path(settings).read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        pass
+    except (ValueError, TypeError, AttributeError) as exc:
+        logger.warning("ignoring unreadable %s: %s", _drift_path(settings), exc)
+    return drift
+
+
+def save_drift(settings: Settings, drift: DriftCorrector) -> None:
+    """Keep the correction factors for the next run."""
+    factors = drift.snapshot()
+    if factors:
+        write_atomic(_drift_path(settings), json.dumps(factors, indent=2) + "\n")
 
 
 def build_llm(settings: Settings) -> LLM:
@@ -192,16 +246,7 @@ async def run(
     provider = llm or build_llm(settings)
     publisher = MqttPublisher(settings.effective_mqtt_url)
     bus = Bus(redis, settings.consumer)
-    session = SessionMemory(engine)
-    writer = MemoryWriter(
-        session,
-        PersonalLog(settings.workspaces_dir, settings.zone),
-        GateConfig(
-            min_confidence=settings.memory_min_confidence,
-            daily_limit=settings.memory_daily_limit,
-        ),
-        settings.zone,
-    )
+    drift = load_drift(settings)
     pipeline = Pipeline(
         team=team,
         store=HistoryStore(engine),
@@ -209,13 +254,12 @@ async def run(
         events=publisher,
         llm=provider,
         prompts=prompts,
+        briefing=make_briefing(settings, engine, team),
+        counter=TokenCounter(),
         hop_limit=settings.hop_limit,
-        history_limit=settings.history_limit,
-        tz=settings.tz,
-        memory=writer,
-        recaller=Recaller(session),
-        recall_config=recall_config(settings),
+        memory=make_writer(settings, engine),
         counters=bus,
+        drift=drift,
     )
     consumer = Consumer(bus, pipeline, settings)
     mqtt_task = asyncio.create_task(publisher.run(), name="orchestrator.events.publish")
@@ -232,6 +276,7 @@ async def run(
         await consumer.run(stop)
         await publisher.flush(timeout_s=2)
     finally:
+        save_drift(settings, drift)
         mqtt_task.cancel()
         await asyncio.gather(mqtt_task, return_exceptions=True)
         await provider.aclose()

@@ -94,6 +94,9 @@ class AnthropicProvider:
         system: list[TextBlockParam] = [
             {"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}
         ]
+        if request.system_tail:
+            # After the cache breakpoint: the part that changes every turn.
+            system.append({"type": "text", "text": request.system_tail})
         messages = _message_params(request.messages)
         started = time.perf_counter()
         try:

@@ -118,6 +118,8 @@ class AgentSpec:
     default: bool = False
     rules: tuple[RoutingRule, ...] = ()
     description: str = ""
+    context: Mapping[str, int] = field(default_factory=dict)
+    recall: Mapping[str, float | int | bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not AGENT_ID_RE.match(self.id):
@@ -153,14 +155,16 @@ class RouteDecision:
 class LLMRequest:
     """One model call: the system prompt, the conversation turns and the parameters.
 
-    ``agent`` and ``trigger`` let a provider (the offline one) answer in role without
-    parsing the prompt back.
+    ``system`` is the stable prefix (cached by the provider); ``system_tail`` the part that
+    changes every turn. ``agent`` and ``trigger`` let a provider (the offline one) answer in
+    role without parsing the prompt back.
     """
 
     agent: AgentSpec
     trigger: ChatMessage
     model: str
     system: str
+    system_tail: str = ""
     messages: tuple[Mapping[str, str], ...]
     max_tokens: int
     temperature: float

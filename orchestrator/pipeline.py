@@ -16,16 +16,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
-from zoneinfo import ZoneInfo
 
-from orchestrator.context import Identity, build_request
+from orchestrator.briefing import Briefing
+from orchestrator.context import Identity, build_context
 from orchestrator.errors import LLMError
 from orchestrator.memory.history import HistoryStore, StoredMessage
-from orchestrator.memory.recall import RecallConfig, Recaller, Snippet
+from orchestrator.memory.recall import RecallResult
 from orchestrator.memory.writer import MemoryWriter, Origin
-from orchestrator.models import AgentSpec, ChatMessage, MessageKind, RouteDecision
+from orchestrator.models import AgentSpec, ChatMessage, Completion, MessageKind, RouteDecision
 from orchestrator.prompts import Prompts
 from orchestrator.routing import handoff_targets, route
+from orchestrator.tokens import DriftCorrector, TokenCounter
 from orchestrator.turns import LLM, TurnResult, run_turn
 from orchestrator.wire import Outbound, group_topic
 
@@ -99,14 +100,13 @@ class Pipeline:
         events: EventSink,
         llm: LLM,
         prompts: Prompts,
+        briefing: Briefing,
+        counter: TokenCounter,
         hop_limit: int = 3,
-        history_limit: int = 20,
-        tz: str = "UTC",
         clock: Callable[[], datetime] = _utcnow,
         memory: MemoryWriter | None = None,
-        recaller: Recaller | None = None,
-        recall_config: RecallConfig | None = None,
         counters: Counters | None = None,
+        drift: DriftCorrector | None = None,
     ) -> None:
         self.team = team
         self.store = store
@@ -114,15 +114,18 @@ class Pipeline:
         self.events = events
         self.llm = llm
         self.prompts = prompts
+        self.briefing = briefing
+        self.counter = counter
         self.hop_limit = hop_limit
-        self.history_limit = history_limit
-        self.tz = tz
         self.clock = clock
         self.memory = memory
-        self.recaller = recaller
-        self.recall_config = recall_config or RecallConfig()
         self.counters = counters
+        self.drift = drift or DriftCorrector()
         self._slots = {a.id: asyncio.Semaphore(a.max_concurrency) for a in team.agents}
+
+    def _save(self, message: ChatMessage, **fields: Any) -> bool:
+        """Store a message with its token count (counted once, here). Blocking."""
+        return self.store.save(message, tokens=self.counter.count(message.text), **fields)
 
     async def handle(self, message: ChatMessage) -> int:
         """Answer ``message`` completely (idempotent).
@@ -131,7 +134,7 @@ class Pipeline:
             How many replies and notices it has.
         """
         started = time.perf_counter()
-        await asyncio.to_thread(self.store.save, message)
+        await asyncio.to_thread(self._save, message)
         stored = await asyncio.to_thread(self.store.get, message.id)
         if stored is not None and stored.status == "done":
             replies = await asyncio.to_thread(self.store.replies_to, message.id)
@@ -209,7 +212,7 @@ class Pipeline:
             return existing
         async with self._slots[agent.id]:
             reply, meta = await self._answer(agent, trigger, root, reply_id, hop)
-        await asyncio.to_thread(self.store.save, reply, status="done", meta=meta)
+        await asyncio.to_thread(self._save, reply, status="done", meta=meta)
         stored = await asyncio.to_thread(self.store.get, reply_id)
         assert stored is not None
         return stored
@@ -219,20 +222,24 @@ class Pipeline:
     ) -> tuple[ChatMessage, dict[str, Any]]:
         meta: dict[str, Any] = {"agent": agent.id, "trigger": trigger.id}
         try:
-            history = await asyncio.to_thread(self.store.recent, root.group, self.history_limit)
-            recalled = await self._recall(agent, trigger, meta)
-            request = build_request(
+            now = self.clock()
+            gathered = await asyncio.to_thread(self.briefing.gather, agent, trigger, now)
+            if gathered.recall is not None:
+                meta["recall"] = _recall_meta(gathered.recall)
+            built = build_context(
                 agent=agent,
                 agents=self.team.agents,
-                identity=self.team.identities.get(agent.id, Identity()),
+                layers=gathered.layers,
                 trigger=trigger,
-                history=[h.message for h in history],
                 prompts=self.prompts,
-                now=self.clock().astimezone(ZoneInfo(self.tz)),
-                tz=self.tz,
-                recalled=recalled,
+                now=now.astimezone(self.briefing.zone),
+                tz=self.briefing.settings.tz,
+                limits=self.briefing.limits(agent, self.drift.factor(agent.model)),
+                counter=self.counter,
             )
-            result = await run_turn(request, self.llm)
+            meta["context"] = dict(built.report)
+            result = await run_turn(built.request, self.llm)
+            self._observe_drift(built.report, result.completion)
         except LLMError as exc:
             logger.warning("message %s: %s could not answer: %s", root.id, agent.id, exc)
             meta["error"] = {
@@ -270,26 +277,15 @@ class Pipeline:
         )
         return reply, meta
 
-    async def _recall(
-        self, agent: AgentSpec, trigger: ChatMessage, meta: dict[str, Any]
-    ) -> tuple[Snippet, ...]:
-        if self.recaller is None or self.recall_config.max_entries == 0:
-            return ()
-        result = await asyncio.to_thread(
-            self.recaller.recall,
-            trigger.text,
-            group=trigger.group,
-            agent=agent.id,
-            config=self.recall_config,
-            now=self.clock(),
-        )
-        meta["recall"] = {
-            "snippets": [
-                {"id": s.id, "score": round(s.score, 3), "trust": s.trust} for s in result.snippets
-            ],
-            "dropped": [{"id": d.id, "layer": d.layer, "reason": d.reason} for d in result.dropped],
-        }
-        return result.snippets
+    def _observe_drift(self, report: Mapping[str, Any], completion: Completion) -> None:
+        """Compare our estimate with what the provider counted (real providers only)."""
+        usage = completion.usage
+        actual = usage.input_tokens + usage.cache_read_tokens + usage.cache_creation_tokens
+        if completion.provider == "offline" or actual <= 0:
+            return
+        correction = float(report.get("correction", 1.0)) or 1.0
+        estimated = int(report["tokens"]["total"] / correction)
+        self.drift.observe(completion.model, estimated, actual)
 
     async def _count(self, meta: dict[str, Any]) -> None:
         if self.counters is None:
@@ -327,6 +323,15 @@ class Pipeline:
         item = Outbound.done(message.id, message.group, replies)
         await self.outbox.publish(item)
         self.events.publish(group_topic(item.group), item.json())
+
+
+def _recall_meta(result: RecallResult) -> dict[str, Any]:
+    return {
+        "snippets": [
+            {"id": s.id, "score": round(s.score, 3), "trust": s.trust} for s in result.snippets
+        ],
+        "dropped": [{"id": d.id, "layer": d.layer, "reason": d.reason} for d in result.dropped],
+    }
 
 
 def _turn_meta(result: TurnResult) -> dict[str, Any]:

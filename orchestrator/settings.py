@@ -49,7 +49,16 @@ class Settings(BaseSettings):
     # Messages and routing.
     max_message_bytes: int = Field(default=32 * 1024, ge=1)
     hop_limit: int = Field(default=3, ge=1, le=20)
-    history_limit: int = Field(default=20, ge=0)
+    history_limit: int = Field(default=200, ge=1, le=100_000)
+
+    # Context: the window and each layer's token budget (agents/*.yaml may override them).
+    context_window: int = Field(default=200_000, ge=256)
+    reserved_output_tokens: int | None = Field(default=None, ge=1)
+    budget_identity: int = Field(default=700, ge=1)
+    budget_summary: int = Field(default=500, ge=0)
+    budget_memory_md: int = Field(default=800, ge=0)
+    budget_logs: int = Field(default=600, ge=0)
+    budget_recall: int = Field(default=400, ge=0)
 
     # The daemon.
     consumer: str = Field(default_factory=socket.gethostname)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.daemon import load_team, make_briefing
 from orchestrator.llm import AnthropicProvider
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.history import HistoryStore
@@ -14,6 +15,7 @@ from orchestrator.models import ChatMessage, MessageKind
 from orchestrator.pipeline import Pipeline
 from orchestrator.prompts import Prompts
 from orchestrator.settings import load_settings
+from orchestrator.tokens import TokenCounter
 from orchestrator.wire import Outbound
 from tests.arena_helpers import REPO, agent_of, write_team
 from tests.fakes import FakeMessagesServer
@@ -56,22 +58,24 @@ def store(tmp_path: Path):
 
 
 async def _pipeline(tmp_path: Path, store: HistoryStore, base_url: str):
-    from orchestrator.daemon import load_team
-
     settings = load_settings(
         agents_dir=write_team(tmp_path),
         workspaces_dir=tmp_path / "ws",
         prompts_dir=REPO / "prompts",
+        data_dir=tmp_path,
     )
     llm = AnthropicProvider(api_key="test", base_url=base_url, timeout_s=5, max_retries=0)
     outbox, events = RecordingOutbox(), RecordingEvents()
+    team = load_team(settings)
     pipeline = Pipeline(
-        team=load_team(settings),
+        team=team,
         store=store,
         outbox=outbox,
         events=events,
         llm=llm,
         prompts=Prompts(REPO / "prompts"),
+        briefing=make_briefing(settings, store.engine, team),
+        counter=TokenCounter(),
     )
     return pipeline, outbox, events, llm
 

@@ -111,7 +111,7 @@ class HistoryStore:
     thread (``asyncio.to_thread``) in async code."""
 
     def __init__(self, engine: Engine) -> None:
-        self._engine = engine
+        self.engine = engine
 
     def save(
         self,
@@ -141,7 +141,7 @@ class HistoryStore:
             meta=meta,
             tokens=tokens,
         )
-        with Session(self._engine) as session:
+        with Session(self.engine) as session:
             session.add(row)
             try:
                 session.commit()
@@ -152,7 +152,7 @@ class HistoryStore:
 
     def get(self, message_id: str) -> StoredMessage | None:
         """The message with this id, if stored."""
-        with Session(self._engine) as session:
+        with Session(self.engine) as session:
             row = session.exec(select(MessageRow).where(MessageRow.id == message_id)).first()
             return _to_stored(row) if row else None
 
@@ -165,7 +165,7 @@ class HistoryStore:
         meta: dict[str, Any] | None = None,
     ) -> None:
         """Change what is recorded about a stored message (``meta`` is merged)."""
-        with Session(self._engine) as session:
+        with Session(self.engine) as session:
             row = session.exec(select(MessageRow).where(MessageRow.id == message_id)).first()
             if row is None:
                 return
@@ -180,7 +180,7 @@ class HistoryStore:
 
     def replies_to(self, message_id: str) -> list[StoredMessage]:
         """Every reply and notice to a person's message, in the order they were stored."""
-        with Session(self._engine) as session:
+        with Session(self.engine) as session:
             rows = session.exec(
                 select(MessageRow)
                 .where(MessageRow.in_reply_to == message_id)
@@ -198,13 +198,13 @@ class HistoryStore:
         if before_seq is not None:
             query = query.where(col(MessageRow.seq) < before_seq)
         query = query.order_by(col(MessageRow.seq).desc()).limit(limit)
-        with Session(self._engine) as session:
+        with Session(self.engine) as session:
             rows = session.exec(query).all()
         return [_to_stored(r) for r in reversed(rows)]
 
     def groups(self) -> list[GroupInfo]:
         """Every group with its message count and last activity."""
-        with Session(self._engine) as session:
+        with Session(self.engine) as session:
             rows = session.exec(
                 select(MessageRow.group_id, func.count(), func.max(MessageRow.created_at)).group_by(
                     MessageRow.group_id
@@ -222,5 +222,5 @@ class HistoryStore:
             query = query.where(MessageRow.group_id == group)
         if kinds:
             query = query.where(col(MessageRow.kind).in_([k.value for k in kinds]))
-        with Session(self._engine) as session:
+        with Session(self.engine) as session:
             return int(session.exec(query).one())

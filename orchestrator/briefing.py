@@ -1,0 +1,139 @@
+"""Gathering an agent's layers for a turn: identity, the group's summary, MEMORY.md, the
+personal logs, recalled memories and recent history, from files and stores.
+
+Blocking I/O: call :meth:`Briefing.gather` from a thread. What is gathered is then fitted
+into the agent's budget by :func:`orchestrator.context.build_context`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from orchestrator.agents import workspace_dir
+from orchestrator.budget import LayerBudgets
+from orchestrator.context import ContextLimits, Identity, Layers, PastMessage
+from orchestrator.memory.history import HistoryStore
+from orchestrator.memory.personal import PersonalLog
+from orchestrator.memory.recall import RecallConfig, Recaller, RecallResult
+from orchestrator.models import AgentSpec, ChatMessage
+from orchestrator.settings import Settings
+from orchestrator.tokens import TokenCounter
+
+__all__ = ["Briefing", "Gathered", "summary_path"]
+
+logger = logging.getLogger(__name__)
+
+
+def summary_path(data_dir: Path, group: str) -> Path:
+    """Where a group's rolling summary is kept."""
+    return data_dir / "memory" / f"summary_{group}.md"
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Gathered:
+    """The layers of a turn, and what recall did."""
+
+    layers: Layers
+    recall: RecallResult | None
+
+
+class Briefing:
+    """Reads what an agent may see at its turn."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        identities: Mapping[str, Identity],
+        store: HistoryStore,
+        personal: PersonalLog,
+        recaller: Recaller | None,
+        counter: TokenCounter,
+    ) -> None:
+        self.settings = settings
+        self.identities = identities
+        self.store = store
+        self.personal = personal
+        self.recaller = recaller
+        self.counter = counter
+        self.zone = ZoneInfo(settings.tz)
+
+    def recall_config(self, agent: AgentSpec) -> RecallConfig:
+        """The agent's recall layers: the settings, with the agent's own overrides."""
+        s = self.settings
+        values: dict[str, Any] = {
+            "relevance_floor": s.recall_relevance_floor,
+            "max_entries": s.recall_max_entries,
+            "char_budget": s.recall_char_budget,
+            "require_source": s.recall_require_source,
+        }
+        values.update(agent.recall)
+        return RecallConfig(**values)
+
+    def limits(self, agent: AgentSpec, correction: float = 1.0) -> ContextLimits:
+        """The agent's window and layer budgets: the settings, with its own overrides."""
+        s = self.settings
+        o = agent.context
+        budgets = LayerBudgets(
+            identity=o.get("identity", s.budget_identity),
+            summary=o.get("summary", s.budget_summary),
+            memory_md=o.get("memory_md", s.budget_memory_md),
+            logs=o.get("logs", s.budget_logs),
+            recall=o.get("recall", s.budget_recall),
+        )
+        return ContextLimits(
+            window=o.get("window", s.context_window),
+            reserved_output=o.get("reserved_output", s.reserved_output_tokens or agent.max_tokens),
+            budgets=budgets,
+            correction=correction,
+        )
+
+    def gather(self, agent: AgentSpec, trigger: ChatMessage, now: datetime) -> Gathered:
+        """Read every layer for ``agent``'s turn on ``trigger``."""
+        folder = workspace_dir(self.settings.workspaces_dir, agent.id)
+        recall = self._recall(agent, trigger, now)
+        layers = Layers(
+            identity=self.identities.get(agent.id, Identity()),
+            summary=_read(summary_path(self.settings.data_dir, trigger.group)),
+            memory_md=_read(folder / "MEMORY.md"),
+            logs=self._logs(agent.id, now),
+            recalled=recall.snippets if recall else (),
+            history=self._history(trigger.group),
+        )
+        return Gathered(layers=layers, recall=recall)
+
+    def _logs(self, agent_id: str, now: datetime) -> str:
+        today = now.astimezone(self.zone).date()
+        parts = [self.personal.read(agent_id, day) for day in (today - timedelta(days=1), today)]
+        return "\n".join(part.strip() for part in parts if part.strip())
+
+    def _history(self, group: str) -> list[PastMessage]:
+        stored = self.store.recent(group, self.settings.history_limit)
+        return [
+            PastMessage(
+                message=s.message,
+                tokens=s.tokens if s.tokens is not None else self.counter.count(s.message.text),
+            )
+            for s in stored
+        ]
+
+    def _recall(self, agent: AgentSpec, trigger: ChatMessage, now: datetime) -> RecallResult | None:
+        config = self.recall_config(agent)
+        if self.recaller is None or config.max_entries == 0:
+            return None
+        return self.recaller.recall(
+            trigger.text, group=trigger.group, agent=agent.id, config=config, now=now
+        )
