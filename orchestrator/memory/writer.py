@@ -17,12 +17,19 @@ from orchestrator.memory.gate import GateConfig, check
 from orchestrator.memory.markers import Marker
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.records import Citation, NewMemory
-from orchestrator.memory.schema import MarkerSchemaError, validate_memory, validate_personal
+from orchestrator.memory.schema import (
+    MarkerSchemaError,
+    PersonalDraft,
+    validate_memory,
+    validate_personal,
+)
 from orchestrator.memory.session import SessionMemory
 
 __all__ = ["MemoryWriter", "Origin", "WriteReport"]
 
 logger = logging.getLogger(__name__)
+
+CHECKPOINT_TYPES = ("decision", "task")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -117,6 +124,14 @@ class MemoryWriter:
                 now=origin.now,
             )
         )
+        if draft.type in CHECKPOINT_TYPES and outcome.action != "reinforced":
+            # Checkpoint: the deciding agent's evening heartbeat sees its decisions and tasks.
+            self.personal.append(
+                origin.agent,
+                PersonalDraft(content=f"{draft.type}: {draft.content}", type="note"),
+                source=f"{origin.group}/{origin.reply_id}",
+                now=origin.now,
+            )
         return {
             "kind": "memory",
             "action": outcome.action,
