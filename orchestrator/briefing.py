@@ -8,6 +8,7 @@ into the agent's budget by :func:`orchestrator.context.build_context`.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -33,6 +34,20 @@ logger = logging.getLogger(__name__)
 def summary_path(data_dir: Path, group: str) -> Path:
     """Where a group's rolling summary is kept."""
     return data_dir / "memory" / f"summary_{group}.md"
+
+
+_SOURCE_RE = re.compile(r"\(source: ([a-z0-9][a-z0-9_-]{0,63})/[^()]*\)\s*$")
+
+
+def _from_group(line: str) -> str | None:
+    """The group a daily-log line came from, if it says.
+
+    The log layer shows an agent only the lines written in the group it is answering: one
+    group's decisions never reach another group's context through the raw logs. What an
+    agent learns across groups reaches them through its distilled MEMORY.md.
+    """
+    match = _SOURCE_RE.search(line)
+    return match.group(1) if match else None
 
 
 def _read(path: Path) -> str:
@@ -109,16 +124,22 @@ class Briefing:
             identity=self.identities.get(agent.id, Identity()),
             summary=_read(summary_path(self.settings.data_dir, trigger.group)),
             memory_md=_read(folder / "MEMORY.md"),
-            logs=self._logs(agent.id, now),
+            logs=self._logs(agent.id, trigger.group, now),
             recalled=recall.snippets if recall else (),
             history=self._history(trigger.group),
         )
         return Gathered(layers=layers, recall=recall)
 
-    def _logs(self, agent_id: str, now: datetime) -> str:
+    def _logs(self, agent_id: str, group: str, now: datetime) -> str:
         today = now.astimezone(self.zone).date()
         parts = [self.personal.read(agent_id, day) for day in (today - timedelta(days=1), today)]
-        return "\n".join(part.strip() for part in parts if part.strip())
+        lines = [
+            line
+            for part in parts
+            for line in part.splitlines()
+            if line.strip() and _from_group(line) in (None, group)
+        ]
+        return "\n".join(lines)
 
     def _history(self, group: str) -> list[PastMessage]:
         stored = self.store.recent(group, self.settings.history_limit)

@@ -52,7 +52,7 @@ async def test_decision_and_lesson_land_in_memory_offline(
     log = settings.workspaces_dir / "ping" / "memory" / f"{today}.md"
     assert "always rotate the signing keys" in log.read_text()
     # Checkpoint: the decision is in the deciding agent's log too, for its heartbeat.
-    assert "[note] decision: we decided to use JWT for sessions" in log.read_text()
+    assert "[note] decision: ping we decided to use JWT for sessions" in log.read_text()
     for name, value in {
         "REDIS_URL": embedded_redis_url,
         "ARENA_DATA_DIR": str(settings.data_dir),
