@@ -3,11 +3,12 @@
 A query is reduced to its content words (:func:`orchestrator.memory.fts.query_terms`) and
 searched in the group's session memory, the agent's personal memory and global memory, never
 in another group's. Candidates come from the full-text index, and also from embeddings when
-an embedder is available; each signal is scaled to 0..1 and the two are averaged:
+an embedder is available; each signal is scaled to 0..1 and the two are fused:
 
-- text: half the BM25 score relative to the best candidate, half the share of the query's
+- text: 70% the BM25 score relative to the best candidate, 30% the share of the query's
   words the entry contains (so the best of a poor lot does not look perfect);
-- meaning: cosine similarity of the embeddings.
+- meaning: cosine similarity of the embeddings; fused as 75% of the stronger signal plus
+  25% of the weaker, so a match by meaning alone can still pass the relevance floor.
 
 An entry whose author (the writing agent, or the speaker recorded in ``extra``) is named in the
 query gets a bonus. Then come the layers, each configurable and each recording what it drops:
@@ -39,9 +40,8 @@ Layer = Literal["relevance_floor", "untrusted", "require_source", "max_entries",
 SCOPE_PRIORITY = {"session": 1.0, "project": 0.8, "personal": 0.6, "user": 0.6, "global": 0.8}
 UNTRUSTED_PREFIXES = ("assistant_resp_", "ai_summary_", "generated_", "draft_", "untrusted_")
 AUTHOR_BONUS = 0.3
-_TEXT_WEIGHT = 0.5
-_COVERAGE_WEIGHT = 0.5
-_VECTOR_WEIGHT = 0.5
+_COVERAGE_WEIGHT = 0.3
+_BEST_SIGNAL_WEIGHT = 0.75
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -227,11 +227,9 @@ class Recaller:
         named = set(terms)
         fused: dict[int, float] = {}
         for entry_id, record in records.items():
-            if self.embedder is None:
-                value = text_sim.get(entry_id, 0.0)
-            else:
-                value = _TEXT_WEIGHT * text_sim.get(entry_id, 0.0)
-                value += _VECTOR_WEIGHT * vector_sim.get(entry_id, 0.0)
+            value = text_sim.get(entry_id, 0.0)
+            if self.embedder is not None:
+                value = _fuse(value, vector_sim.get(entry_id, 0.0))
             if named & _authors(record):
                 value += AUTHOR_BONUS
             fused[entry_id] = value
@@ -239,6 +237,13 @@ class Recaller:
         scale = 1.0 / top if top > 1.0 else 1.0
         order = sorted(fused, key=lambda i: (-fused[i], -i))
         return [(records[i], fused[i] * scale) for i in order]
+
+
+def _fuse(text: float, meaning: float) -> float:
+    """Mostly the stronger signal, plus some of the other: a match by meaning alone can pass
+    the relevance floor, and agreement of both signals ranks highest."""
+    high, low = max(text, meaning), min(text, meaning)
+    return _BEST_SIGNAL_WEIGHT * high + (1 - _BEST_SIGNAL_WEIGHT) * low
 
 
 def _coverage(terms: Sequence[str], record: MemoryRecord) -> float:

@@ -12,40 +12,25 @@ race: the loser of a race retries and finds the winner's row.
 from __future__ import annotations
 
 import builtins
-import hashlib
-from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import (
-    JSON,
-    Column,
-    Index,
-    Table,
-    Text,
-    case,
-    event,
-    func,
-    insert,
-    literal,
-    or_,
-    select,
-    text,
-    update,
-)
+from sqlalchemy import case, func, insert, literal, or_, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Field, SQLModel
 
 from orchestrator.errors import ServiceError, ValidationError
 from orchestrator.memory import fts
-from orchestrator.memory.embeddings import (
-    DUPLICATE_SIMILARITY,
-    Embedder,
-    MemoryVector,
-    cosine,
-    pack,
-    unpack,
+from orchestrator.memory.embeddings import DUPLICATE_SIMILARITY, Embedder, cosine, pack, unpack
+from orchestrator.memory.entries import (
+    ENTRIES,
+    VECTORS,
+    MemoryEntry,
+    active_in,
+    db_time,
+    new_row,
+    to_record,
 )
 from orchestrator.memory.records import (
     INDEXED_EXTRA,
@@ -67,160 +52,14 @@ __all__ = [
     "normalise",
 ]
 
-_ACTIVE = text("status = 'active'")
 _RETRIES = 5
 _REINFORCE_STEP = 0.05
-
-
-class MemoryEntry(SQLModel, table=True):
-    """One remembered item; see the module docstring for the write rules."""
-
-    __tablename__ = "memory_entries"
-    __table_args__ = (
-        Index(
-            "ux_memory_entries_active_norm",
-            "scope",
-            "scope_id",
-            "norm_hash",
-            unique=True,
-            sqlite_where=_ACTIVE,
-            postgresql_where=_ACTIVE,
-        ),
-        Index(
-            "ux_memory_entries_active_key",
-            "scope",
-            "scope_id",
-            "key",
-            unique=True,
-            sqlite_where=_ACTIVE,
-            postgresql_where=_ACTIVE,
-        ),
-        Index("ix_memory_entries_scope_status", "scope", "scope_id", "status"),
-        Index("ix_memory_entries_writer", "agent", "group_id", "created_at"),
-    )
-
-    id: int | None = Field(default=None, primary_key=True)
-    scope: str = Field(max_length=16)
-    scope_id: str = Field(default="", max_length=200)
-    namespace: str = Field(default="agent", max_length=16)
-    type: str = Field(max_length=32, index=True)
-    content: str = Field(sa_column=Column(Text, nullable=False))
-    norm: str = Field(sa_column=Column(Text, nullable=False))
-    norm_hash: str = Field(max_length=64)
-    key: str | None = Field(default=None, max_length=200)
-    status: str = Field(default="active", max_length=16)
-    confidence: float = 1.0
-    verified: bool = False
-    tags: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
-    task_id: str | None = Field(default=None, max_length=200)
-    agent: str = Field(default="", max_length=200)
-    group_id: str | None = Field(default=None, max_length=200)
-    source_message_id: str | None = Field(default=None, max_length=200)
-    citation: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
-    written_by: str = Field(default="agent", max_length=16)
-    count: int = 1
-    created_at: datetime
-    updated_at: datetime
-    last_seen_at: datetime
-    last_used_at: datetime | None = None
-    supersedes: int | None = None
-    superseded_by: int | None = None
-    extra: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
-    search_body: str = Field(default="", sa_column=Column(Text, nullable=False))
-    search_meta: str = Field(default="", sa_column=Column(Text, nullable=False))
-
-
-_T: Table = MemoryEntry.__table__  # type: ignore[attr-defined]
-_V: Table = MemoryVector.__table__  # type: ignore[attr-defined]
-
-
-@event.listens_for(SQLModel.metadata, "after_create")
-def _install_full_text(_target: Any, connection: Connection, **_kw: Any) -> None:
-    """``create_all`` makes the table; the full-text index needs raw SQL after it."""
-    fts.install(connection)
+_T = ENTRIES
+_V = VECTORS
 
 
 class _Retry(Exception):
     """A concurrent writer changed a row this write had read: start the write again."""
-
-
-def _db_time(value: datetime) -> datetime:
-    """Times are stored in UTC (the column type rejects naive values)."""
-    return value.astimezone(UTC)
-
-
-def _aware(value: datetime | None) -> datetime | None:
-    if value is None:
-        return None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
-def _record(row: Mapping[Any, Any]) -> MemoryRecord:
-    return MemoryRecord(
-        id=row["id"],
-        scope=row["scope"],
-        scope_id=row["scope_id"],
-        namespace=row["namespace"],
-        type=row["type"],
-        content=row["content"],
-        key=row["key"],
-        status=row["status"],
-        confidence=float(row["confidence"]),
-        verified=bool(row["verified"]),
-        tags=tuple(row["tags"] or ()),
-        task_id=row["task_id"],
-        agent=row["agent"],
-        group_id=row["group_id"],
-        source_message_id=row["source_message_id"],
-        citation=Citation.from_dict(row["citation"]),
-        written_by=row["written_by"],
-        count=row["count"],
-        created_at=_aware(row["created_at"]) or datetime.now(UTC),
-        updated_at=_aware(row["updated_at"]) or datetime.now(UTC),
-        last_seen_at=_aware(row["last_seen_at"]) or datetime.now(UTC),
-        last_used_at=_aware(row["last_used_at"]),
-        supersedes=row["supersedes"],
-        superseded_by=row["superseded_by"],
-        extra=dict(row["extra"] or {}),
-    )
-
-
-def _new_row(new: NewMemory, norm: str) -> dict[str, Any]:
-    now = _db_time(new.now)
-    return {
-        "scope": new.scope,
-        "scope_id": new.scope_id,
-        "namespace": new.namespace,
-        "type": new.type,
-        "content": new.content,
-        "norm": norm,
-        "norm_hash": hashlib.sha256(norm.encode()).hexdigest(),
-        "key": new.key,
-        "status": "active",
-        "confidence": new.confidence,
-        "verified": new.verified,
-        "tags": list(new.tags),
-        "task_id": new.task_id,
-        "agent": new.agent,
-        "group_id": new.group_id,
-        "source_message_id": new.source_message_id,
-        "citation": new.citation.as_dict() if new.citation else None,
-        "written_by": new.written_by,
-        "count": 1,
-        "created_at": now,
-        "updated_at": now,
-        "last_seen_at": now,
-        "last_used_at": None,
-        "supersedes": None,
-        "superseded_by": None,
-        "extra": dict(new.extra),
-        "search_body": fts.index_text(new.content),
-        "search_meta": new.search_meta(),
-    }
-
-
-def _active_in(scope: str, scope_id: str) -> Any:
-    return (_T.c.scope == scope) & (_T.c.scope_id == scope_id) & (_T.c.status == "active")
 
 
 class _Vectors:
@@ -236,7 +75,7 @@ class _Vectors:
             rows = conn.execute(
                 select(_V.c.entry_id, _V.c.vector)
                 .join(_T, _T.c.id == _V.c.entry_id)
-                .where(_active_in(scope, scope_id))
+                .where(active_in(scope, scope_id))
             )
             self._by_scope[key] = [(int(i), unpack(blob)) for i, blob in rows]
         return self._by_scope[key]
@@ -253,8 +92,10 @@ class _Vectors:
         return best_id
 
     def add(self, conn: Connection, entry_id: int, scope: tuple[str, str], vector: bytes) -> None:
+        """Store a new entry's vector (and remember it for the rest of the transaction)."""
+        stored = self._load(conn, *scope)
         conn.execute(insert(_V).values(entry_id=entry_id, model=self.model, vector=vector))
-        self._load(conn, *scope).append((entry_id, unpack(vector)))
+        stored.append((entry_id, unpack(vector)))
 
 
 class SessionMemory:
@@ -308,10 +149,10 @@ class SessionMemory:
         self, conn: Connection, new: NewMemory, vector: bytes | None, cache: _Vectors
     ) -> WriteOutcome:
         norm = normalise(new.content)
-        values = _new_row(new, norm)
+        values = new_row(new, norm)
         same = conn.execute(
             select(_T.c.id).where(
-                _active_in(new.scope, new.scope_id), _T.c.norm_hash == values["norm_hash"]
+                active_in(new.scope, new.scope_id), _T.c.norm_hash == values["norm_hash"]
             )
         ).first()
         duplicate = same[0] if same else None
@@ -323,7 +164,7 @@ class SessionMemory:
         if new.key is not None:
             old = (
                 conn.execute(
-                    select(_T).where(_active_in(new.scope, new.scope_id), _T.c.key == new.key)
+                    select(_T).where(active_in(new.scope, new.scope_id), _T.c.key == new.key)
                 )
                 .mappings()
                 .first()
@@ -338,13 +179,13 @@ class SessionMemory:
             previous = self._get(conn, previous.id)
         if vector is not None:
             cache.add(conn, entry_id, (new.scope, new.scope_id), vector)
-        record = _record({**values, "id": entry_id})
+        record = to_record({**values, "id": entry_id})
         if previous is None:
             return WriteOutcome(action="added", record=record)
         return WriteOutcome(action="superseded", record=record, previous=previous)
 
     def _reinforce(self, conn: Connection, entry_id: int, new: NewMemory) -> MemoryRecord:
-        now = _db_time(new.now)
+        now = db_time(new.now)
         stored = _T.c.confidence
         best = case((stored >= new.confidence, stored), else_=literal(new.confidence))
         changes: dict[str, Any] = {
@@ -402,7 +243,7 @@ class SessionMemory:
                 query = query.where(_T.c.status == only_from)
             conn.execute(query.values(status=status))
             row = conn.execute(select(_T).where(_T.c.id == entry_id)).mappings().first()
-        return _record(row) if row else None
+        return to_record(row) if row else None
 
     def mark_used(self, ids: Iterable[int], now: datetime) -> None:
         """Record that these entries were just recalled into a prompt."""
@@ -410,19 +251,19 @@ class SessionMemory:
         if wanted:
             with self._engine.begin() as conn:
                 conn.execute(
-                    update(_T).where(_T.c.id.in_(wanted)).values(last_used_at=_db_time(now))
+                    update(_T).where(_T.c.id.in_(wanted)).values(last_used_at=db_time(now))
                 )
 
     # Reading --------------------------------------------------------------------------------
 
     def _get(self, conn: Connection, entry_id: int) -> MemoryRecord:
-        return _record(conn.execute(select(_T).where(_T.c.id == entry_id)).mappings().one())
+        return to_record(conn.execute(select(_T).where(_T.c.id == entry_id)).mappings().one())
 
     def get(self, entry_id: int) -> MemoryRecord | None:
         """The entry with this id, whatever its status."""
         with self._engine.connect() as conn:
             row = conn.execute(select(_T).where(_T.c.id == entry_id)).mappings().first()
-        return _record(row) if row else None
+        return to_record(row) if row else None
 
     def _by_ids(
         self, conn: Connection, scored: Sequence[tuple[int, float]]
@@ -431,7 +272,7 @@ class SessionMemory:
             return []
         ids = [entry_id for entry_id, _ in scored]
         rows = conn.execute(select(_T).where(_T.c.id.in_(ids))).mappings()
-        found = {row["id"]: _record(row) for row in rows}
+        found = {row["id"]: to_record(row) for row in rows}
         return [(found[i], score) for i, score in scored if i in found]
 
     def search(
@@ -454,7 +295,7 @@ class SessionMemory:
         if not scopes or limit <= 0:
             return []
         target = unpack(pack(vector))
-        where = [_active_in(scope, scope_id) for scope, scope_id in scopes]
+        where = [active_in(scope, scope_id) for scope, scope_id in scopes]
         with self._engine.connect() as conn:
             rows = conn.execute(
                 select(_V.c.entry_id, _V.c.vector)
@@ -470,7 +311,9 @@ class SessionMemory:
     def count_written_since(self, agent: str, group: str, since: datetime) -> int:
         """How many entries ``agent`` added in ``group`` from ``since`` on (the daily limit)."""
         query = select(func.count()).where(
-            _T.c.agent == agent, _T.c.group_id == group, _T.c.created_at >= _db_time(since)
+            _T.c.agent == agent,
+            _T.c.group_id == group,
+            _T.c.created_at >= db_time(since),
         )
         with self._engine.connect() as conn:
             return int(conn.execute(query).scalar_one())
@@ -491,7 +334,7 @@ class SessionMemory:
         query = select(_T).where(_T.c.scope == "session", _T.c.scope_id == group)
         with self._engine.connect() as conn:
             rows = conn.execute(query.order_by(_T.c.id)).mappings()
-            return [_record(row).as_dict() for row in rows]
+            return [to_record(row).as_dict() for row in rows]
 
     def list(
         self,
@@ -515,4 +358,4 @@ class SessionMemory:
                 query = query.where(_T.c[column] == value)
         with self._engine.connect() as conn:
             rows = conn.execute(query.order_by(_T.c.id.desc()).limit(limit)).mappings()
-            return [_record(row) for row in rows]
+            return [to_record(row) for row in rows]

@@ -1,0 +1,264 @@
+"""Recall quality on LoCoMo-format conversations, through the project's own store and recall.
+
+    python tests/bench/locomo_recall.py --data FILE [--json OUT] [--limit-conversations N]
+                                        [--no-embeddings]
+
+Every dialog turn of each conversation becomes a session memory entry of its own group (one
+group per conversation), written with ``SessionMemory.write_many``: the turn's text (and the
+caption of a shared photo) is the content; the speaker, the session date and the neighbouring
+turns are metadata in ``extra``, searchable as such. Each question of categories 1-4 then goes
+through ``Recaller.recall`` for its own group, with an evaluation config: no relevance floor,
+10 entries, no character budget, so the ranking itself is measured.
+
+Metrics, per question with valid evidence: recall@k is the share of its evidence turns among
+the turns of the top k entries (an entry that absorbed a duplicate turn stands for both);
+MRR@10 is the reciprocal rank of the first entry holding an evidence turn. Evidence ids are
+normalised when unambiguous ("D8:6; D9:17" is two ids, "D:11:26" is D11:26, "D30:05" is
+D30:5); ids naming no turn are skipped and counted. Prints a table, the ingest and per-query
+times, writes JSON with --json, and ends with one line
+``overall recall@1=… recall@5=… recall@10=… mrr@10=…``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from orchestrator.memory.db import make_engine
+from orchestrator.memory.embeddings import load_embedder
+from orchestrator.memory.recall import RecallConfig, Recaller
+from orchestrator.memory.session import Citation, NewMemory, SessionMemory
+
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+KS = (1, 5, 10)
+EVAL_CONFIG = RecallConfig(
+    relevance_floor=0.0, max_entries=10, char_budget=10**9, require_source=False, candidates=50
+)
+NOW = datetime(2025, 1, 1, tzinfo=UTC)
+_EVIDENCE_RE = re.compile(r"D:?(\d+):(\d+)")
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    dia_id: str
+    speaker: str
+    text: str
+    date: str
+    session: int
+
+
+def turns_of(conversation: dict[str, Any]) -> list[Turn]:
+    """Every turn of a conversation, in order, with its session's date."""
+    sessions = []
+    for name, value in conversation.items():
+        match = re.fullmatch(r"session_(\d+)", name)
+        if match and isinstance(value, list):
+            sessions.append((int(match.group(1)), value))
+    turns = []
+    for number, session in sorted(sessions):
+        date = str(conversation.get(f"session_{number}_date_time", ""))
+        for turn in session:
+            text = str(turn.get("text", ""))
+            if turn.get("blip_caption"):
+                text += f" [shares a photo: {turn['blip_caption']}]"
+            turns.append(Turn(str(turn["dia_id"]), str(turn["speaker"]), text, date, number))
+    return turns
+
+
+def evidence_ids(evidence: list[str], known: set[str]) -> tuple[set[str], int]:
+    """The question's evidence turn ids that exist, and how many given ids were skipped."""
+    found: set[str] = set()
+    skipped = 0
+    for item in evidence:
+        ids = [f"D{int(s)}:{int(t)}" for s, t in _EVIDENCE_RE.findall(str(item))]
+        if not ids:
+            skipped += 1
+        for dia_id in ids:
+            if dia_id in known:
+                found.add(dia_id)
+            else:
+                skipped += 1
+    return found, skipped
+
+
+def _context(turns: list[Turn], i: int) -> str:
+    around = [j for j in (i - 1, i + 1) if 0 <= j < len(turns)]
+    return " / ".join(
+        f"{turns[j].speaker}: {turns[j].text}"
+        for j in around
+        if turns[j].session == turns[i].session
+    )
+
+
+def memories_of(sample_id: str, group: str, turns: list[Turn]) -> Iterator[NewMemory]:
+    for i, turn in enumerate(turns):
+        ref = f"{sample_id}:{turn.dia_id}"
+        yield NewMemory(
+            scope="session",
+            scope_id=group,
+            type="context",
+            content=turn.text,
+            now=NOW,
+            confidence=0.9,
+            agent=turn.speaker,
+            group_id=group,
+            source_message_id=ref,
+            citation=Citation(kind="dialog", ref=turn.dia_id, locator=ref, scope="session"),
+            written_by="import",
+            extra={
+                "dia_id": turn.dia_id,
+                "speaker": turn.speaker,
+                "date": turn.date,
+                "session": turn.session,
+                "context": _context(turns, i),
+            },
+        )
+
+
+def _group(sample_id: str) -> str:
+    return re.sub(r"[^a-z0-9_-]+", "-", sample_id.lower()).strip("-")[:64] or "conversation"
+
+
+def _score(ranked: list[set[str]], evidence: set[str]) -> dict[str, float]:
+    scores = {f"recall@{k}": len(evidence & set().union(*ranked[:k])) / len(evidence) for k in KS}
+    first = next((n for n, ids in enumerate(ranked[:10], 1) if ids & evidence), None)
+    scores["mrr@10"] = 1.0 / first if first else 0.0
+    return scores
+
+
+def run(data: list[dict[str, Any]], memory: SessionMemory) -> dict[str, Any]:
+    recaller = Recaller(memory)
+    per_question: list[dict[str, Any]] = []
+    query_ms: list[float] = []
+    ingest_s = 0.0
+    counts = {"turns": 0, "entries": 0, "questions": 0, "skipped_questions": 0, "skipped_ids": 0}
+    for conversation in data:
+        sample_id = str(conversation["sample_id"])
+        group = _group(sample_id)
+        turns = turns_of(conversation["conversation"])
+        start = time.perf_counter()
+        outcomes = memory.write_many(list(memories_of(sample_id, group, turns)))
+        ingest_s += time.perf_counter() - start
+        dia_ids: dict[int, set[str]] = {}
+        for turn, outcome in zip(turns, outcomes, strict=True):
+            dia_ids.setdefault(outcome.record.id, set()).add(turn.dia_id)
+        counts["turns"] += len(turns)
+        counts["entries"] += len(dia_ids)
+        known = {t.dia_id for t in turns}
+        for qa in conversation["qa"]:
+            category = qa.get("category")
+            if category not in CATEGORIES:
+                continue
+            evidence, skipped = evidence_ids(qa.get("evidence", []), known)
+            counts["skipped_ids"] += skipped
+            if not evidence:
+                counts["skipped_questions"] += 1
+                continue
+            start = time.perf_counter()
+            result = recaller.recall(
+                str(qa["question"]), group=group, agent="bench", config=EVAL_CONFIG, now=NOW
+            )
+            query_ms.append((time.perf_counter() - start) * 1000)
+            ranked = [dia_ids.get(s.id, set()) for s in result.snippets]
+            per_question.append({"category": category, **_score(ranked, evidence)})
+        counts["questions"] = len(per_question)
+    return {
+        "counts": counts,
+        "ingest_s": ingest_s,
+        "query_ms": query_ms,
+        "per_question": per_question,
+    }
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, float]:
+    metrics = [f"recall@{k}" for k in KS] + ["mrr@10"]
+    summary = {m: round(statistics.fmean(r[m] for r in rows), 3) if rows else 0.0 for m in metrics}
+    return {"questions": len(rows), **summary}
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
+    parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument("--limit-conversations", type=int, default=None, metavar="N")
+    parser.add_argument("--no-embeddings", action="store_true", help="full text only")
+    args = parser.parse_args()
+    data = json.loads(args.data.read_text(encoding="utf-8"))[: args.limit_conversations]
+    console = Console()
+    embedder = None if args.no_embeddings else load_embedder()
+    mode = "full text + embeddings" if embedder else "full text (BM25)"
+    with tempfile.TemporaryDirectory(prefix="locomo-") as folder:
+        engine = make_engine(f"sqlite:///{folder}/memory.db")
+        try:
+            results = run(data, SessionMemory(engine, embedder=embedder))
+        finally:
+            engine.dispose()
+    rows = results["per_question"]
+    overall = summarise(rows)
+    by_category = {
+        CATEGORIES[c]: summarise([r for r in rows if r["category"] == c]) for c in CATEGORIES
+    }
+    counts = results["counts"]
+    console.print(
+        f"LoCoMo recall on {args.data.name}: {len(data)} conversations, {counts['turns']} turns "
+        f"({counts['entries']} entries), {counts['questions']} questions of categories 1-4 "
+        f"({counts['skipped_questions']} without valid evidence skipped, "
+        f"{counts['skipped_ids']} evidence ids skipped)"
+    )
+    console.print(
+        f"retrieval: {mode}; evaluation config: relevance floor 0, top 10, no char budget"
+    )
+    table = Table("category", "questions", *[f"R@{k}" for k in KS], "MRR@10")
+    for name, summary in [*by_category.items(), ("overall", overall)]:
+        values = [f"{summary[f'recall@{k}']:.3f}" for k in KS] + [f"{summary['mrr@10']:.3f}"]
+        table.add_row(name, str(summary["questions"]), *values)
+    console.print(table)
+    query_ms = results["query_ms"]
+    timing = {
+        "ingest_s": round(results["ingest_s"], 3),
+        "ingest_turns_per_s": round(counts["turns"] / max(results["ingest_s"], 1e-9), 1),
+        "query_p50_ms": round(_percentile(query_ms, 0.5), 2),
+        "query_p95_ms": round(_percentile(query_ms, 0.95), 2),
+    }
+    console.print(
+        f"ingest {timing['ingest_s']} s ({timing['ingest_turns_per_s']} turns/s); "
+        f"query p50 {timing['query_p50_ms']} ms, p95 {timing['query_p95_ms']} ms"
+    )
+    if args.json:
+        report = {
+            "data": str(args.data),
+            "retrieval": mode,
+            "config": {"relevance_floor": 0.0, "max_entries": 10, "char_budget": None},
+            "counts": counts,
+            "overall": overall,
+            "by_category": by_category,
+            "timing": timing,
+        }
+        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print(
+        f"overall recall@1={overall['recall@1']:.3f} recall@5={overall['recall@5']:.3f} "
+        f"recall@10={overall['recall@10']:.3f} mrr@10={overall['mrr@10']:.3f}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,261 @@
+"""Recall: each layer drops what it should and says so; ranking, CJK, isolation, last use."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, ClassVar
+
+import pytest
+
+from orchestrator.errors import ValidationError
+from orchestrator.memory.db import make_engine
+from orchestrator.memory.recall import RecallConfig, Recaller
+from orchestrator.memory.session import NewMemory, SessionMemory
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+OPEN = RecallConfig(relevance_floor=0.0, max_entries=50, char_budget=100_000)
+
+
+@pytest.fixture
+def memory(tmp_path):
+    """A session memory store on a SQLite file."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'arena.db'}")
+    yield SessionMemory(engine)
+    engine.dispose()
+
+
+@pytest.fixture
+def recaller(memory):
+    """Recall over the store, full text only."""
+    return Recaller(memory)
+
+
+def put(memory: SessionMemory, content: str, *, age_days: float = 0, **fields) -> int:
+    values: dict[str, Any] = {
+        "scope": "session",
+        "scope_id": "alpha",
+        "type": "fact",
+        "content": content,
+        "now": NOW - timedelta(days=age_days),
+        "confidence": 0.8,
+        "agent": "ping",
+        "group_id": "alpha",
+        "source_message_id": f"msg-{uuid.uuid4().hex[:8]}",
+    }
+    values.update(fields)
+    return memory.write(NewMemory(**values)).record.id
+
+
+def recall(recaller: Recaller, query: str, config: RecallConfig = OPEN, group: str = "alpha"):
+    return recaller.recall(query, group=group, agent="ping", config=config, now=NOW)
+
+
+def dropped_by(result, layer: str) -> set[int]:
+    return {d.id for d in result.dropped if d.layer == layer}
+
+
+def test_relevance_floor_drops_weak_matches_with_a_reason(memory, recaller):
+    """An entry sharing one word of four falls under the floor; the full match passes."""
+    strong = put(memory, "The payment service retries failed webhooks")
+    weak = put(memory, "Our service desk opens at nine in the morning")
+    result = recall(recaller, "payment service webhooks retries", RecallConfig())
+    assert [s.id for s in result.snippets] == [strong]
+    assert dropped_by(result, "relevance_floor") == {weak}
+    reason = next(d.reason for d in result.dropped if d.id == weak)
+    assert "below 0.40" in reason
+    assert result.snippets[0].similarity == 1.0
+
+
+def test_untrusted_keys_and_job_entries_are_dropped(memory, recaller):
+    """Model-made keys, unverified external keys and job-written entries never come back."""
+    untrusted = {
+        put(memory, f"release notes draft {n}", key=key)
+        for n, key in enumerate(
+            [
+                "assistant_resp_1",
+                "ai_summary_week",
+                "generated_plan",
+                "draft_notes",
+                "untrusted_claim",
+                "external_blog",
+            ]
+        )
+    }
+    untrusted.add(put(memory, "release notes summary from the nightly job", written_by="job"))
+    kept = {
+        put(memory, "release notes are on the wiki", key="external_verified_wiki"),
+        put(memory, "release notes need a reviewer", key="release_review"),
+    }
+    result = recall(recaller, "release notes")
+    assert {s.id for s in result.snippets} == kept
+    assert dropped_by(result, "untrusted") == untrusted
+    assert any("scheduled job" in d.reason for d in result.dropped)
+    everything = recall(
+        recaller, "release notes", RecallConfig(**{**_open(), "exclude_untrusted": False})
+    )
+    assert {s.id for s in everything.snippets} == kept | untrusted
+
+
+def _open() -> dict[str, Any]:
+    return {"relevance_floor": 0.0, "max_entries": 50, "char_budget": 100_000}
+
+
+def test_require_source_drops_entries_without_a_source_message(memory, recaller):
+    """With require_source, an entry without a source message is dropped and recorded."""
+    sourced = put(memory, "Backups run at 2am")
+    unsourced = put(memory, "Backups are kept for 30 days", source_message_id=None)
+    config = RecallConfig(**_open(), require_source=True)
+    result = recall(recaller, "backups", config)
+    assert [s.id for s in result.snippets] == [sourced]
+    assert dropped_by(result, "require_source") == {unsourced}
+    assert {s.id for s in recall(recaller, "backups").snippets} == {sourced, unsourced}
+
+
+def test_max_entries_keeps_the_best_ranked(memory, recaller):
+    """Past max_entries the lower-ranked candidates are dropped with their rank."""
+    ids = [put(memory, f"Incident {n} was caused by the cache") for n in range(4)]
+    result = recall(recaller, "incident cache", RecallConfig(**{**_open(), "max_entries": 2}))
+    assert len(result.snippets) == 2
+    assert dropped_by(result, "max_entries") == set(ids) - {s.id for s in result.snippets}
+    assert all("past the limit of 2" in d.reason for d in result.dropped)
+
+
+def test_char_budget_skips_what_does_not_fit(memory, recaller):
+    """Snippets fill the character budget in rank order; what does not fit is dropped."""
+    short = put(memory, "Lunch order: pizza", verified=True)
+    long = put(memory, "Lunch order: " + "sandwiches with many fillings " * 5)
+    result = recall(recaller, "lunch order", RecallConfig(**{**_open(), "char_budget": 60}))
+    assert [s.id for s in result.snippets] == [short]
+    assert dropped_by(result, "char_budget") == {long}
+    assert "do not fit" in result.dropped[0].reason
+
+
+def test_ranking_formula_with_source_verified_and_recency_boosts(memory, recaller):
+    """final = sim*0.5 + conf'*0.3 + scope*0.2; conf' = conf*1.2 (source)*1.3 (verified)*recency."""
+    session_id = put(
+        memory, "The office wifi is called arena", confidence=0.5, verified=True, age_days=10
+    )
+    personal_id = put(
+        memory,
+        "The office wifi password is on the fridge",
+        scope="personal",
+        scope_id="ping",
+        source_message_id=None,
+        confidence=0.9,
+        age_days=100,
+    )
+    result = recall(recaller, "office wifi")
+    by_id = {s.id: s for s in result.snippets}
+    session, personal = by_id[session_id], by_id[personal_id]
+    assert math.isclose(session.confidence, 0.5 * 1.2 * 1.3 * 0.9, abs_tol=1e-4)
+    assert math.isclose(personal.confidence, 0.9 * 0.7, abs_tol=1e-4)
+    for snippet, priority in ((session, 1.0), (personal, 0.6)):
+        expected = snippet.similarity * 0.5 + snippet.confidence * 0.3 + priority * 0.2
+        assert math.isclose(snippet.score, expected, abs_tol=1e-3)
+    assert (session.trust, personal.trust) == ("verified", "unsourced")
+    assert [s.id for s in result.snippets] == [session_id, personal_id]
+
+
+def test_verified_entry_outranks_an_equally_relevant_one(memory, recaller):
+    """With equal similarity, the verified boost decides the order; confidence is capped at 1."""
+    plain = put(memory, "Deploy window is Monday", confidence=0.9)
+    verified = put(memory, "Deploy window is Friday", confidence=0.9, verified=True)
+    snippets = recall(recaller, "deploy window").snippets
+    assert [s.id for s in snippets] == [verified, plain]
+    assert snippets[0].similarity == snippets[1].similarity
+    assert snippets[0].confidence == 1.0
+
+
+def test_global_memory_is_recalled_with_its_priority(memory, recaller):
+    """Global entries are searched too, ranked with scope priority 0.8."""
+    entry = put(memory, "Answer in British English", scope="global", scope_id="", group_id=None)
+    snippet = recall(recaller, "which English spelling").snippets[0]
+    assert snippet.id == entry
+    assert snippet.scope == "global"
+    expected = snippet.similarity * 0.5 + snippet.confidence * 0.3 + 0.8 * 0.2
+    assert math.isclose(snippet.score, expected, abs_tol=1e-3)
+
+
+def test_chinese_query_finds_chinese_memory(memory, recaller):
+    """A question in Chinese finds the Chinese memory that answers it, first."""
+    database = put(memory, "我们决定使用PostgreSQL作为主数据库")
+    put(memory, "周五下午部署新版本")
+    put(memory, "The database backups run nightly")
+    result = recall(recaller, "我们用什么数据库?", RecallConfig())
+    assert result.snippets[0].id == database
+
+
+def test_recall_never_reaches_another_group(memory, recaller):
+    """A canary in group alpha is recalled in alpha and never in beta."""
+    canary = f"canary{uuid.uuid4().hex[:10]}"
+    put(memory, f"The vault word is {canary}")
+    put(memory, "The vault word is hidden", scope_id="beta", group_id="beta")
+    beta = recall(recaller, f"what is the vault word {canary}", group="beta")
+    assert beta.snippets
+    assert all(canary not in s.content for s in beta.snippets)
+    alpha = recall(recaller, f"what is the vault word {canary}")
+    assert canary in alpha.snippets[0].content
+
+
+def test_returned_snippets_are_marked_used(memory, recaller):
+    """Recall sets last_used_at on what it returns and on nothing it dropped."""
+    used = put(memory, "Code freeze starts on the 20th")
+    skipped = put(memory, "Code freeze starts soon", key="draft_freeze")
+    result = recall(recaller, "code freeze")
+    assert [s.id for s in result.snippets] == [used]
+    assert memory.get(used).last_used_at == NOW
+    assert memory.get(skipped).last_used_at is None
+
+
+def test_author_named_in_the_query_is_preferred(memory, recaller):
+    """An entry written or said by someone the query names ranks above an equal one."""
+    put(memory, "I adopted a cat last spring", extra={"speaker": "Melanie"}, agent="")
+    said = put(memory, "I adopted a dog last spring", extra={"speaker": "Caroline"}, agent="")
+    assert recall(recaller, "What did Caroline adopt?").snippets[0].id == said
+
+
+class SynonymEmbedder:
+    """Maps a few words to shared concepts, so meaning matches without shared words."""
+
+    CONCEPTS: ClassVar[dict[str, int]] = {
+        "car": 0,
+        "automobile": 0,
+        "vehicle": 0,
+        "bike": 1,
+        "bicycle": 1,
+        "red": 2,
+    }
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        vectors = []
+        for value in texts:
+            vector = [0.0, 0.0, 0.0, 0.01]
+            for word in value.lower().replace("?", "").split():
+                if word in self.CONCEPTS:
+                    vector[self.CONCEPTS[word]] += 1.0
+            vectors.append(vector)
+        return vectors
+
+
+def test_embeddings_find_what_full_text_misses(tmp_path):
+    """With an embedder, a memory sharing meaning but no word with the query is recalled."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'arena.db'}")
+    memory = SessionMemory(engine, embedder=SynonymEmbedder())
+    car = put(memory, "The red car is parked outside")
+    put(memory, "A bicycle is in the hall")
+    hybrid = recall(Recaller(memory), "where is the automobile", RecallConfig())
+    assert [s.id for s in hybrid.snippets] == [car]
+    full_text_only = recall(Recaller(SessionMemory(engine)), "where is the automobile")
+    assert full_text_only.snippets == ()
+    engine.dispose()
+
+
+def test_recall_config_validates():
+    """Out-of-range settings are refused."""
+    with pytest.raises(ValidationError):
+        RecallConfig(relevance_floor=1.5)
+    with pytest.raises(ValidationError):
+        RecallConfig(max_entries=-1)

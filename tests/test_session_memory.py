@@ -1,0 +1,315 @@
+"""Session memory: add, reinforce, supersede, archive, export and scoped search."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from orchestrator.errors import ValidationError
+from orchestrator.memory.db import make_engine
+from orchestrator.memory.session import Citation, NewMemory, SessionMemory
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+SCOPES_A = [("session", "alpha"), ("personal", "ping"), ("global", "")]
+SCOPES_B = [("session", "beta"), ("personal", "ping"), ("global", "")]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def engine(request, tmp_path):
+    """An engine on a SQLite file and on PostgreSQL, with empty memory tables."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'arena.db'}"
+    else:
+        url = request.getfixturevalue("postgres_url")
+    engine = make_engine(url)
+    with engine.begin() as connection:
+        connection.execute(text("DELETE FROM memory_vectors"))
+        connection.execute(text("DELETE FROM memory_entries"))
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def memory(engine):
+    """A session memory store without embeddings."""
+    return SessionMemory(engine)
+
+
+def new(content: str, *, group: str = "alpha", now: datetime = T0, **fields) -> NewMemory:
+    values: dict[str, Any] = {
+        "scope": "session",
+        "scope_id": group,
+        "type": "decision",
+        "content": content,
+        "now": now,
+        "confidence": 0.8,
+        "agent": "ping",
+        "group_id": group,
+        "source_message_id": f"msg-{uuid.uuid4().hex[:8]}",
+    }
+    values.update(fields)
+    return NewMemory(**values)
+
+
+class WordEmbedder:
+    """Counts words into a small hashed vector: equal word bags give cosine 1."""
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        vectors = []
+        for value in texts:
+            vector = [0.0] * 64
+            for word in value.lower().split():
+                vector[sum(map(ord, word.strip(".,!?"))) % 64] += 1.0
+            vectors.append(vector)
+        return vectors
+
+
+def test_write_adds_an_entry_with_its_provenance(memory):
+    """A new memory is added with its citation, writer and timestamps, and reads back equal."""
+    citation = Citation(
+        kind="message", ref="m1", locator="groups/alpha/messages/m1", scope="session"
+    )
+    outcome = memory.write(new("We use JWT for sessions", citation=citation, tags=["auth"]))
+    assert outcome.action == "added"
+    assert outcome.previous is None
+    record = outcome.record
+    assert (record.status, record.count, record.written_by, record.tags) == (
+        "active",
+        1,
+        "agent",
+        ("auth",),
+    )
+    assert record.citation == citation
+    assert record.created_at == record.last_seen_at == T0
+    assert memory.get(record.id) == record
+    assert memory.get(record.id + 1000) is None
+
+
+def test_same_content_reinforces_instead_of_adding(memory):
+    """Equal content after normalisation bumps count, last_seen_at and confidence."""
+    first = memory.write(new("We use JWT for sessions.", confidence=0.8)).record
+    later = T0 + timedelta(hours=3)
+    outcome = memory.write(new("  we use JWT for   sessions", confidence=0.75, now=later))
+    assert outcome.action == "reinforced"
+    assert outcome.record.id == first.id
+    assert outcome.record.count == 2
+    assert outcome.record.last_seen_at == later
+    assert math.isclose(outcome.record.confidence, 0.85)
+    again = memory.write(new("We use JWT for sessions", confidence=1.0, verified=True))
+    assert math.isclose(again.record.confidence, 1.0)
+    assert again.record.verified
+    assert len(memory.list(status=None)) == 1
+
+
+def test_same_content_in_another_group_is_its_own_entry(memory):
+    """Duplicates are per scope: the same words in another group add a row."""
+    a = memory.write(new("Deploys happen on Fridays", group="alpha"))
+    b = memory.write(new("Deploys happen on Fridays", group="beta"))
+    assert (a.action, b.action) == ("added", "added")
+    assert a.record.id != b.record.id
+
+
+def test_same_key_with_new_content_supersedes_and_keeps_the_old_entry(memory):
+    """A key rewritten supersedes the old entry, links both ways and deletes nothing."""
+    old = memory.write(new("The database is MySQL", key="database")).record
+    outcome = memory.write(new("The database is PostgreSQL", key="database"))
+    assert outcome.action == "superseded"
+    assert outcome.previous is not None
+    assert outcome.previous.id == old.id
+    assert outcome.previous.status == "superseded"
+    assert outcome.previous.superseded_by == outcome.record.id
+    assert outcome.record.supersedes == old.id
+    assert [r.content for r in memory.list()] == ["The database is PostgreSQL"]
+    assert len(memory.list(status=None)) == 2
+    assert memory.get(old.id).status == "superseded"
+    same = memory.write(new("The database is PostgreSQL", key="database"))
+    assert same.action == "reinforced"
+
+
+def test_forget_archives_and_restore_brings_back(memory):
+    """Forgetting is a reversible status change; archived entries are not searched."""
+    entry = memory.write(new("The staging password rotates monthly")).record
+    assert memory.forget(entry.id).status == "archived"
+    assert memory.search("staging password", scopes=SCOPES_A) == []
+    assert memory.get(entry.id) is not None
+    assert memory.restore(entry.id).status == "active"
+    assert [r.id for r, _ in memory.search("staging password", scopes=SCOPES_A)] == [entry.id]
+    assert memory.forget(999_999) is None
+
+
+def test_restore_refuses_to_make_a_second_active_duplicate(memory):
+    """Restoring is refused when an active entry now holds the same content."""
+    entry = memory.write(new("Use blue for the logo")).record
+    memory.forget(entry.id)
+    again = memory.write(new("Use blue for the logo"))
+    assert again.action == "added"
+    with pytest.raises(ValidationError):
+        memory.restore(entry.id)
+    assert memory.get(entry.id).status == "archived"
+
+
+def test_export_and_stats(memory):
+    """Export gives a group's entries of every status as JSON; stats count them."""
+    memory.write(new("Release on the 5th", key="release", type="event"))
+    memory.write(new("Release on the 9th", key="release", type="event"))
+    memory.write(new("Tabs, not spaces", group="beta", type="preference"))
+    memory.write(new("Be concise", scope="global", scope_id="", group_id=None))
+    exported = memory.export("alpha")
+    assert [e["status"] for e in exported] == ["superseded", "active"]
+    assert json.loads(json.dumps(exported)) == exported
+    assert exported[0]["citation"] is None
+    assert exported[0]["created_at"] == T0.isoformat()
+    stats = memory.stats()
+    assert stats["total"] == 4
+    assert stats["by_scope"] == {"global": 1, "session": 3}
+    assert stats["by_type"] == {"decision": 1, "event": 2, "preference": 1}
+    assert stats["by_status"] == {"active": 3, "superseded": 1}
+
+
+def test_count_written_since_counts_an_agents_rows_in_a_group(memory):
+    """The daily limit counts rows the agent added in the group from a given time."""
+    memory.write(new("one thing", now=T0 - timedelta(days=1)))
+    memory.write(new("two things"))
+    memory.write(new("three things", agent="pong"))
+    memory.write(new("four things", group="beta"))
+    assert memory.count_written_since("ping", "alpha", T0 - timedelta(hours=1)) == 1
+    assert memory.count_written_since("ping", "alpha", T0 - timedelta(days=2)) == 2
+
+
+def test_concurrent_duplicate_writes_store_one_row(memory):
+    """Eight threads writing the same content at once leave one row, reinforced seven times."""
+    barrier = threading.Barrier(8)
+    actions: list[str] = []
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            barrier.wait()
+            actions.append(memory.write(new("We ship on Thursdays")).action)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert sorted(actions) == ["added"] + ["reinforced"] * 7
+    rows = memory.list(status=None)
+    assert len(rows) == 1
+    assert rows[0].count == 8
+
+
+def test_concurrent_writes_of_one_key_leave_one_active_entry(memory):
+    """Racing writers of one key leave exactly one active entry and a chain of the rest."""
+    barrier = threading.Barrier(5)
+
+    def write(n: int) -> None:
+        barrier.wait()
+        memory.write(new(f"The launch date is March {n + 1}", key="launch"))
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(5)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    rows = memory.list(status=None)
+    assert len(rows) == 5
+    assert [r.status for r in rows].count("active") == 1
+    assert sum(1 for r in rows if r.superseded_by is not None) == 4
+
+
+def test_search_never_returns_another_groups_memory(memory):
+    """A canary stored in group alpha is found there and never from beta's scopes."""
+    canary = f"canary{uuid.uuid4().hex[:10]}"
+    memory.write(new(f"The vault word is {canary}", group="alpha"))
+    memory.write(new("The vault word is secret", group="beta"))
+    memory.write(new("Vault words change weekly", scope="personal", scope_id="ping"))
+    found_b = memory.search(f"vault word {canary}", scopes=SCOPES_B, limit=50)
+    assert found_b
+    assert all(canary not in r.content for r, _ in found_b)
+    assert {r.scope_id for r, _ in found_b} == {"beta", "ping"}
+    found_a = memory.search(f"vault word {canary}", scopes=SCOPES_A, limit=50)
+    assert canary in found_a[0][0].content
+    assert memory.search("vault", scopes=[], limit=5) == []
+
+
+def test_search_ranks_by_relevance_and_handles_cjk_and_syntax(memory):
+    """Full text: better matches first, stemmed, Chinese by bigrams, FTS syntax inert."""
+    memory.write(new("Deploying needs two approvals"))
+    memory.write(new("The deploy approval process is documented in the wiki"))
+    memory.write(new("我们决定使用PostgreSQL作为主数据库"))
+    hits = memory.search("deploy approvals", scopes=SCOPES_A)
+    assert len(hits) == 2
+    assert hits[0][1] >= hits[1][1] > 0
+    cjk = memory.search("用什么数据库", scopes=SCOPES_A)
+    assert [r.content for r, _ in cjk] == ["我们决定使用PostgreSQL作为主数据库"]
+    assert memory.search('deploy" OR NEAR(* -- )', scopes=SCOPES_A)
+
+
+def test_write_many_is_one_batch_with_the_same_rules(memory):
+    """The bulk path applies dedupe and supersede in order, within the batch too."""
+    items = [new(f"fact number {n}") for n in range(100)]
+    items += [new("fact number 7"), new("rule A", key="r"), new("rule B", key="r")]
+    outcomes = memory.write_many(items)
+    assert [o.action for o in outcomes[-3:]] == ["reinforced", "added", "superseded"]
+    assert memory.stats()["by_status"] == {"active": 101, "superseded": 1}
+    assert memory.write_many([]) == []
+
+
+def test_mark_used_sets_last_used_at(memory):
+    """mark_used records when entries were recalled."""
+    entry = memory.write(new("Standup is at 10")).record
+    assert entry.last_used_at is None
+    memory.mark_used([entry.id], T0 + timedelta(minutes=5))
+    assert memory.get(entry.id).last_used_at == T0 + timedelta(minutes=5)
+
+
+def test_new_memory_validates_itself():
+    """Bad scopes, empty content, confidence out of range and naive times are refused."""
+    with pytest.raises(ValidationError):
+        new("x", scope="global", scope_id="alpha")
+    with pytest.raises(ValidationError):
+        new("x", scope="team")
+    with pytest.raises(ValidationError):
+        new("   ")
+    with pytest.raises(ValidationError):
+        new("x", confidence=1.5)
+    with pytest.raises(ValidationError):
+        new("x", now=datetime(2026, 1, 1))
+
+
+def test_similar_meaning_counts_as_duplicate_with_embeddings(tmp_path):
+    """With an embedder, cosine >= 0.85 in the same scope reinforces; vectors are searchable."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'arena.db'}")
+    memory = SessionMemory(engine, embedder=WordEmbedder())
+    first = memory.write(new("ship the release on friday"))
+    second = memory.write(new("on friday ship the release!"))
+    third = memory.write(new("postgres is the database"))
+    assert (first.action, second.action, third.action) == ("added", "reinforced", "added")
+    vector = WordEmbedder().embed(["database postgres"])[0]
+    hits = memory.search_similar(vector, scopes=SCOPES_A, limit=1)
+    assert hits[0][0].id == third.record.id
+    assert hits[0][1] > 0.7
+    assert memory.search_similar(vector, scopes=SCOPES_B, limit=5) == []
+    engine.dispose()
+
+
+def test_full_text_index_survives_a_second_start(tmp_path):
+    """Opening the same database again keeps the index and its rows (idempotent DDL)."""
+    url = f"sqlite:///{tmp_path / 'arena.db'}"
+    engine = make_engine(url)
+    SessionMemory(engine).write(new("Retro every second Tuesday"))
+    engine.dispose()
+    engine = make_engine(url)
+    assert SessionMemory(engine).search("retro tuesday", scopes=SCOPES_A)
+    engine.dispose()
