@@ -25,12 +25,16 @@ lint: $(STAMP)
 test: lint
 	$(BIN)/pytest
 
+# Benchmarks print a table, write JSON under bench-results/ and end with a key=value line.
+LOCOMO_DATA ?= ../shared/data/locomo/locomo_dev.json
+
 bench: $(STAMP)
-	@set -e; found=0; for script in tests/bench/*.py; do \
-		[ -f "$$script" ] || continue; \
-		case "$$(basename $$script)" in _*|conftest.py) continue;; esac; \
-		found=1; echo "== $$script"; $(BIN)/python "$$script"; \
-	done; [ $$found = 1 ] || echo "no benchmarks in tests/bench yet"
+	mkdir -p bench-results
+	$(BIN)/python tests/bench/routing.py --json bench-results/routing.json
+	@if [ -f "$(LOCOMO_DATA)" ]; then \
+		$(BIN)/python tests/bench/locomo_recall.py --data "$(LOCOMO_DATA)" \
+			--json bench-results/locomo_recall.json; \
+	else echo "skipping locomo_recall: no data at $(LOCOMO_DATA) (set LOCOMO_DATA=FILE)"; fi
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
