@@ -93,12 +93,8 @@ def search(
     as_json: bool,
 ) -> None:
     """Full-text search of active memories, best first."""
-    with _stores(settings) as (session, history):
-        if group is not None:
-            scopes = [("session", validate_group(group))]
-        else:
-            scopes = [("session", g.group) for g in history.groups()]
-            scopes.append(("global", ""))
+    with _stores(settings) as (session, _):
+        scopes = [("session", validate_group(group))] if group is not None else session.scopes()
         hits = session.search(query, scopes=scopes, limit=limit * 4 if agent else limit)
     rows = [_row(r, s) for r, s in hits if agent is None or r.agent == agent][:limit]
     _emit(rows, as_json, with_score=True)

@@ -308,6 +308,12 @@ class SessionMemory:
             )[:limit]
             return self._by_ids(conn, scored)
 
+    def scopes(self) -> builtins.list[tuple[str, str]]:
+        """Every (scope, scope_id) that has an active entry."""
+        query = select(_T.c.scope, _T.c.scope_id).where(_T.c.status == "active").distinct()
+        with self._engine.connect() as conn:
+            return [(str(scope), str(scope_id)) for scope, scope_id in conn.execute(query)]
+
     def count_written_since(self, agent: str, group: str, since: datetime) -> int:
         """How many entries ``agent`` added in ``group`` from ``since`` on (the daily limit)."""
         query = select(func.count()).where(
