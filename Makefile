@@ -31,6 +31,7 @@ LOCOMO_DATA ?= ../shared/data/locomo/locomo_dev.json
 bench: $(STAMP)
 	mkdir -p bench-results
 	$(BIN)/python tests/bench/routing.py --json bench-results/routing.json
+	$(BIN)/python tests/bench/throughput.py --json bench-results/throughput.json
 	@if [ -f "$(LOCOMO_DATA)" ]; then \
 		$(BIN)/python tests/bench/locomo_recall.py --data "$(LOCOMO_DATA)" \
 			--json bench-results/locomo_recall.json; \
