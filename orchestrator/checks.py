@@ -18,7 +18,7 @@ from orchestrator.context import ContextLimits, Identity, Layers, PastMessage, b
 from orchestrator.errors import BusError, OrchestratorError
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.history import HistoryStore
-from orchestrator.models import ChatMessage, MessageKind
+from orchestrator.models import AgentSpec, ChatMessage, MessageKind
 from orchestrator.prompts import Prompts
 from orchestrator.services import ping_mqtt, ping_redis
 from orchestrator.settings import Settings
@@ -80,9 +80,51 @@ def _check_templates(settings: Settings) -> CheckResult:
             limits=ContextLimits(),
             counter=TokenCounter(),
         )
+        _render_job_templates(prompts, agents[0], settings)
+        unknown = sorted(set(names) - KNOWN_TEMPLATES)
+        if unknown:
+            return CheckResult(
+                name="templates",
+                ok=False,
+                detail=f"no sample data to render {', '.join(unknown)} with",
+            )
     except OrchestratorError as exc:
         return CheckResult(name="templates", ok=False, detail=str(exc))
     return CheckResult(name="templates", ok=True, detail=", ".join(names))
+
+
+KNOWN_TEMPLATES = frozenset(
+    {"system.md.j2", "turn.md.j2", "memory_guide.md.j2", "distill.md.j2", "summary.md.j2"}
+)
+
+
+def _render_job_templates(prompts: Prompts, agent: AgentSpec, settings: Settings) -> None:
+    """Render the background jobs' templates on sample data."""
+    prompts.render(
+        "distill.md.j2",
+        agent=agent,
+        day="2026-01-01",
+        memory_md="- an old lesson",
+        log="- 10:00 [lesson] a new lesson",
+        budget_tokens=settings.distill_budget_tokens,
+        max_drop_percent=round(settings.distill_max_drop_share * 100),
+    )
+    prompts.render(
+        "summary.md.j2",
+        group="check",
+        previous="goal: a sample",
+        messages=[
+            {
+                "seq": 1,
+                "when": "2026-01-01 10:00",
+                "sender": "user",
+                "kind": "human",
+                "text": "we decided to use JWT",
+            }
+        ],
+        budget_tokens=settings.summary_budget_tokens,
+        tz=settings.tz,
+    )
 
 
 async def _check_service(name: str, probe: Any) -> CheckResult:

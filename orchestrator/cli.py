@@ -31,8 +31,8 @@ __all__ = ["main"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = Console(highlight=False, soft_wrap=True, emoji=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
 def _fail(message: str, code: int = 1) -> None:
@@ -66,6 +66,12 @@ class ArenaGroup(click.Group):
     lazy: ClassVar[dict[str, str]] = {
         "memory": "orchestrator.cli_memory",
         "context": "orchestrator.cli_context",
+        "jobs": "orchestrator.cli_jobs",
+        "heartbeat": "orchestrator.cli_jobs",
+        "summarize": "orchestrator.cli_jobs",
+        "growth": "orchestrator.cli_growth",
+        "logs": "orchestrator.cli_growth",
+        "summary": "orchestrator.cli_growth",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:

@@ -23,7 +23,7 @@ from orchestrator.wire import DEFAULT_SENDER, validate_group
 
 __all__ = ["context"]
 
-out = Console(highlight=False, soft_wrap=True)
+out = Console(highlight=False, soft_wrap=True, emoji=False)
 
 LAYERS = ("overhead", "identity", "summary", "memory_md", "logs", "recall", "history")
 

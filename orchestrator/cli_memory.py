@@ -23,7 +23,7 @@ from orchestrator.wire import validate_group
 
 __all__ = ["memory"]
 
-out = Console(highlight=False, soft_wrap=True)
+out = Console(highlight=False, soft_wrap=True, emoji=False)
 
 
 @contextmanager

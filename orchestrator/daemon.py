@@ -42,6 +42,7 @@ from orchestrator.models import ChatMessage
 from orchestrator.offline import OfflineProvider
 from orchestrator.pipeline import Pipeline, Team
 from orchestrator.prompts import Prompts
+from orchestrator.schedule import start_schedule
 from orchestrator.services import ping_redis
 from orchestrator.settings import Settings
 from orchestrator.tokens import DriftCorrector, TokenCounter
@@ -263,7 +264,11 @@ async def run(
     )
     consumer = Consumer(bus, pipeline, settings)
     mqtt_task = asyncio.create_task(publisher.run(), name="orchestrator.events.publish")
+    schedule = None
     try:
+        # Heartbeats and catch-up only enqueue RQ jobs; start_schedule logs a failure and
+        # returns None, so messages are handled with or without it.
+        schedule = await start_schedule(settings, engine, [a.id for a in team.agents])
         logger.info(
             "daemon %s: %d agents (%s), model provider %s",
             settings.consumer,
@@ -276,6 +281,8 @@ async def run(
         await consumer.run(stop)
         await publisher.flush(timeout_s=2)
     finally:
+        if schedule is not None:
+            await schedule.stop()
         save_drift(settings, drift)
         mqtt_task.cancel()
         await asyncio.gather(mqtt_task, return_exceptions=True)

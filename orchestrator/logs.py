@@ -29,7 +29,15 @@ def configure(level: str = "INFO") -> None:
             "root": {"level": level, "handlers": ["stderr"]},
             "loggers": {
                 name: {"level": "WARNING" if level != "DEBUG" else "DEBUG"}
-                for name in ("amqtt", "transitions", "httpx", "httpcore", "anthropic", "rq.worker")
+                for name in (
+                    "amqtt",
+                    "transitions",
+                    "httpx",
+                    "httpcore",
+                    "anthropic",
+                    "rq.worker",
+                    "apscheduler",
+                )
             },
         }
     )

@@ -76,9 +76,27 @@ class Settings(BaseSettings):
     recall_char_budget: int = Field(default=2000, ge=0)
     recall_require_source: bool = False
 
+    # Background work: heartbeat distillation of MEMORY.md and rolling group summaries.
+    distill_budget_tokens: int = Field(default=500, ge=50, le=20_000)
+    distill_max_drop_share: float = Field(default=0.25, ge=0, le=1)
+    summary_budget_tokens: int = Field(default=500, ge=50, le=20_000)
+    summary_every_messages: int = Field(default=20, ge=1)
+
     # The model.
     model_timeout_s: float = Field(default=60.0, gt=0)
     model_max_retries: int = Field(default=3, ge=0, le=10)
+
+    # Background work (RQ jobs, scheduled by the daemon; times are in ``tz``).
+    # When each agent's daily heartbeat distils its day's log: a crontab line.
+    heartbeat_cron: str = "30 23 * * *"
+    # A group quiet for this long gets a heartbeat for the agents that spoke in it (0: never).
+    idle_minutes: int = Field(default=30, ge=0, le=7 * 24 * 60)
+    # On start, days this far back with a daily log and no finished heartbeat are distilled.
+    catch_up_days: int = Field(default=7, ge=0, le=60)
+    # How often a failed job is tried again (after 10 s, 30 s, then 60 s) before it counts as
+    # failed; and how long one run may take before it is stopped.
+    job_retries: int = Field(default=3, ge=0, le=10)
+    job_timeout_s: int = Field(default=300, ge=1, le=24 * 3600)
 
     @field_validator("tz")
     @classmethod
@@ -87,6 +105,17 @@ class Settings(BaseSettings):
             ZoneInfo(value)
         except (ZoneInfoNotFoundError, ValueError) as exc:
             raise ValueError(f"unknown time zone {value!r}") from exc
+        return value
+
+    @field_validator("heartbeat_cron")
+    @classmethod
+    def _valid_cron(cls, value: str) -> str:
+        from apscheduler.triggers.cron import CronTrigger
+
+        try:
+            CronTrigger.from_crontab(value, timezone="UTC")
+        except ValueError as exc:
+            raise ValueError(f"not a crontab line (minute hour day month weekday): {exc}") from exc
         return value
 
     @field_validator("log_level")

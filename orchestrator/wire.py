@@ -18,6 +18,9 @@ Outbound (``arena:group:{group}:outbox``, one stream per group) and MQTT
 
 Rejected inbound entries go to ``arena:deadletter`` with ``entry_id``, ``reason`` and the
 original fields.
+
+A new version of an agent's ``MEMORY.md`` is announced on ``arena/agents/{agent}/growth``
+(QoS 1, JSON): ``agent``, ``day``, ``trigger``, ``version``, ``tokens`` and ``at`` (ISO 8601).
 """
 
 from __future__ import annotations
@@ -42,10 +45,13 @@ __all__ = [
     "decode_fields",
     "entry_time",
     "group_topic",
+    "growth_topic",
     "inbox_stream",
+    "job_guard_key",
     "outbox_stream",
     "parse_inbound",
     "published_key",
+    "schedule_key",
     "stats_key",
     "validate_group",
     "validate_post",
@@ -87,6 +93,21 @@ def stats_key() -> str:
 def group_topic(group: str) -> str:
     """The MQTT topic a group's replies are published on."""
     return f"arena/groups/{group}/messages"
+
+
+def growth_topic(agent_id: str) -> str:
+    """The MQTT topic a new version of an agent's ``MEMORY.md`` is announced on."""
+    return f"arena/agents/{agent_id}/growth"
+
+
+def schedule_key() -> str:
+    """The hash of the daemon's next fire times (``arena jobs`` reads it from another process)."""
+    return "arena:schedule"
+
+
+def job_guard_key(job_id: str) -> str:
+    """The short-lived key held while a finished or failed job is replaced by a new run."""
+    return f"arena:jobs:guard:{job_id}"
 
 
 def validate_group(group: str) -> str:

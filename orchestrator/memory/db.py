@@ -45,6 +45,8 @@ def make_engine(url: str) -> Engine:
     kwargs: dict[str, Any] = {}
     if is_sqlite:
         kwargs["connect_args"] = {"check_same_thread": False, "timeout": 10}
+        # Enough pooled connections for the worker threads: new ones pay for the pragmas.
+        kwargs["pool_size"] = 16
     else:
         kwargs["pool_pre_ping"] = True
         kwargs["pool_size"] = 10
@@ -55,6 +57,7 @@ def make_engine(url: str) -> Engine:
         # Import the table modules so their metadata is registered before create_all.
         import orchestrator.memory.history  # noqa: F401
         from orchestrator.memory import session as _session  # noqa: F401
+        from orchestrator.memory import versions as _versions  # noqa: F401
 
         SQLModel.metadata.create_all(engine)
     except (SQLAlchemyError, ModuleNotFoundError) as exc:

@@ -1,0 +1,168 @@
+"""``arena jobs``, ``arena heartbeat`` and ``arena summarize`` against a real Redis and worker."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import redis
+from click.testing import CliRunner
+from rq import Worker
+
+from orchestrator import cli_jobs
+from orchestrator.cli import main
+from orchestrator.memory.db import make_engine
+from orchestrator.memory.history import HistoryStore
+from orchestrator.memory.personal import PersonalLog
+from orchestrator.memory.schema import PersonalDraft
+from orchestrator.models import ChatMessage, MessageKind
+from orchestrator.settings import load_settings
+from tests.arena_helpers import REPO, write_team
+
+
+@pytest.fixture
+def env(tmp_path, embedded_redis_url, free_port, monkeypatch) -> dict[str, str]:
+    """An Agent Arena under ``tmp_path`` in the environment (offline model, no broker)."""
+    values = {
+        "REDIS_URL": embedded_redis_url,
+        "MQTT_URL": f"mqtt://127.0.0.1:{free_port}",
+        "ARENA_DATA_DIR": str(tmp_path / "data"),
+        "ARENA_AGENTS_DIR": str(write_team(tmp_path)),
+        "ARENA_WORKSPACES_DIR": str(tmp_path / "workspaces"),
+        "ARENA_PROMPTS_DIR": str(REPO / "prompts"),
+    }
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    (tmp_path / "data").mkdir()
+    settings = load_settings()
+    PersonalLog(settings.workspaces_dir, settings.zone).append(
+        "ping",
+        PersonalDraft(content="Ask for the expected load first", type="lesson"),
+        source="demo/m1",
+        now=datetime(2025, 3, 14, 9, 0, tzinfo=UTC),
+    )
+    return values
+
+
+@pytest.fixture
+def worker(env) -> Iterator[subprocess.Popen[bytes]]:
+    """A real `arena worker` process."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "worker"],
+        cwd=REPO,
+        env={**os.environ, **env},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    with redis.Redis.from_url(env["REDIS_URL"]) as connection:
+        deadline = time.monotonic() + 20
+        while not Worker.all(connection=connection):
+            assert process.poll() is None, "the worker exited"
+            assert time.monotonic() < deadline, "the worker did not register"
+            time.sleep(0.05)
+    yield process
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(5)
+
+
+def arena(*args: str):
+    """Run an `arena` subcommand in this process."""
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_jobs_without_daemon_shows_the_planned_schedule(env):
+    """With no daemon publishing, `arena jobs --json` shows when the schedule would fire."""
+    queued = arena("heartbeat", "ping", "--date", "2025-03-14")
+    assert queued.exit_code == 0, queued.output
+    assert "distill_ping_2025-03-14: enqueued" in queued.output
+    rows = json.loads(arena("jobs", "--json").stdout)
+    assert sorted((r["id"], r["status"]) for r in rows[:2]) == [
+        ("heartbeat", "not running"),
+        ("idle-check", "not running"),
+    ]
+    assert rows[0]["next_run_at"] <= rows[1]["next_run_at"]  # soonest first
+    assert (rows[2]["id"], rows[2]["status"]) == ("distill_ping_2025-03-14", "queued")
+    assert rows[2]["trigger"] == "manual"
+
+
+def test_heartbeat_refuses_unknown_agents_and_bad_dates(env):
+    """An unknown agent or a malformed date is one line on stderr and exit 1."""
+    unknown = arena("heartbeat", "ghost")
+    assert unknown.exit_code == 1
+    assert "unknown agent 'ghost' (agents: helper, ping, pong)" in unknown.stderr
+    bad = arena("heartbeat", "ping", "--date", "14.03.2025")
+    assert bad.exit_code == 1
+    assert "date: '14.03.2025' is not a date (YYYY-MM-DD)" in bad.stderr
+
+
+def test_wait_without_a_worker_says_so(env, monkeypatch):
+    """`--wait` with no worker running stops after a few seconds and says what to start."""
+    monkeypatch.setattr(cli_jobs, "NO_WORKER_AFTER_S", 0.3)
+    result = arena("heartbeat", "ping", "--date", "2025-03-14", "--wait", "20")
+    assert result.exit_code == 1
+    assert "no worker is running" in result.stderr
+    assert "arena worker" in result.stderr
+
+
+@pytest.mark.slow
+def test_heartbeat_and_summarize_wait_for_the_outcome(env, worker):
+    """With a worker, `--wait` prints the outcome; asking again finds it done."""
+    first = arena("heartbeat", "ping", "--date", "2025-03-14", "--wait", "30")
+    assert first.exit_code == 0, first.output
+    assert "ping: MEMORY.md version 1 written (" in first.stdout
+    again = arena("heartbeat", "ping", "--date", "2025-03-14", "--wait", "30")
+    assert again.exit_code == 0, again.output
+    assert "not enqueued, already done for this input (--force runs it again)" in again.stdout
+    forced = arena("heartbeat", "ping", "--date", "2025-03-14", "--force", "--wait", "30")
+    assert forced.exit_code == 0, forced.output
+    assert "ping: skipped: " in forced.stdout
+
+    engine = make_engine(load_settings().effective_database_url)
+    start = datetime(2025, 3, 14, 9, 0, tzinfo=UTC)
+    for n, text in enumerate(["Let us build a login", "[decision] we use JWT"]):
+        HistoryStore(engine).save(
+            ChatMessage(
+                id=f"m{n}",
+                group="demo",
+                sender="alex",
+                kind=MessageKind.HUMAN,
+                text=text,
+                created_at=start + timedelta(minutes=n),
+            )
+        )
+    engine.dispose()
+    summary = arena("summarize", "demo", "--wait", "30")
+    assert summary.exit_code == 0, summary.output
+    assert "summary_demo_2: enqueued" in summary.stdout
+    assert "demo: summary version 1 written (" in summary.stdout
+    listing = arena("jobs")
+    assert "distill_ping_2025-03-14" in listing.stdout
+    assert "summary_demo_2" in listing.stdout
+
+
+def test_summarize_needs_messages(env):
+    """A group without messages has nothing to summarise."""
+    result = arena("summarize", "empty")
+    assert result.exit_code == 1
+    assert "group 'empty' has no messages yet" in result.stderr
+
+
+def test_summarize_rejects_bad_group_ids(env, tmp_path: Path):
+    """A malformed group id is refused before anything is enqueued."""
+    result = arena("summarize", "Not A Group")
+    assert result.exit_code == 1
+    assert "not a valid group id" in result.stderr
