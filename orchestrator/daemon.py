@@ -46,6 +46,7 @@ from orchestrator.schedule import start_schedule
 from orchestrator.services import ping_redis
 from orchestrator.settings import Settings
 from orchestrator.tokens import DriftCorrector, TokenCounter
+from orchestrator.triggers import SummaryTrigger
 from orchestrator.turns import LLM
 from orchestrator.wire import parse_inbound
 
@@ -248,6 +249,7 @@ async def run(
     publisher = MqttPublisher(settings.effective_mqtt_url)
     bus = Bus(redis, settings.consumer)
     drift = load_drift(settings)
+    summaries = SummaryTrigger(redis, settings)
     pipeline = Pipeline(
         team=team,
         store=HistoryStore(engine),
@@ -261,6 +263,7 @@ async def run(
         memory=make_writer(settings, engine),
         counters=bus,
         drift=drift,
+        summaries=summaries,
     )
     consumer = Consumer(bus, pipeline, settings)
     mqtt_task = asyncio.create_task(publisher.run(), name="orchestrator.events.publish")
@@ -284,6 +287,7 @@ async def run(
         if schedule is not None:
             await schedule.stop()
         save_drift(settings, drift)
+        summaries.close()
         mqtt_task.cancel()
         await asyncio.gather(mqtt_task, return_exceptions=True)
         await provider.aclose()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -53,6 +53,16 @@ class Counters(Protocol):
         ...
 
 
+class SummaryHook(Protocol):
+    """Told about every answered message, to start the group's summary when it is due."""
+
+    async def after_message(
+        self, group: str, stored: int, texts: Sequence[str], marker_types: Sequence[str]
+    ) -> str | None:
+        """Count the new messages; returns the trigger if a summary was started."""
+        ...
+
+
 class EventSink(Protocol):
     """Where replies are announced (MQTT); must never block."""
 
@@ -82,6 +92,8 @@ class _Tally:
     tokens_in: int = 0
     tokens_out: int = 0
     agents: list[str] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    memory_types: list[str] = field(default_factory=list)
 
 
 def _utcnow() -> datetime:
@@ -107,6 +119,7 @@ class Pipeline:
         memory: MemoryWriter | None = None,
         counters: Counters | None = None,
         drift: DriftCorrector | None = None,
+        summaries: SummaryHook | None = None,
     ) -> None:
         self.team = team
         self.store = store
@@ -121,6 +134,7 @@ class Pipeline:
         self.memory = memory
         self.counters = counters
         self.drift = drift or DriftCorrector()
+        self.summaries = summaries
         self._slots = {a.id: asyncio.Semaphore(a.max_concurrency) for a in team.agents}
 
     def _save(self, message: ChatMessage, **fields: Any) -> bool:
@@ -149,6 +163,13 @@ class Pipeline:
             self.store.update, message.id, status="done", meta={"replies": tally.replies}
         )
         await self._emit_done(message, tally.replies)
+        if self.summaries is not None:
+            await self.summaries.after_message(
+                message.group,
+                1 + tally.replies,
+                [message.text, *tally.texts],
+                tally.memory_types,
+            )
         logger.info(
             "message %s group=%s route=%s agents=%s replies=%d tokens_in=%d tokens_out=%d "
             "duration_ms=%.0f",
@@ -181,6 +202,9 @@ class Pipeline:
                 usage = reply.meta.get("usage") or {}
                 tally.tokens_in += int(usage.get("input_tokens", 0))
                 tally.tokens_out += int(usage.get("output_tokens", 0))
+                tally.texts.append(reply.message.text)
+                saved = (reply.meta.get("memory") or {}).get("saved") or []
+                tally.memory_types.extend(str(s.get("type", "")) for s in saved)
                 if reply.message.kind is not MessageKind.AGENT:
                     continue
                 for target in handoff_targets(

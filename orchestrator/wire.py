@@ -53,6 +53,7 @@ __all__ = [
     "published_key",
     "schedule_key",
     "stats_key",
+    "summary_counter_key",
     "validate_group",
     "validate_post",
     "validate_sender",
@@ -83,6 +84,11 @@ def deadletter_stream() -> str:
 def published_key(item_id: str) -> str:
     """The key that records an outbound item as published (so it is published once)."""
     return f"arena:published:{item_id}"
+
+
+def summary_counter_key(group: str) -> str:
+    """Messages a group has had since its rolling summary was last enqueued."""
+    return f"arena:group:{group}:since_summary"
 
 
 def stats_key() -> str:

@@ -1,0 +1,67 @@
+"""When a group's rolling summary is due: every N messages, or at once on a decision.
+
+Counts live in Redis (one counter per group), so they survive restarts and are shared by
+several daemons.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+import redis
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from orchestrator.jobs import enqueue_summary
+from orchestrator.schedule import summary_due
+from orchestrator.settings import Settings
+from orchestrator.wire import summary_counter_key
+
+__all__ = ["SummaryTrigger"]
+
+logger = logging.getLogger(__name__)
+
+# Saved memories of these types make a summary due at once, like the text tags do.
+_MARKER_TRIGGERS = {"decision": "decision", "requirement": "requirement", "task": "task"}
+
+
+class SummaryTrigger:
+    """Counts a group's messages and enqueues its summary job when one is due."""
+
+    def __init__(self, redis_async: Redis, settings: Settings) -> None:
+        self._redis = redis_async
+        self._settings = settings
+        self._sync = redis.Redis.from_url(settings.effective_redis_url)
+
+    def close(self) -> None:
+        """Close the connection used for enqueueing."""
+        self._sync.close()
+
+    async def after_message(
+        self, group: str, stored: int, texts: Sequence[str], marker_types: Sequence[str]
+    ) -> str | None:
+        """Count ``stored`` new messages of ``group``; enqueue its summary if due.
+
+        Returns:
+            The trigger that made it due, or None. Failures are logged, never raised: a
+            summary is never worth losing a message over.
+        """
+        try:
+            count = int(await self._redis.incrby(summary_counter_key(group), stored))
+            trigger = summary_due(count, "\n".join(texts), self._settings.summary_every_messages)
+            trigger = trigger or next(
+                (_MARKER_TRIGGERS[t] for t in marker_types if t in _MARKER_TRIGGERS), None
+            )
+            if trigger is None:
+                return None
+            result = await asyncio.to_thread(
+                enqueue_summary, self._sync, group, None, trigger, settings=self._settings
+            )
+            await self._redis.set(summary_counter_key(group), 0)
+            logger.info("group %s: summary due (%s): %s", group, trigger, result.detail)
+            return trigger
+        except (RedisError, OSError) as exc:
+            logger.warning("group %s: could not enqueue its summary: %s", group, exc)
+            return None

@@ -1,0 +1,87 @@
+"""Rolling summaries started by the daemon: every N messages, and at once on a decision."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import redis
+from rq import SimpleWorker
+from rq.serializers import JSONSerializer
+
+from orchestrator.briefing import summary_path
+from orchestrator.client import ArenaClient
+from orchestrator.jobs import list_jobs, queue
+from tests.arena_helpers import make_settings, running_daemon
+
+
+def _export(settings, monkeypatch) -> None:
+    # Job functions read their settings from the environment, as `arena worker` does.
+    for name, value in {
+        "REDIS_URL": settings.redis_url,
+        "MQTT_URL": settings.mqtt_url,
+        "ARENA_DATA_DIR": str(settings.data_dir),
+        "ARENA_AGENTS_DIR": str(settings.agents_dir),
+        "ARENA_WORKSPACES_DIR": str(settings.workspaces_dir),
+        "ARENA_PROMPTS_DIR": str(settings.prompts_dir),
+        "ARENA_SUMMARY_EVERY_MESSAGES": str(settings.summary_every_messages),
+    }.items():
+        monkeypatch.setenv(name, value)
+
+
+def _work(url: str) -> None:
+    connection = redis.Redis.from_url(url)
+    worker = SimpleWorker([queue(connection)], connection=connection, serializer=JSONSerializer)
+    worker.work(burst=True, logging_level="ERROR")
+    connection.close()
+
+
+async def test_twenty_messages_produce_a_summary_version(
+    tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str, monkeypatch
+):
+    """Ten questions and their ten replies make twenty messages: the summary job is enqueued,
+    and a worker writes the group's first summary."""
+    settings = make_settings(
+        tmp_path, embedded_redis_url, embedded_mqtt_url, None, summary_every_messages=20
+    )
+    _export(settings, monkeypatch)
+    async with running_daemon(settings):
+        client = ArenaClient(embedded_redis_url)
+        for n in range(10):
+            await asyncio.to_thread(
+                client.post_and_wait, "team", f"@ping question number {n}", "alex", 20
+            )
+            if n == 8:
+                connection = redis.Redis.from_url(embedded_redis_url)
+                assert [j for j in list_jobs(connection) if j["kind"] == "summary"] == []
+                connection.close()
+        client.close()
+
+
+def test_a_decision_tag_summarises_at_once(
+    tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str, monkeypatch
+):
+    """A message carrying [decision] enqueues the summary without waiting for N messages,
+    and the summary a worker writes has the decision in it."""
+    settings = make_settings(tmp_path, embedded_redis_url, embedded_mqtt_url, None)
+    _export(settings, monkeypatch)
+
+    async def decide() -> None:
+        async with running_daemon(settings):
+            client = ArenaClient(embedded_redis_url)
+            await asyncio.to_thread(
+                client.post_and_wait,
+                "ship",
+                "[decision] @ping we decided to ship on Friday",
+                "alex",
+                20,
+            )
+            client.close()
+
+    asyncio.run(decide())
+    connection = redis.Redis.from_url(embedded_redis_url)
+    jobs = [j for j in list_jobs(connection) if j["kind"] == "summary"]
+    connection.close()
+    assert [(j["target"], j["trigger"]) for j in jobs] == [("ship", "decision")]
+    _work(embedded_redis_url)  # RQ workers handle signals: the main thread, no event loop
+    assert "Friday" in summary_path(settings.data_dir, "ship").read_text()
