@@ -308,6 +308,44 @@ def check(ctx: click.Context) -> None:
         sys.exit(1)
 
 
+@main.command(name="dead-letters")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@click.pass_context
+@handles_errors
+def dead_letters(ctx: click.Context, limit: int, as_json: bool) -> None:
+    """List messages that were rejected or could not be answered, with the reason."""
+    with ArenaClient.from_settings(_settings(ctx)) as client:
+        letters = client.dead_letters(limit)
+    if as_json:
+        for letter in letters:
+            out.print(json.dumps(letter, ensure_ascii=False), markup=False)
+        return
+    if not letters:
+        out.print("no dead letters")
+        return
+    table = Table("id", "message", "group", "reason", "text")
+    for letter in letters:
+        table.add_row(
+            letter["id"],
+            letter.get("entry_id", ""),
+            letter.get("group", ""),
+            letter.get("reason", ""),
+            letter.get("text", "")[:60],
+        )
+    out.print(table)
+
+
+@main.command()
+@click.argument("dead_letter_id", metavar="ID")
+@click.pass_context
+@handles_errors
+def retry(ctx: click.Context, dead_letter_id: str) -> None:
+    """Post a dead letter's message again (see `arena dead-letters`); prints the new id."""
+    with ArenaClient.from_settings(_settings(ctx)) as client:
+        out.print(client.retry(dead_letter_id))
+
+
 @main.command(name="route")
 @click.argument("text")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")

@@ -18,9 +18,16 @@ from urllib.parse import unquote, urlsplit
 import redis
 from redis.exceptions import RedisError
 
-from orchestrator.errors import BusError
+from orchestrator.errors import BusError, ValidationError
 from orchestrator.settings import Settings
-from orchestrator.wire import DEFAULT_SENDER, Outbound, inbox_stream, outbox_stream, validate_post
+from orchestrator.wire import (
+    DEFAULT_SENDER,
+    Outbound,
+    deadletter_stream,
+    inbox_stream,
+    outbox_stream,
+    validate_post,
+)
 
 __all__ = ["ArenaClient"]
 
@@ -144,6 +151,48 @@ class ArenaClient:
                 yield item
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no complete answer to {message_id} within {timeout_s:g}s")
+
+    def dead_letters(self, limit: int = 100) -> list[dict[str, str]]:
+        """The newest ``limit`` dead letters, oldest first: id, entry_id, reason and the
+        original fields (``group``, ``sender``, ``text`` when they were readable)."""
+        try:
+            rows = self._redis.xrevrange(deadletter_stream(), count=limit)
+        except RedisError as exc:
+            raise self._fail(exc) from None
+        letters = []
+        for entry_id, fields in reversed(cast(list[Any], rows)):
+            letter = {"id": _text(entry_id)}
+            for name, value in fields.items():
+                key = _text(name).removeprefix("field:")
+                letter[key] = value.decode("utf-8", errors="replace")
+            letters.append(letter)
+        return letters
+
+    def retry(self, dead_letter_id: str) -> str:
+        """Post a dead letter's message again (a new message id) and remove the dead letter.
+
+        Raises:
+            ValidationError: when there is no such dead letter, or its fields cannot be posted.
+        """
+        try:
+            rows = self._redis.xrange(deadletter_stream(), dead_letter_id, dead_letter_id)
+        except RedisError as exc:
+            raise self._fail(exc) from None
+        if not rows:
+            raise ValidationError("id", f"no dead letter {dead_letter_id!r} (`arena dead-letters`)")
+        fields = {
+            _text(k).removeprefix("field:"): v for k, v in cast(list[Any], rows)[0][1].items()
+        }
+        try:
+            group, text = fields["group"].decode(), fields["text"].decode()
+            sender = fields.get("sender", DEFAULT_SENDER.encode()).decode()
+        except (KeyError, UnicodeDecodeError):
+            raise ValidationError(
+                "id", f"dead letter {dead_letter_id} has no postable message"
+            ) from None
+        message_id = self.post(group, text, sender)
+        self._redis.xdel(deadletter_stream(), dead_letter_id)
+        return message_id
 
     def post_and_wait(
         self, group: str, text: str, sender: str = DEFAULT_SENDER, timeout_s: float = 60.0

@@ -23,6 +23,7 @@ from redis.exceptions import RedisError
 from sqlalchemy.engine import Engine
 
 from orchestrator.agents import load_agents, read_identity
+from orchestrator.breaker import CircuitBreaker
 from orchestrator.briefing import Briefing
 from orchestrator.bus import Bus, Entry
 from orchestrator.context import Identity
@@ -220,11 +221,14 @@ def build_llm(settings: Settings) -> LLM:
     """The Anthropic provider when a key is set, else the offline one."""
     if settings.anthropic_api_key is None:
         return OfflineProvider()
-    return AnthropicProvider(
+    provider = AnthropicProvider(
         api_key=settings.anthropic_api_key.get_secret_value(),
         base_url=settings.anthropic_base_url,
         timeout_s=settings.model_timeout_s,
         max_retries=settings.model_max_retries,
+    )
+    return CircuitBreaker(
+        provider, threshold=settings.breaker_threshold, cooldown_s=settings.breaker_cooldown_s
     )
 
 
@@ -264,6 +268,7 @@ async def run(
         counters=bus,
         drift=drift,
         summaries=summaries,
+        dead_letters=bus,
     )
     consumer = Consumer(bus, pipeline, settings)
     mqtt_task = asyncio.create_task(publisher.run(), name="orchestrator.events.publish")

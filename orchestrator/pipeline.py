@@ -30,7 +30,7 @@ from orchestrator.tokens import DriftCorrector, TokenCounter
 from orchestrator.turns import LLM, TurnResult, run_turn
 from orchestrator.wire import Outbound, group_topic
 
-__all__ = ["Counters", "EventSink", "Outbox", "Pipeline", "Team"]
+__all__ = ["Counters", "DeadLetters", "EventSink", "Outbox", "Pipeline", "Team"]
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +60,14 @@ class SummaryHook(Protocol):
         self, group: str, stored: int, texts: Sequence[str], marker_types: Sequence[str]
     ) -> str | None:
         """Count the new messages; returns the trigger if a summary was started."""
+        ...
+
+
+class DeadLetters(Protocol):
+    """Where messages that could not be answered are kept for ``arena retry``."""
+
+    async def dead_letter(self, entry_id: str, raw: Mapping[bytes, bytes], reason: str) -> None:
+        """Keep the message's fields with the reason."""
         ...
 
 
@@ -94,6 +102,7 @@ class _Tally:
     agents: list[str] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     memory_types: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
 
 
 def _utcnow() -> datetime:
@@ -120,6 +129,7 @@ class Pipeline:
         counters: Counters | None = None,
         drift: DriftCorrector | None = None,
         summaries: SummaryHook | None = None,
+        dead_letters: DeadLetters | None = None,
     ) -> None:
         self.team = team
         self.store = store
@@ -135,6 +145,7 @@ class Pipeline:
         self.counters = counters
         self.drift = drift or DriftCorrector()
         self.summaries = summaries
+        self.dead_letters = dead_letters
         self._slots = {a.id: asyncio.Semaphore(a.max_concurrency) for a in team.agents}
 
     def _save(self, message: ChatMessage, **fields: Any) -> bool:
@@ -150,7 +161,7 @@ class Pipeline:
         started = time.perf_counter()
         await asyncio.to_thread(self._save, message)
         stored = await asyncio.to_thread(self.store.get, message.id)
-        if stored is not None and stored.status == "done":
+        if stored is not None and stored.status in ("done", "failed"):
             replies = await asyncio.to_thread(self.store.replies_to, message.id)
             for reply in replies:
                 await self._emit(reply)
@@ -159,9 +170,7 @@ class Pipeline:
         decision = route(message.text, self.team.agents)
         await asyncio.to_thread(self.store.update, message.id, route=decision.as_dict())
         tally = await self._run_hops(message, decision)
-        await asyncio.to_thread(
-            self.store.update, message.id, status="done", meta={"replies": tally.replies}
-        )
+        await self._finish(message, tally)
         await self._emit_done(message, tally.replies)
         if self.summaries is not None:
             await self.summaries.after_message(
@@ -205,6 +214,9 @@ class Pipeline:
                 tally.texts.append(reply.message.text)
                 saved = (reply.meta.get("memory") or {}).get("saved") or []
                 tally.memory_types.extend(str(s.get("type", "")) for s in saved)
+                error = reply.meta.get("error") or {}
+                if error:
+                    tally.failures.append(f"{reply.meta.get('agent')}: {error.get('problem')}")
                 if reply.message.kind is not MessageKind.AGENT:
                     continue
                 for target in handoff_targets(
@@ -226,6 +238,28 @@ class Pipeline:
                 self.store.update, message.id, meta={"hop_limit_reached": targets}
             )
         return tally
+
+    async def _finish(self, message: ChatMessage, tally: _Tally) -> None:
+        """Mark the message done, or failed (and dead-lettered) when an agent could not answer."""
+        if not tally.failures:
+            await asyncio.to_thread(
+                self.store.update, message.id, status="done", meta={"replies": tally.replies}
+            )
+            return
+        reason = "model failed: " + "; ".join(tally.failures)
+        await asyncio.to_thread(
+            self.store.update,
+            message.id,
+            status="failed",
+            meta={"replies": tally.replies, "failures": tally.failures},
+        )
+        if self.dead_letters is not None:
+            raw = {
+                b"group": message.group.encode(),
+                b"sender": message.sender.encode(),
+                b"text": message.text.encode(),
+            }
+            await self.dead_letters.dead_letter(message.id, raw, reason[:500])
 
     async def _turn(
         self, agent: AgentSpec, trigger: ChatMessage, root: ChatMessage, hop: int

@@ -85,6 +85,9 @@ class Settings(BaseSettings):
     # The model.
     model_timeout_s: float = Field(default=60.0, gt=0)
     model_max_retries: int = Field(default=3, ge=0, le=10)
+    # After this many failed calls in a row the provider is left alone for the cooldown.
+    breaker_threshold: int = Field(default=5, ge=1)
+    breaker_cooldown_s: float = Field(default=30.0, ge=0)
 
     # Background work (RQ jobs, scheduled by the daemon; times are in ``tz``).
     # When each agent's daily heartbeat distils its day's log: a crontab line.
