@@ -154,6 +154,8 @@ async def stream_stats(redis: Redis) -> dict[str, Any]:
         dead_len = await redis.xlen(deadletter_stream())
         pending: dict[str, int] = {}
         lag: int | None = None
+        oldest_idle_ms = 0
+        consumers: list[dict[str, Any]] = []
         try:
             summary = await redis.xpending(inbox_stream(), CONSUMER_GROUP)
             for row in summary.get("consumers") or []:
@@ -166,7 +168,19 @@ async def stream_stats(redis: Redis) -> dict[str, Any]:
             for group in groups:
                 name = group.get("name")
                 if (name.decode() if isinstance(name, bytes) else name) == CONSUMER_GROUP:
-                    lag = group.get("lag")
+                    lag = await _lag(redis, group)
+            oldest = await redis.xpending_range(
+                inbox_stream(), CONSUMER_GROUP, min="-", max="+", count=1
+            )
+            oldest_idle_ms = int(oldest[0]["time_since_delivered"]) if oldest else 0
+            consumers = [
+                {
+                    "name": _str(c.get("name")),
+                    "pending": int(c.get("pending", 0)),
+                    "idle_ms": int(c.get("idle", 0)),
+                }
+                for c in await redis.xinfo_consumers(inbox_stream(), CONSUMER_GROUP)
+            ]
         except ResponseError:
             pass
     except RedisError as exc:
@@ -181,5 +195,20 @@ async def stream_stats(redis: Redis) -> dict[str, Any]:
         "pending": sum(pending.values()),
         "pending_by_consumer": pending,
         "lag": lag,
+        "oldest_pending_idle_ms": oldest_idle_ms,
+        "consumers": consumers,
         "dead_letters": dead_len,
     }
+
+
+def _str(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+async def _lag(redis: Redis, group: dict[str, Any]) -> int:
+    """Entries not yet delivered to the consumer group (Redis 7 reports it; 6.2 does not)."""
+    if group.get("lag") is not None:
+        return int(group["lag"])
+    last = _str(group.get("last-delivered-id", "0-0"))
+    newer = await redis.xrange(inbox_stream(), min=f"({last}", max="+", count=100_000)
+    return len(newer or [])

@@ -188,10 +188,36 @@ async def status(settings: Settings) -> dict[str, Any]:
         ]
     except OrchestratorError as exc:
         agents = [{"error": str(exc)}]
-    return {"streams": streams, "groups": groups, "agents": agents, "workers": workers}
+    return {
+        "streams": streams,
+        "groups": groups,
+        "agents": agents,
+        "workers": workers,
+        "stuck": stuck(streams, settings.stuck_after_s),
+    }
+
+
+def stuck(streams: dict[str, Any], after_s: float) -> list[str]:
+    """What has made no progress for longer than ``after_s`` (for monitors)."""
+    problems = []
+    limit_ms = after_s * 1000
+    if streams["pending"] and streams["oldest_pending_idle_ms"] > limit_ms:
+        problems.append(
+            f"a message has been in hand for {streams['oldest_pending_idle_ms'] // 1000}s"
+        )
+    consumers = streams["consumers"]
+    if streams["lag"]:
+        freshest = min((c["idle_ms"] for c in consumers), default=None)
+        if freshest is None or freshest > limit_ms:
+            problems.append(
+                f"{streams['lag']} messages wait and no daemon has read the inbox for "
+                f"{'ever' if freshest is None else str(freshest // 1000) + 's'}"
+            )
+    return problems
 
 
 def _groups(settings: Settings) -> list[dict[str, Any]]:
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
     engine = make_engine(settings.effective_database_url)
     try:
         infos = HistoryStore(engine).groups()

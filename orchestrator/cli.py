@@ -270,6 +270,8 @@ def status(ctx: click.Context, as_json: bool) -> None:
     report = asyncio.run(checks.status(_settings(ctx)))
     if as_json:
         out.print(json.dumps(report, ensure_ascii=False, indent=2), markup=False)
+        if report["stuck"]:
+            sys.exit(1)
         return
     s = report["streams"]
     out.print(
@@ -290,6 +292,14 @@ def status(ctx: click.Context, as_json: bool) -> None:
     out.print(f"workers: {len(report['workers'])}")
     for w in report["workers"]:
         out.print(f"  {w['name']} {w['state']} (last heartbeat {w['last_heartbeat']})")
+    for c in s.get("consumers", []):
+        out.print(
+            f"daemon {c['name']}: {c['pending']} in hand, last read {c['idle_ms'] // 1000}s ago"
+        )
+    for problem in report["stuck"]:
+        err.print(f"[bold red]stuck:[/] {problem}", markup=True)
+    if report["stuck"]:
+        sys.exit(1)
 
 
 @main.command()

@@ -82,6 +82,9 @@ class Settings(BaseSettings):
     summary_budget_tokens: int = Field(default=500, ge=50, le=20_000)
     summary_every_messages: int = Field(default=20, ge=1)
 
+    # `arena status` exits 1 when a message has been pending, or waiting unread, this long.
+    stuck_after_s: float = Field(default=300.0, gt=0)
+
     # The model.
     model_timeout_s: float = Field(default=60.0, gt=0)
     model_max_retries: int = Field(default=3, ge=0, le=10)

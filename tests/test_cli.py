@@ -219,3 +219,29 @@ def test_tail_prints_replies_as_they_arrive(tmp_path: Path, embedded_redis_url: 
         for stream in (proc.stdout, proc.stderr):
             if stream:
                 stream.close()
+
+
+def test_status_exits_1_when_messages_wait_unread(
+    tmp_path: Path, embedded_redis_url: str, monkeypatch
+):
+    """With messages in the inbox and no daemon reading, `arena status` says it is stuck and
+    exits 1 (for monitors); with the threshold not reached it exits 0."""
+    import redis as sync_redis
+
+    from orchestrator.wire import inbox_stream
+
+    monkeypatch.setenv("REDIS_URL", embedded_redis_url)
+    monkeypatch.setenv("ARENA_DATA_DIR", str(tmp_path / "data"))
+    with sync_redis.Redis.from_url(embedded_redis_url) as raw:
+        raw.xgroup_create(inbox_stream(), "arena", id="0", mkstream=True)
+        raw.xadd(inbox_stream(), {"group": "demo", "text": "anyone?"})
+    monkeypatch.setenv("ARENA_STUCK_AFTER_S", "0.001")
+    stuck = CliRunner().invoke(main, ["status", "--json"])
+    assert stuck.exit_code == 1, stuck.output
+    report = json.loads(stuck.output)
+    assert report["streams"]["lag"] == 1
+    assert "1 messages wait and no daemon has read the inbox" in report["stuck"][0]
+    monkeypatch.setenv("ARENA_STUCK_AFTER_S", "3600")
+    calm = CliRunner().invoke(main, ["status"])
+    assert calm.exit_code == 1  # still no daemon at all: nobody has ever read
+    assert "no daemon has read the inbox for ever" in calm.output
