@@ -84,7 +84,11 @@ class PersonalLog:
         line += f" (source: {_one_line(source)})\n"
         path.parent.mkdir(parents=True, exist_ok=True)
         with _locked(path):
+            _remove_stale_temps(path)
             current = _read(path)
+            if _already_noted(current, line):
+                # The same note from the same source: a turn replayed after a crash.
+                return path
             if not current:
                 current = f"# {agent_id} — {local.date().isoformat()}\n\n"
             elif not current.endswith("\n"):
@@ -138,6 +142,24 @@ def _locked(path: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # closing the last descriptor releases the lock
+
+
+def _already_noted(current: str, line: str) -> bool:
+    """Whether ``current`` has ``line`` already, whatever the minute it was written at."""
+    body = line.strip().split(" ", 2)[2]  # without "- HH:MM"
+    return any(
+        existing.strip().split(" ", 2)[2:] == [body]
+        for existing in current.splitlines()
+        if existing.startswith("- ")
+    )
+
+
+def _remove_stale_temps(path: Path) -> None:
+    """Remove temporary files a killed writer left behind (only called under the lock, so
+    no live writer of this log can own one)."""
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):
+        with contextlib.suppress(FileNotFoundError):
+            stale.unlink()
 
 
 def _replace(path: Path, text: str) -> None:

@@ -185,6 +185,11 @@ class SessionMemory:
         return WriteOutcome(action="superseded", record=record, previous=previous)
 
     def _reinforce(self, conn: Connection, entry_id: int, new: NewMemory) -> MemoryRecord:
+        current = self._get(conn, entry_id)
+        seen = [current.source_message_id, *current.extra.get("reinforced_by", [])]
+        if new.source_message_id is not None and new.source_message_id in seen:
+            # The same message again (a turn replayed after a crash): nothing new learnt.
+            return current
         now = db_time(new.now)
         stored = _T.c.confidence
         best = case((stored >= new.confidence, stored), else_=literal(new.confidence))
@@ -198,6 +203,9 @@ class SessionMemory:
         }
         if new.verified:
             changes["verified"] = True
+        if new.source_message_id is not None:
+            sources = [*current.extra.get("reinforced_by", []), new.source_message_id]
+            changes["extra"] = {**current.extra, "reinforced_by": sources[-50:]}
         done = conn.execute(
             update(_T).where(_T.c.id == entry_id, _T.c.status == "active").values(**changes)
         )
