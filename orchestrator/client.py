@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlsplit
 import redis
 from redis.exceptions import RedisError
 
-from orchestrator.errors import BusError, ValidationError
+from orchestrator.errors import BusError, ConfigError, ValidationError
 from orchestrator.settings import Settings
 from orchestrator.wire import (
     DEFAULT_SENDER,
@@ -47,7 +47,10 @@ class ArenaClient:
         self.redis_url = redis_url
         self.max_message_bytes = max_message_bytes
         self._hint = hint
-        self._redis = redis.Redis.from_url(redis_url, socket_connect_timeout=5)
+        try:
+            self._redis = redis.Redis.from_url(redis_url, socket_connect_timeout=5)
+        except ValueError as exc:  # a port that is not a number, a bad query argument, ...
+            raise ConfigError("REDIS_URL", f"not a valid Redis URL: {exc}") from None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ArenaClient:

@@ -370,7 +370,10 @@ def mqtt_client_args(url: str) -> dict[str, Any]:
     Raises:
         ConfigError: the URL has another scheme, no host or a bad port.
     """
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # e.g. an unclosed '[' around an IPv6 address
+        raise ConfigError("MQTT_URL", f"not a valid URL: {exc}") from None
     if parts.scheme not in ("mqtt", "mqtts"):
         raise ConfigError("MQTT_URL", "must start with mqtt:// or mqtts://")
     try:
@@ -416,23 +419,31 @@ async def ping_redis(url: str, timeout_s: float) -> None:
     """Send PING to the Redis at ``url``.
 
     Raises:
+        ConfigError: the URL is malformed (a bad port, an unclosed ``[``, a bad argument).
         ServiceError: Redis is unreachable, silent or rejects the credentials. The message
             names the socket or host and port only, never the credentials.
     """
-    parts = urlsplit(url)
-    password = unquote(parts.password) if parts.password else None
-    socket_path = Path(unquote(parts.path)) if parts.scheme == "unix" else None
+    try:
+        parts = urlsplit(url)
+        password = unquote(parts.password) if parts.password else None
+        socket_path = Path(unquote(parts.path)) if parts.scheme == "unix" else None
+        port = parts.port
+    except ValueError as exc:  # an unclosed '[', a port that is not a number from 0 to 65535
+        raise ConfigError("REDIS_URL", f"not a valid URL: {exc}") from None
     if socket_path is not None:
         where = _display_path(socket_path)
         unreachable = f"no Redis is listening at {where}"
         if not socket_path.exists():
             raise ServiceError("redis", unreachable, _START_HINT.format(name="REDIS_URL"))
     else:
-        where = f"{parts.hostname}:{parts.port or 6379}"
+        where = f"{parts.hostname}:{port or 6379}"
         unreachable = f"cannot reach Redis at {where}"
-    client = redis.asyncio.Redis.from_url(
-        url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s
-    )
+    try:
+        client = redis.asyncio.Redis.from_url(
+            url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s
+        )
+    except ValueError as exc:  # redis-py's own checks, e.g. of query arguments
+        raise ConfigError("REDIS_URL", _scrub(f"not a valid Redis URL: {exc}", password)) from None
     try:
         async with asyncio.timeout(timeout_s):
             await client.ping()

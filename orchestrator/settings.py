@@ -16,9 +16,12 @@ from orchestrator.errors import ConfigError
 __all__ = ["Settings", "env_name", "load_settings"]
 
 
-def _env(name: str) -> Any:
-    """Accept the conventional name and the ``ARENA_``-prefixed one."""
-    return Field(default=None, validation_alias=AliasChoices(name, f"ARENA_{name}"))
+def _env(name: str, *, shown: bool = True) -> Any:
+    """Accept the conventional name and the ``ARENA_``-prefixed one.
+
+    ``shown=False`` keeps the value out of the settings' repr (URLs may carry a password).
+    """
+    return Field(default=None, validation_alias=AliasChoices(name, f"ARENA_{name}"), repr=shown)
 
 
 class Settings(BaseSettings):
@@ -29,9 +32,9 @@ class Settings(BaseSettings):
     )
 
     # Services: unset means "start an embedded one" (Redis, MQTT) or SQLite.
-    redis_url: str | None = _env("REDIS_URL")
-    mqtt_url: str | None = _env("MQTT_URL")
-    database_url: str | None = _env("DATABASE_URL")
+    redis_url: str | None = _env("REDIS_URL", shown=False)
+    mqtt_url: str | None = _env("MQTT_URL", shown=False)
+    database_url: str | None = _env("DATABASE_URL", shown=False)
     anthropic_api_key: SecretStr | None = _env("ANTHROPIC_API_KEY")
     anthropic_base_url: str | None = _env("ANTHROPIC_BASE_URL")
 
@@ -109,7 +112,7 @@ class Settings(BaseSettings):
     def _known_zone(cls, value: str) -> str:
         try:
             ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError) as exc:
+        except (ZoneInfoNotFoundError, ValueError, OSError) as exc:  # OSError: a folder
             raise ValueError(f"unknown time zone {value!r}") from exc
         return value
 

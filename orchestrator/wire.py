@@ -192,9 +192,14 @@ def decode_fields(raw: Mapping[bytes, bytes] | Mapping[str, str]) -> dict[str, s
     for key, value in raw.items():
         try:
             name = key.decode("utf-8") if isinstance(key, bytes) else key
+        except UnicodeDecodeError as exc:
+            raise ValidationError(
+                "fields", f"a field name is not valid UTF-8 ({exc.reason})"
+            ) from None
+        try:
             fields[name] = value.decode("utf-8") if isinstance(value, bytes) else value
         except UnicodeDecodeError as exc:
-            raise ValidationError("text", f"field is not valid UTF-8 ({exc.reason})") from None
+            raise ValidationError(name, f"not valid UTF-8 ({exc.reason})") from None
     return fields
 
 

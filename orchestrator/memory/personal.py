@@ -29,6 +29,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from orchestrator.agents import workspace_dir
+from orchestrator.errors import ValidationError
 from orchestrator.memory.markers import neutralise
 from orchestrator.memory.schema import PersonalDraft
 
@@ -116,7 +117,14 @@ class PersonalLog:
         return sorted(found)
 
     def _folder(self, agent_id: str) -> Path:
-        return workspace_dir(self.workspaces, agent_id) / MEMORY_FOLDER
+        workspace = workspace_dir(self.workspaces, agent_id)
+        folder = workspace / MEMORY_FOLDER
+        # A memory/ folder that is a link out of the workspace is never written through.
+        if not folder.resolve().is_relative_to(workspace.resolve()):
+            raise ValidationError(
+                "agent_id", f"{agent_id}'s memory folder leads out of its workspace"
+            )
+        return folder
 
 
 def _one_line(text: str) -> str:
