@@ -32,6 +32,8 @@ bench: $(STAMP)
 	mkdir -p bench-results
 	$(BIN)/python tests/bench/routing.py --json bench-results/routing.json
 	$(BIN)/python tests/bench/throughput.py --json bench-results/throughput.json
+	$(BIN)/python tests/bench/chaos.py --messages 500 --groups 20 --kills 5 \
+		--json bench-results/chaos.json
 	@if [ -f "$(LOCOMO_DATA)" ]; then \
 		$(BIN)/python tests/bench/locomo_recall.py --data "$(LOCOMO_DATA)" \
 			--json bench-results/locomo_recall.json; \
