@@ -87,6 +87,8 @@ class Consumer:
         )
         self.handled = 0
         self._in_hand: set[str] = set()
+        # Look for abandoned messages about twice per idle limit (at most every 15 s).
+        self._claim_every_s = min(CLAIM_EVERY_S, max(0.5, settings.claim_idle_ms / 2000))
 
     async def run(self, stop: asyncio.Event) -> None:
         """Consume until ``stop`` is set, then finish the work in hand."""
@@ -97,7 +99,7 @@ class Consumer:
         while not stop.is_set():
             try:
                 entries = await self.bus.read_new(READ_COUNT, READ_BLOCK_MS)
-                if time.monotonic() - last_claim > CLAIM_EVERY_S:
+                if time.monotonic() - last_claim > self._claim_every_s:
                     entries += await self.bus.claim_stale(self.settings.claim_idle_ms)
                     last_claim = time.monotonic()
             except RedisError as exc:
@@ -142,7 +144,19 @@ class Consumer:
 
     async def _handle(self, work: _Work) -> None:
         try:
+            await self._handle_once(work)
+        except RedisError as exc:
+            # Redis went away mid-message: leave it unacknowledged. Every step is idempotent,
+            # so claiming it again once Redis is back finishes it without a second reply.
+            logger.warning("message %s interrupted (%s); it will be resumed", work.entry_id, exc)
+        finally:
+            self._in_hand.discard(work.entry_id)
+
+    async def _handle_once(self, work: _Work) -> None:
+        try:
             await self.pipeline.handle(work.message)
+        except RedisError:
+            raise
         except Exception as exc:
             logger.exception("message %s failed", work.entry_id)
             raw = {
@@ -154,7 +168,6 @@ class Consumer:
                 self.bus.dead_letter(work.entry_id, raw, f"internal error: {exc!r}"[:500])
             )
         await asyncio.shield(self.bus.ack(work.entry_id))
-        self._in_hand.discard(work.entry_id)
         self.handled += 1
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import aiomqtt
 
 from orchestrator.client import ArenaClient
-from orchestrator.services import mqtt_client_args
+from orchestrator.services import RedisServer, mqtt_client_args
 from orchestrator.wire import group_topic
-from tests.arena_helpers import make_settings, running_daemon
+from tests.arena_helpers import make_settings, outbox, running_daemon
 from tests.fakes import FakeMessagesServer
 
 
@@ -69,3 +69,38 @@ async def test_broker_unreachable_does_not_block_and_events_follow(
                         break
     assert [e["type"] for e in seen] == ["reply", "done"]
     assert seen[0]["in_reply_to"] == message_id
+
+
+async def test_redis_restart_loses_nothing(tmp_path: Path, embedded_mqtt_url: str, caplog):
+    """Redis stops and comes back (AOF): the daemon reconnects by itself, what was said before
+    is still there, and a message posted after the restart is answered."""
+    server = RedisServer(tmp_path / "redis", unix_socket=tmp_path / "redis" / "r.sock")
+    server.start()
+    try:
+        with FakeMessagesServer() as fake:
+            settings = make_settings(
+                tmp_path, server.url, embedded_mqtt_url, fake.base_url, claim_idle_ms=1000
+            )
+            async with running_daemon(settings):
+                client = ArenaClient(server.url)
+                first, _ = await asyncio.to_thread(
+                    client.post_and_wait, "steady", "@ping before", "alex", 20
+                )
+                await asyncio.to_thread(server.stop)
+                await asyncio.sleep(1.5)  # the daemon's reads fail meanwhile
+                await asyncio.to_thread(server.start)
+                second, replies = await asyncio.to_thread(
+                    client.post_and_wait, "steady", "@ping after", "alex", 30
+                )
+                client.close()
+        assert [r.type for r in replies] == ["reply"]
+        assert any("redis read failed" in r.getMessage() for r in caplog.records)
+        items = outbox(server.url, "steady")
+        assert [(i["type"], i["in_reply_to"]) for i in items] == [
+            ("reply", first),
+            ("done", first),
+            ("reply", second),
+            ("done", second),
+        ]
+    finally:
+        server.stop()
