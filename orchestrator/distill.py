@@ -31,6 +31,7 @@ least half of the entry's words. Words are runs of three or more letters or digi
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import re
@@ -42,7 +43,7 @@ from typing import Any, Literal
 from sqlalchemy.engine import Engine
 
 from orchestrator.agents import load_agents, workspace_dir
-from orchestrator.errors import LLMError, ValidationError
+from orchestrator.errors import ValidationError
 from orchestrator.memory.markers import neutralise
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.versions import Kind, VersionedFile, VersionStore, sha256_of, text_problem
@@ -51,6 +52,7 @@ from orchestrator.prompts import Prompts
 from orchestrator.settings import Settings
 from orchestrator.tokens import TokenCounter
 from orchestrator.turns import LLM
+from orchestrator.versioned_run import run_versioned
 
 __all__ = [
     "DistillOutcome",
@@ -151,22 +153,14 @@ async def run_distillation(
         LLMError: when the model call failed (recorded as an "error" run first).
         ValueError: when ``now`` carries no time zone.
     """
-    if now.tzinfo is None or now.utcoffset() is None:
-        raise ValueError("now must carry a time zone")
     counter = TokenCounter()
-    prepared = await asyncio.to_thread(
-        _prepare, settings, engine, counter, agent_id, day, trigger, now
+    return await run_versioned(
+        functools.partial(_prepare, settings, engine, counter, agent_id, day, trigger, now),
+        lambda job: _answer(job, settings, llm, counter),
+        lambda job, text: _finish(job, settings, counter, text),
+        DistillOutcome,
+        now,
     )
-    if isinstance(prepared, DistillOutcome):
-        return prepared
-    try:
-        answer = await _answer(prepared, settings, llm, counter)
-    except LLMError as exc:
-        await asyncio.to_thread(
-            prepared.file.note, "error", str(exc), trigger=trigger, now=now, source=prepared.source
-        )
-        raise
-    return await asyncio.to_thread(_finish, prepared, settings, counter, answer)
 
 
 def _prepare(

@@ -21,6 +21,7 @@ budget, the oldest item of the longest section goes.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
 from collections import Counter
@@ -35,7 +36,6 @@ from sqlmodel import Session, col, select
 from orchestrator.agents import load_agents
 from orchestrator.briefing import summary_path
 from orchestrator.distill import TEMPERATURE, answer_text, entries
-from orchestrator.errors import LLMError
 from orchestrator.memory.history import MessageRow
 from orchestrator.memory.markers import neutralise
 from orchestrator.memory.versions import Kind, VersionedFile, VersionStore, text_problem
@@ -44,6 +44,7 @@ from orchestrator.prompts import Prompts
 from orchestrator.settings import Settings
 from orchestrator.tokens import TokenCounter
 from orchestrator.turns import LLM
+from orchestrator.versioned_run import run_versioned
 from orchestrator.wire import validate_group
 
 __all__ = ["Said", "SummaryOutcome", "SummaryStatus", "run_summary", "summarise_offline"]
@@ -153,22 +154,14 @@ async def run_summary(
         LLMError: when the model call failed (recorded as an "error" run first).
         ValueError: when ``now`` carries no time zone.
     """
-    if now.tzinfo is None or now.utcoffset() is None:
-        raise ValueError("now must carry a time zone")
     counter = TokenCounter()
-    prepared = await asyncio.to_thread(
-        _prepare, settings, engine, counter, group, upto_seq, trigger, now
+    return await run_versioned(
+        functools.partial(_prepare, settings, engine, counter, group, upto_seq, trigger, now),
+        lambda job: _answer(job, settings, llm, counter),
+        lambda job, text: _finish(job, settings, counter, text),
+        SummaryOutcome,
+        now,
     )
-    if isinstance(prepared, SummaryOutcome):
-        return prepared
-    try:
-        answer = await _answer(prepared, settings, llm, counter)
-    except LLMError as exc:
-        await asyncio.to_thread(
-            prepared.file.note, "error", str(exc), trigger=trigger, now=now, source=prepared.source
-        )
-        raise
-    return await asyncio.to_thread(_finish, prepared, settings, counter, answer)
 
 
 def _prepare(
