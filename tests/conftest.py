@@ -13,13 +13,19 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
 import redis
+from sqlalchemy.engine import Engine
 
+from orchestrator.llm import AnthropicProvider
+from orchestrator.memory.db import make_engine
 from orchestrator.services import MqttBroker, RedisServer, find_redis_executable
+from orchestrator.settings import Settings, load_settings
+from tests.arena_helpers import REPO, write_team
+from tests.fakes import FakeMessagesServer
 
 _SERVICE_ENV = (
     "REDIS_URL",
@@ -316,3 +322,43 @@ def postgres_url() -> Iterator[str]:
             process.kill()
             process.wait()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+# The model and a test team ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_llm() -> Iterator[FakeMessagesServer]:
+    """A scriptable Messages API server."""
+    with FakeMessagesServer() as server:
+        yield server
+
+
+@pytest.fixture
+async def model(fake_llm: FakeMessagesServer) -> AsyncIterator[AnthropicProvider]:
+    """The real Anthropic provider, pointed at the fake server."""
+    provider = AnthropicProvider(
+        api_key="test", base_url=fake_llm.base_url, timeout_s=5, max_retries=0
+    )
+    yield provider
+    await provider.aclose()
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    """Settings for a test team under ``tmp_path`` (test files may define their own)."""
+    (tmp_path / "data").mkdir()
+    return load_settings(
+        agents_dir=write_team(tmp_path),
+        workspaces_dir=tmp_path / "ws",
+        data_dir=tmp_path / "data",
+        prompts_dir=REPO / "prompts",
+    )
+
+
+@pytest.fixture
+def engine(settings: Settings) -> Iterator[Engine]:
+    """The database of ``settings``, on a real SQLite file."""
+    engine = make_engine(settings.effective_database_url)
+    yield engine
+    engine.dispose()

@@ -8,7 +8,6 @@ import logging
 from pathlib import Path
 
 import aiomqtt
-import pytest
 import redis
 
 from orchestrator.client import ArenaClient
@@ -24,14 +23,6 @@ from tests.arena_helpers import (
     running_daemon,
     wait_for,
 )
-from tests.fakes import FakeMessagesServer
-
-
-@pytest.fixture
-def fake_llm():
-    """A scriptable Messages API server."""
-    with FakeMessagesServer() as server:
-        yield server
 
 
 def _history(settings, group: str):

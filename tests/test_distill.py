@@ -11,16 +11,12 @@ import pytest
 
 from orchestrator.distill import run_distillation
 from orchestrator.errors import LLMError, ValidationError
-from orchestrator.llm import AnthropicProvider
-from orchestrator.memory.db import make_engine
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.schema import PersonalDraft
 from orchestrator.memory.versions import VersionStore
 from orchestrator.offline import OfflineProvider
-from orchestrator.settings import Settings, load_settings
+from orchestrator.settings import Settings
 from orchestrator.tokens import TokenCounter
-from tests.arena_helpers import REPO, write_team
-from tests.fakes import FakeMessagesServer
 
 DAY = date(2026, 1, 5)
 NOW = datetime(2026, 1, 5, 23, 30, tzinfo=UTC)
@@ -30,43 +26,6 @@ PREVIOUS = (
     "- [lesson] Deploy with the Fabric scripts in ops/\n"
     "- [fact] The staging server is called tern\n"
 )
-
-
-@pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    """Settings for a test team under ``tmp_path``."""
-    (tmp_path / "data").mkdir()
-    return load_settings(
-        agents_dir=write_team(tmp_path),
-        workspaces_dir=tmp_path / "ws",
-        data_dir=tmp_path / "data",
-        prompts_dir=REPO / "prompts",
-    )
-
-
-@pytest.fixture
-def engine(settings: Settings):
-    """The database on a real SQLite file."""
-    engine = make_engine(settings.effective_database_url)
-    yield engine
-    engine.dispose()
-
-
-@pytest.fixture
-def fake_llm():
-    """A scriptable Messages API server."""
-    with FakeMessagesServer() as server:
-        yield server
-
-
-@pytest.fixture
-async def model(fake_llm: FakeMessagesServer):
-    """The real Anthropic provider, pointed at the fake server."""
-    provider = AnthropicProvider(
-        api_key="test", base_url=fake_llm.base_url, timeout_s=5, max_retries=0
-    )
-    yield provider
-    await provider.aclose()
 
 
 def _note(settings: Settings, content: str, *, kind: str = "lesson", day: date = DAY) -> None:

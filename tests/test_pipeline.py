@@ -18,7 +18,6 @@ from orchestrator.settings import load_settings
 from orchestrator.tokens import TokenCounter
 from orchestrator.wire import Outbound
 from tests.arena_helpers import REPO, agent_of, write_team
-from tests.fakes import FakeMessagesServer
 
 
 class RecordingOutbox:
@@ -40,13 +39,6 @@ class RecordingEvents:
 
     def publish(self, topic: str, payload: bytes) -> None:
         self.events.append((topic, payload))
-
-
-@pytest.fixture
-def fake_llm():
-    """A scriptable Messages API server."""
-    with FakeMessagesServer() as server:
-        yield server
 
 
 @pytest.fixture

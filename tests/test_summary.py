@@ -3,23 +3,17 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
 from orchestrator.briefing import summary_path
 from orchestrator.errors import ValidationError
-from orchestrator.llm import AnthropicProvider
-from orchestrator.memory.db import make_engine
 from orchestrator.memory.history import HistoryStore
 from orchestrator.memory.versions import VersionStore
 from orchestrator.models import ChatMessage, MessageKind
 from orchestrator.offline import OfflineProvider
-from orchestrator.settings import Settings, load_settings
 from orchestrator.summary import run_summary
 from orchestrator.tokens import TokenCounter
-from tests.arena_helpers import REPO, write_team
-from tests.fakes import FakeMessagesServer
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
@@ -27,43 +21,6 @@ REQUIREMENT_MARKER = {
     "kind": "memory",
     "payload": {"type": "requirement", "content": "Pages must load in under 200 ms"},
 }
-
-
-@pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    """Settings for a test team under ``tmp_path``."""
-    (tmp_path / "data").mkdir()
-    return load_settings(
-        agents_dir=write_team(tmp_path),
-        workspaces_dir=tmp_path / "ws",
-        data_dir=tmp_path / "data",
-        prompts_dir=REPO / "prompts",
-    )
-
-
-@pytest.fixture
-def engine(settings: Settings):
-    """The database on a real SQLite file."""
-    engine = make_engine(settings.effective_database_url)
-    yield engine
-    engine.dispose()
-
-
-@pytest.fixture
-def fake_llm():
-    """A scriptable Messages API server."""
-    with FakeMessagesServer() as server:
-        yield server
-
-
-@pytest.fixture
-async def model(fake_llm: FakeMessagesServer):
-    """The real Anthropic provider, pointed at the fake server."""
-    provider = AnthropicProvider(
-        api_key="test", base_url=fake_llm.base_url, timeout_s=5, max_retries=0
-    )
-    yield provider
-    await provider.aclose()
 
 
 def _say(engine, n: int, text: str, *, sender: str = "alex", meta=None, group: str = "team"):
