@@ -264,7 +264,12 @@ def tail(ctx: click.Context, group: str) -> None:
 @click.pass_context
 @handles_errors
 def status(ctx: click.Context, as_json: bool) -> None:
-    """Show streams, pending and dead-letter counts, groups, agents and workers."""
+    """Show progress and size: streams, pending and dead-letter counts, groups, agents with
+    their last heartbeat, workers, background jobs, database and folder sizes.
+
+    Exits 1 when something is stuck longer than ARENA_STUCK_AFTER_S: a message in hand or
+    waiting unread, or background jobs queued with no live worker (for monitors).
+    """
     from orchestrator import checks
 
     report = asyncio.run(checks.status(_settings(ctx)))
@@ -289,9 +294,18 @@ def status(ctx: click.Context, as_json: bool) -> None:
         table.add_row(g["group"], str(g["messages"]), str(g["outbox_length"]), g["last_at"] or "")
     out.print(table)
     out.print("agents: " + ", ".join(a.get("id", a.get("error", "?")) for a in report["agents"]))
+    for agent in report["agents"]:
+        if "heartbeat" in agent:
+            out.print(f"  {agent['id']}: {_heartbeat_line(agent['heartbeat'])}", markup=False)
     out.print(f"workers: {len(report['workers'])}")
     for w in report["workers"]:
         out.print(f"  {w['name']} {w['state']} (last heartbeat {w['last_heartbeat']})")
+    j = report["jobs"]
+    out.print(
+        f"jobs: {j['queued']} queued, {j['running']} running, {j['retrying']} waiting to be "
+        f"retried, {j['failed']} failed"
+    )
+    out.print(_storage_line(report["storage"]), markup=False)
     for c in s.get("consumers", []):
         out.print(
             f"daemon {c['name']}: {c['pending']} in hand, last read {c['idle_ms'] // 1000}s ago"
@@ -300,6 +314,95 @@ def status(ctx: click.Context, as_json: bool) -> None:
         err.print(f"[bold red]stuck:[/] {problem}", markup=True)
     if report["stuck"]:
         sys.exit(1)
+
+
+def _heartbeat_line(beat: dict[str, Any]) -> str:
+    ok, failed = beat["last_ok"], beat["last_failed"]
+    line = "no heartbeat yet"
+    if ok is not None:
+        line = f"last heartbeat {ok['at']} ({ok['status']}, {ok['trigger']})"
+    if beat["memory_md_version"] is not None:
+        line += f"; MEMORY.md version {beat['memory_md_version']}"
+    if failed is not None:
+        line += f"; failed since: {failed['at']} ({failed['status']}: {failed['reason']})"
+    return line
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "?"
+    if n < 1024:
+        return f"{n} B"
+    value = n / 1024
+    for unit in ("KB", "MB"):
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GB"
+
+
+def _storage_line(storage: dict[str, Any]) -> str:
+    memories = storage["memories"]
+    archived = memories.get("superseded", 0) + memories.get("archived", 0)
+    db = storage["database"]
+    return (
+        f"storage: database {_size(db['bytes'])} ({db['dialect']}), "
+        f"{storage['messages']} messages, {memories['total']} memories ({archived} superseded "
+        f"or archived), workspaces {_size(storage['workspaces_bytes'])}, "
+        f"data {_size(storage['data_bytes'])}"
+    )
+
+
+@main.command()
+@click.option("--dry-run", is_flag=True, help="Only count what would be deleted.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+@handles_errors
+def prune(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
+    """Delete chat history and archived memories older than the retention settings.
+
+    ARENA_HISTORY_RETENTION_DAYS: a group's messages older than this are deleted once its
+    rolling summary covers them. ARENA_ARCHIVE_RETENTION_DAYS: superseded and forgotten
+    memories are deleted this long after they were superseded or forgotten; `arena memory
+    restore` cannot bring them back afterwards. 0 (the default) keeps everything. MEMORY.md
+    versions and daily logs are never deleted. The daemon runs this daily when a limit is set.
+    """
+    from datetime import UTC, datetime
+
+    from orchestrator.memory.db import make_engine
+    from orchestrator.retention import prune as run_prune
+
+    settings = _settings(ctx)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    engine = make_engine(settings.effective_database_url)
+    try:
+        report = run_prune(engine, settings, datetime.now(UTC), dry_run=dry_run).as_dict()
+    finally:
+        engine.dispose()
+    if as_json:
+        out.print(json.dumps(report, ensure_ascii=False), markup=False)
+        return
+    verb = "would delete" if dry_run else "deleted"
+    if report["history_before"] is None:
+        out.print("history: kept forever (ARENA_HISTORY_RETENTION_DAYS=0)")
+    else:
+        out.print(
+            f"history: {verb} {report['messages_total']} messages from before "
+            f"{report['history_before']}",
+            markup=False,
+        )
+        for group, n in sorted(report["messages"].items()):
+            out.print(f"  {group}: {n}", markup=False)
+        for group, n in sorted(report["kept_unsummarised"].items()):
+            out.print(f"  {group}: {n} old messages kept, not yet summarised", markup=False)
+    if report["archive_before"] is None:
+        out.print("archived memories: kept forever (ARENA_ARCHIVE_RETENTION_DAYS=0)")
+    else:
+        out.print(
+            f"archived memories: {verb} {report['memories']} superseded or forgotten before "
+            f"{report['archive_before']}",
+            markup=False,
+        )
 
 
 @main.command()

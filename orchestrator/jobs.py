@@ -1,10 +1,11 @@
 """Background work on RQ: the queue, the job functions, enqueueing and the worker process.
 
-Two kinds of job run on the ``arena`` queue, both with the JSON serializer:
+Three kinds of job run on the ``arena`` queue, all with the JSON serializer:
 
     distill_{agent}_{YYYY-MM-DD}   a heartbeat: the day's log and MEMORY.md → a new MEMORY.md
     summary_{group}_{upto}         a group's rolling summary, up to message ``upto`` (or
                                    ``latest``)
+    prune_{YYYY-MM-DD}             the day's retention run (:mod:`orchestrator.retention`)
 
 The job id is the input, so the same input never runs twice: a job with that id that is
 queued, running, waiting for a retry or finished is not enqueued again (RQ's atomic
@@ -54,9 +55,12 @@ __all__ = [
     "distill_job",
     "distill_job_id",
     "enqueue_distill",
+    "enqueue_prune",
     "enqueue_summary",
     "fetch_job",
     "list_jobs",
+    "prune_job",
+    "prune_job_id",
     "queue",
     "run_worker",
     "schedule_rows",
@@ -131,6 +135,11 @@ def distill_job_id(agent_id: str, day: date) -> str:
 def summary_job_id(group: str, upto_seq: int | None) -> str:
     """``summary_{group}_{upto}``, ``latest`` when the range is open."""
     return f"summary_{group}_{'latest' if upto_seq is None else upto_seq}"
+
+
+def prune_job_id(day: date) -> str:
+    """``prune_{YYYY-MM-DD}``: one retention run per day."""
+    return f"prune_{day.isoformat()}"
 
 
 def fetch_job(connection: redis.Redis, job_id: str) -> Job | None:
@@ -209,6 +218,32 @@ def enqueue_summary(
         trigger=trigger,
         revision=None if upto_seq is None else str(upto_seq),
         force=force,
+        policy=policy or JobPolicy.from_settings(settings),
+    )
+
+
+def enqueue_prune(
+    connection: redis.Redis,
+    day: date,
+    trigger: str,
+    *,
+    settings: Settings,
+    policy: JobPolicy | None = None,
+) -> EnqueueResult:
+    """Enqueue the retention run of ``day``, once a day.
+
+    Raises:
+        redis.RedisError: when Redis cannot be reached.
+    """
+    return _enqueue(
+        connection,
+        prune_job,
+        (day.isoformat(), trigger),
+        job_id=prune_job_id(day),
+        meta={"kind": "prune", "target": "storage", "day": day.isoformat()},
+        trigger=trigger,
+        revision=day.isoformat(),
+        force=False,
         policy=policy or JobPolicy.from_settings(settings),
     )
 
@@ -320,6 +355,20 @@ def summary_job(group: str, upto_seq: int | None, trigger: str) -> dict[str, Any
     """Update ``group``'s rolling summary up to message ``upto_seq`` (an RQ job)."""
     settings = load_settings()
     return asyncio.run(_summarise(settings, group, upto_seq, trigger))
+
+
+def prune_job(day_iso: str, trigger: str) -> dict[str, Any]:
+    """Delete what the retention settings say is too old (an RQ job; ``day_iso`` names the
+    run, the ages are measured from when it runs)."""
+    from orchestrator.retention import prune
+
+    settings = load_settings()
+    engine = make_engine(settings.effective_database_url)
+    try:
+        report = prune(engine, settings, datetime.now(UTC))
+    finally:
+        engine.dispose()
+    return {"kind": "prune", "day": day_iso, "trigger": trigger, **report.as_dict()}
 
 
 class _Outcome(Protocol):

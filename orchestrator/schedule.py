@@ -11,6 +11,9 @@ Jobs of the scheduler (times in ``ARENA_TZ``):
                        once its heartbeat time has passed) that has a daily log (trigger
                        ``catch-up``); the job ids skip days already distilled from the same log
     publish            every minute: the next fire times go to Redis, for ``arena jobs``
+    prune              daily at 04:15, only when a retention limit is set
+                       (``ARENA_HISTORY_RETENTION_DAYS``, ``ARENA_ARCHIVE_RETENTION_DAYS``):
+                       delete old history and archived memories (trigger ``daily``)
 
 :func:`summary_due` decides when a group's rolling summary is due; the pipeline calls it.
 """
@@ -31,16 +34,18 @@ from apscheduler.triggers.cron import CronTrigger
 from redis.exceptions import RedisError
 from sqlalchemy.engine import Engine
 
-from orchestrator.jobs import enqueue_distill, store_schedule
+from orchestrator.jobs import enqueue_distill, enqueue_prune, store_schedule
 from orchestrator.memory.history import GroupInfo, HistoryStore, StoredMessage
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.models import MessageKind
+from orchestrator.retention import enabled as retention_enabled
 from orchestrator.settings import Settings
 from orchestrator.wire import schedule_key
 
 __all__ = [
     "HEARTBEAT",
     "IDLE_CHECK",
+    "PRUNE",
     "History",
     "IdleGroup",
     "IdleWatch",
@@ -50,6 +55,7 @@ __all__ = [
     "due_days",
     "heartbeat_trigger",
     "next_fire_times",
+    "prune_trigger",
     "start_schedule",
     "summary_due",
 ]
@@ -58,6 +64,8 @@ logger = logging.getLogger(__name__)
 
 HEARTBEAT = "heartbeat"
 IDLE_CHECK = "idle-check"
+PRUNE = "prune"
+PRUNE_CRON = "15 4 * * *"  # a quiet hour, after the evening heartbeats
 MAX_SPEAKER_SCAN = 500  # messages read back to find who spoke before a group went quiet
 _SUMMARY_MARKERS = (
     ("[decision]", "decision"),
@@ -68,6 +76,8 @@ _SUMMARY_MARKERS = (
 Clock = Callable[[], datetime]
 Enqueue = Callable[[str, date, str], object]
 """``enqueue(agent_id, day, trigger)``: enqueue a distillation (blocking; run in a thread)."""
+EnqueuePrune = Callable[[date, str], object]
+"""``enqueue_prune(day, trigger)``: enqueue the day's retention run (blocking)."""
 
 
 class History(Protocol):
@@ -109,18 +119,26 @@ def heartbeat_trigger(settings: Settings) -> CronTrigger:
     return CronTrigger.from_crontab(settings.heartbeat_cron, timezone=settings.zone)
 
 
+def prune_trigger(settings: Settings) -> CronTrigger:
+    """The daily retention run's trigger, in the configured time zone."""
+    return CronTrigger.from_crontab(PRUNE_CRON, timezone=settings.zone)
+
+
 def _every_minute(settings: Settings) -> CronTrigger:
     return CronTrigger(minute="*", timezone=settings.zone)
 
 
 def next_fire_times(settings: Settings, now: datetime) -> dict[str, datetime]:
-    """When the heartbeat and the idle check next fire at or after ``now`` (aware)."""
+    """When the heartbeat, the idle check and the retention run (when on) next fire at or after
+    ``now`` (aware)."""
     times: dict[str, datetime] = {}
     beat = heartbeat_trigger(settings).get_next_fire_time(None, now)
     if beat is not None:
         times[HEARTBEAT] = beat
     if settings.idle_minutes:
         times[IDLE_CHECK] = _every_minute(settings).get_next_fire_time(None, now)
+    if retention_enabled(settings):
+        times[PRUNE] = prune_trigger(settings).get_next_fire_time(None, now)
     return times
 
 
@@ -214,9 +232,11 @@ class _Tasks:
         agents: Sequence[str],
         watch: IdleWatch | None,
         on_schedule: Callable[[dict[str, datetime]], None] | None,
+        enqueue_prune: EnqueuePrune | None = None,
     ) -> None:
         self.settings = settings
         self.enqueue = enqueue
+        self.enqueue_prune = enqueue_prune
         self.clock = clock
         self.agents = agents
         self.watch = watch
@@ -232,6 +252,12 @@ class _Tasks:
     async def heartbeat(self, agent: str) -> None:
         today = self.clock().astimezone(self.settings.zone).date()
         await self.run(f"heartbeat of {agent}", lambda: self.enqueue(agent, today, HEARTBEAT))
+
+    async def prune(self) -> None:
+        assert self.enqueue_prune is not None
+        enqueue_prune = self.enqueue_prune
+        today = self.clock().astimezone(self.settings.zone).date()
+        await self.run(PRUNE, lambda: enqueue_prune(today, "daily"))
 
     async def idle_check(self) -> None:
         await self.run(IDLE_CHECK, self._idle_check)
@@ -265,6 +291,7 @@ def build_scheduler(
     agents: Sequence[str],
     history: History,
     on_schedule: Callable[[dict[str, datetime]], None] | None = None,
+    enqueue_prune: EnqueuePrune | None = None,
 ) -> AsyncIOScheduler:
     """A scheduler with the jobs above, not started yet (``start()`` needs a running loop).
 
@@ -275,11 +302,13 @@ def build_scheduler(
         agents: the team's agent ids.
         history: where the idle check reads groups and who spoke.
         on_schedule: receives the next fire times at start and every minute (in a thread).
+        enqueue_prune: ``enqueue_prune(day, trigger)``, called in a thread once a day when a
+            retention limit is set.
     """
     watch = None
     if settings.idle_minutes:
         watch = IdleWatch(history, agents, timedelta(minutes=settings.idle_minutes))
-    tasks = _Tasks(settings, enqueue, clock, agents, watch, on_schedule)
+    tasks = _Tasks(settings, enqueue, clock, agents, watch, on_schedule, enqueue_prune)
     scheduler = AsyncIOScheduler(
         timezone=settings.zone,
         job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 3600},
@@ -292,6 +321,8 @@ def build_scheduler(
         scheduler.add_job(tasks.idle_check, minutely, id=IDLE_CHECK, misfire_grace_time=30)
     if on_schedule is not None:
         scheduler.add_job(tasks.publish, minutely, id="publish", misfire_grace_time=30)
+    if enqueue_prune is not None and retention_enabled(settings):
+        scheduler.add_job(tasks.prune, prune_trigger(settings), id=PRUNE)
     scheduler.add_job(tasks.start, id="catch-up")  # no trigger: once, as soon as it starts
     return scheduler
 
@@ -334,6 +365,11 @@ async def start_schedule(
             logger.log(level, "%s %s: %s", trigger, result.job_id, result.detail)
             return result
 
+        def prune(day: date, trigger: str) -> object:
+            result = enqueue_prune(bound, day, trigger, settings=settings)
+            logger.info("%s %s: %s", trigger, result.job_id, result.detail)
+            return result
+
         scheduler = build_scheduler(
             settings,
             enqueue,
@@ -341,6 +377,7 @@ async def start_schedule(
             agents=agents,
             history=HistoryStore(engine),
             on_schedule=lambda times: store_schedule(bound, times, datetime.now(UTC)),
+            enqueue_prune=prune,
         )
         scheduler.start()
     except Exception:

@@ -85,8 +85,15 @@ class Settings(BaseSettings):
     summary_budget_tokens: int = Field(default=500, ge=50, le=20_000)
     summary_every_messages: int = Field(default=20, ge=1)
 
-    # `arena status` exits 1 when a message has been pending, or waiting unread, this long.
+    # `arena status` exits 1 when a message has been pending, or waiting unread, or a job
+    # queued with no live worker, this long.
     stuck_after_s: float = Field(default=300.0, gt=0)
+
+    # Retention, in days; 0 keeps everything forever. Chat history older than this is deleted
+    # once its group's rolling summary covers it; superseded and forgotten memories this long
+    # after they were superseded or forgotten. MEMORY.md versions and daily logs are kept.
+    history_retention_days: int = Field(default=0, ge=0, le=100 * 365)
+    archive_retention_days: int = Field(default=0, ge=0, le=100 * 365)
 
     # The model.
     model_timeout_s: float = Field(default=60.0, gt=0)

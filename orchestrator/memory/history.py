@@ -1,7 +1,7 @@
 """The conversation history: every person's message, reply and notice, in SQL.
 
 Writes are idempotent on the message id, so a message handled twice (after a crash) is
-stored once.
+stored once. Rows are deleted only by retention (:mod:`orchestrator.retention`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, Text, func
+from sqlalchemy import JSON, Column, ColumnElement, Text, delete, func
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Field, Session, SQLModel, col, select
@@ -83,6 +83,18 @@ class GroupInfo:
 def _aware(value: datetime) -> datetime:
     """SQLite returns naive datetimes; everything we store is UTC."""
     return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+_DELETE_BATCH = 1000  # rows per transaction, so a large prune never holds the lock for long
+
+
+def _before(before: datetime, group: str | None, upto_seq: int | None) -> list[ColumnElement[bool]]:
+    where = [col(MessageRow.created_at) < before.astimezone(UTC)]
+    if group is not None:
+        where.append(col(MessageRow.group_id) == group)
+    if upto_seq is not None:
+        where.append(col(MessageRow.seq) <= upto_seq)
+    return where
 
 
 def _to_stored(row: MessageRow) -> StoredMessage:
@@ -224,3 +236,32 @@ class HistoryStore:
             query = query.where(col(MessageRow.kind).in_([k.value for k in kinds]))
         with Session(self.engine) as session:
             return int(session.exec(query).one())
+
+    def count_before(
+        self, before: datetime, *, group: str | None = None, upto_seq: int | None = None
+    ) -> dict[str, int]:
+        """Messages created before ``before`` (in a group, up to ``upto_seq``), by group."""
+        query = (
+            select(MessageRow.group_id, func.count())
+            .where(*_before(before, group, upto_seq))
+            .group_by(MessageRow.group_id)
+        )
+        with Session(self.engine) as session:
+            return {g: int(n) for g, n in session.exec(query).all()}
+
+    def delete_before(self, before: datetime, *, group: str, upto_seq: int) -> int:
+        """Delete ``group``'s messages created before ``before`` whose ``seq`` is at most
+        ``upto_seq``, in batches.
+
+        Returns:
+            How many were deleted.
+        """
+        where = _before(before, group, upto_seq)
+        deleted = 0
+        while True:
+            batch = select(MessageRow.seq).where(*where).limit(_DELETE_BATCH)
+            with self.engine.begin() as conn:
+                done = conn.execute(delete(MessageRow).where(col(MessageRow.seq).in_(batch)))
+            deleted += done.rowcount
+            if done.rowcount < _DELETE_BATCH:
+                return deleted

@@ -1,7 +1,9 @@
 """Session memory: what a group (``session``), an agent (``personal``) or everyone (``global``)
 has learned, in SQL, with a full-text index.
 
-Nothing is ever deleted. Writing content that an active entry of the same scope already holds
+Nothing is deleted unless archive retention is set (:meth:`SessionMemory.delete_archived_before`,
+run by :mod:`orchestrator.retention`); it deletes only superseded and archived entries. Writing
+content that an active entry of the same scope already holds
 (after :func:`normalise`, or by meaning when embeddings are on) reinforces that entry; writing
 a ``key`` that an active entry of the scope already has, with new content, supersedes it: the
 old entry stays, marked ``superseded``, and the two are linked. Two partial unique indexes (one
@@ -13,10 +15,10 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import case, func, insert, literal, or_, select, update
+from sqlalchemy import case, delete, func, insert, literal, or_, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
@@ -225,33 +227,57 @@ class SessionMemory:
 
     # Status ---------------------------------------------------------------------------------
 
-    def forget(self, entry_id: int) -> MemoryRecord | None:
-        """Archive an entry (reversible with :meth:`restore`); None when there is no such id."""
-        return self._set_status(entry_id, "archived")
+    def forget(self, entry_id: int, *, now: datetime | None = None) -> MemoryRecord | None:
+        """Archive an entry (reversible with :meth:`restore` until archive retention deletes
+        it); None when there is no such id. ``now`` (default: the current time) is recorded
+        as its ``updated_at``, which retention counts from."""
+        return self._set_status(entry_id, "archived", now=now)
 
-    def restore(self, entry_id: int) -> MemoryRecord | None:
+    def restore(self, entry_id: int, *, now: datetime | None = None) -> MemoryRecord | None:
         """Make an archived entry active again; None when there is no such id.
 
         Raises:
             ValidationError: an active entry of its scope now has the same content or key.
         """
         try:
-            return self._set_status(entry_id, "active", only_from="archived")
+            return self._set_status(entry_id, "active", only_from="archived", now=now)
         except IntegrityError as exc:
             raise ValidationError(
                 "id", f"memory {entry_id}: an active entry has the same content or key"
             ) from exc
 
     def _set_status(
-        self, entry_id: int, status: str, only_from: str | None = None
+        self,
+        entry_id: int,
+        status: str,
+        only_from: str | None = None,
+        *,
+        now: datetime | None = None,
     ) -> MemoryRecord | None:
+        changed = db_time(now or datetime.now(UTC))
         with self._engine.begin() as conn:
-            query = update(_T).where(_T.c.id == entry_id)
+            query = update(_T).where(_T.c.id == entry_id, _T.c.status != status)
             if only_from is not None:
                 query = query.where(_T.c.status == only_from)
-            conn.execute(query.values(status=status))
+            conn.execute(query.values(status=status, updated_at=changed))
             row = conn.execute(select(_T).where(_T.c.id == entry_id)).mappings().first()
         return to_record(row) if row else None
+
+    def delete_archived_before(self, before: datetime, *, dry_run: bool = False) -> int:
+        """Delete superseded and archived entries last changed (superseded, forgotten) before
+        ``before``, with their vectors; the full-text index follows (a trigger on SQLite, a
+        generated column on PostgreSQL). Active entries are never touched; an active entry's
+        ``supersedes`` may afterwards name an id that is gone.
+
+        Returns:
+            How many entries were deleted (with ``dry_run``: would be).
+        """
+        old = (_T.c.status != "active") & (_T.c.updated_at < db_time(before))
+        with self._engine.begin() as conn:
+            if dry_run:
+                return int(conn.execute(select(func.count()).where(old)).scalar_one())
+            conn.execute(delete(_V).where(_V.c.entry_id.in_(select(_T.c.id).where(old))))
+            return int(conn.execute(delete(_T).where(old)).rowcount)
 
     def mark_used(self, ids: Iterable[int], now: datetime) -> None:
         """Record that these entries were just recalled into a prompt."""
