@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
@@ -13,19 +13,30 @@ from redis.exceptions import RedisError, ResponseError
 from orchestrator.errors import BusError
 from orchestrator.wire import (
     CONSUMER_GROUP,
+    PARTITIONS,
     Outbound,
+    daemons_key,
     deadletter_stream,
     inbox_stream,
+    lease_key,
     outbox_stream,
+    partition_stream,
     published_key,
     stats_key,
 )
 
-__all__ = ["Bus", "Entry"]
+__all__ = ["Bus", "Entry", "decode_entries", "inbound_streams", "stream_stats"]
 
 logger = logging.getLogger(__name__)
 
-Entry = tuple[str, dict[bytes, bytes]]
+
+class Entry(NamedTuple):
+    """One stream entry as read: its stream, its id and its raw fields."""
+
+    stream: str
+    id: str
+    fields: dict[bytes, bytes]
+
 
 # Append to the outbound stream only if this item was never published: the marker key and
 # the entry are written in one atomic step, so a crash cannot publish an item twice.
@@ -39,13 +50,25 @@ return false
 PUBLISHED_TTL_S = 14 * 24 * 3600
 
 
-def _entries(response: Any) -> list[Entry]:
+def _str(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def decode_entries(response: Any) -> list[Entry]:
+    """The entries of an ``XREAD``/``XREADGROUP`` response (deleted ones, with no fields, left
+    out)."""
     entries: list[Entry] = []
-    for _stream, items in response or []:
+    for stream, items in response or []:
+        name = _str(stream)
         for entry_id, fields in items:
-            key = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
-            entries.append((key, fields or {}))
+            if fields:
+                entries.append(Entry(name, _str(entry_id), fields))
     return entries
+
+
+def inbound_streams() -> list[str]:
+    """The inbox and every partition stream: all that is read through the consumer group."""
+    return [inbox_stream()] + [partition_stream(p) for p in range(PARTITIONS)]
 
 
 class Bus:
@@ -58,59 +81,49 @@ class Bus:
         self._publish_once = redis.register_script(_PUBLISH_ONCE)
 
     async def ensure_group(self) -> None:
-        """Create the inbound stream and its consumer group if they do not exist.
+        """Create the inbound streams and their consumer group where they do not exist.
 
-        The group starts at the stream's beginning, so messages posted before the first
+        The group starts at each stream's beginning, so messages posted before the first
         start of the daemon are handled too.
         """
-        try:
-            await self.redis.xgroup_create(inbox_stream(), CONSUMER_GROUP, id="0", mkstream=True)
-        except ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise BusError(f"cannot create consumer group: {exc}") from exc
+        for stream in inbound_streams():
+            try:
+                await self.redis.xgroup_create(stream, CONSUMER_GROUP, id="0", mkstream=True)
+            except ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise BusError(f"cannot create consumer group: {exc}") from exc
 
-    async def read_new(self, count: int, block_ms: int) -> list[Entry]:
-        """Entries never delivered to any consumer."""
+    async def read_new(self, streams: list[str], count: int, block_ms: int) -> list[Entry]:
+        """Entries of ``streams`` never delivered to any consumer."""
         response = await self.redis.xreadgroup(
-            CONSUMER_GROUP, self.consumer, {inbox_stream(): ">"}, count=count, block=block_ms
+            CONSUMER_GROUP, self.consumer, dict.fromkeys(streams, ">"), count=count, block=block_ms
         )
-        return _entries(response)
+        return decode_entries(response)
 
-    async def read_own_pending(self, count: int = 1000) -> list[Entry]:
-        """Entries delivered to this consumer and never acknowledged (a previous run died)."""
-        entries: list[Entry] = []
-        last = "0"
-        while True:
-            response = await self.redis.xreadgroup(
-                CONSUMER_GROUP, self.consumer, {inbox_stream(): last}, count=count
-            )
-            batch = [(i, f) for i, f in _entries(response) if f]
-            if not batch:
-                return entries
-            entries.extend(batch)
-            last = batch[-1][0]
-
-    async def claim_stale(self, min_idle_ms: int, count: int = 100) -> list[Entry]:
-        """Take over entries another consumer left unacknowledged for ``min_idle_ms``."""
+    async def claim(self, stream: str, min_idle_ms: int, count: int = 100) -> list[Entry]:
+        """Take over the entries of ``stream`` left unacknowledged for ``min_idle_ms`` by any
+        consumer (this one included), oldest first."""
         entries: list[Entry] = []
         start = "0-0"
         while True:
             response = await self.redis.xautoclaim(
-                inbox_stream(), CONSUMER_GROUP, self.consumer, min_idle_ms, start, count=count
+                stream, CONSUMER_GROUP, self.consumer, min_idle_ms, start, count=count
             )
             next_start, claimed = response[0], response[1]
-            for entry_id, fields in claimed:
-                if fields:
-                    key = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
-                    entries.append((key, fields))
-            next_text = next_start.decode() if isinstance(next_start, bytes) else str(next_start)
-            if next_text == "0-0":
+            entries.extend(
+                Entry(stream, _str(entry_id), fields) for entry_id, fields in claimed if fields
+            )
+            if _str(next_start) == "0-0":
                 return entries
-            start = next_text
+            start = _str(next_start)
 
-    async def ack(self, entry_id: str) -> None:
-        """Acknowledge an inbound entry: it is done and will not be delivered again."""
-        await self.redis.xack(inbox_stream(), CONSUMER_GROUP, entry_id)
+    async def ack(self, stream: str, entry_id: str) -> None:
+        """Acknowledge an inbound entry and remove it: it is done (its replies are stored and
+        published) and will not be delivered again."""
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.xack(stream, CONSUMER_GROUP, entry_id)
+        pipe.xdel(stream, entry_id)
+        await pipe.execute()
 
     async def publish(self, item: Outbound) -> bool:
         """Append ``item`` to its group's outbound stream unless it was appended before.
@@ -148,67 +161,84 @@ class Bus:
 
 
 async def stream_stats(redis: Redis) -> dict[str, Any]:
-    """Inbound length, pending entries per consumer, dead letters."""
+    """Inbound entries (waiting and in hand), pending entries per consumer, lag, dead letters,
+    and who holds each partition, the router lease and a place among the live daemons."""
     try:
-        inbox_len = await redis.xlen(inbox_stream())
+        per_stream = [await _one_stream(redis, stream) for stream in inbound_streams()]
         dead_len = await redis.xlen(deadletter_stream())
-        pending: dict[str, int] = {}
-        lag: int | None = None
-        oldest_idle_ms = 0
-        consumers: list[dict[str, Any]] = []
-        try:
-            summary = await redis.xpending(inbox_stream(), CONSUMER_GROUP)
-            for row in summary.get("consumers") or []:
-                pending[
-                    str(row["name"], "utf-8")
-                    if isinstance(row["name"], bytes)
-                    else str(row["name"])
-                ] = int(row["pending"])
-            groups = await redis.xinfo_groups(inbox_stream())
-            for group in groups:
-                name = group.get("name")
-                if (name.decode() if isinstance(name, bytes) else name) == CONSUMER_GROUP:
-                    lag = await _lag(redis, group)
-            oldest = await redis.xpending_range(
-                inbox_stream(), CONSUMER_GROUP, min="-", max="+", count=1
-            )
-            oldest_idle_ms = int(oldest[0]["time_since_delivered"]) if oldest else 0
-            consumers = [
-                {
-                    "name": _str(c.get("name")),
-                    "pending": int(c.get("pending", 0)),
-                    "idle_ms": int(c.get("idle", 0)),
-                }
-                for c in await redis.xinfo_consumers(inbox_stream(), CONSUMER_GROUP)
-            ]
-        except ResponseError:
-            pass
+        names = [f"p{p}" for p in range(PARTITIONS)]
+        holders = await redis.mget([lease_key(n) for n in [*names, "router"]])
+        clock = await redis.time()
+        now_ms = int(clock[0]) * 1000 + int(clock[1]) // 1000
+        daemons = sorted(_str(m) for m in await redis.zrangebyscore(daemons_key(), now_ms, "+inf"))
+        totals = {_str(k): int(v) for k, v in (await redis.hgetall(stats_key())).items()}
     except RedisError as exc:
         raise BusError(f"cannot read stream statistics: {exc}") from exc
-    totals = {
-        (k.decode() if isinstance(k, bytes) else str(k)): int(v)
-        for k, v in (await redis.hgetall(stats_key())).items()
-    }
+    pending: dict[str, int] = {}
+    idle: dict[str, int] = {}
+    lags = [s["lag"] for s in per_stream]
+    for stream in per_stream:
+        for name, count in stream["pending"].items():
+            pending[name] = pending.get(name, 0) + count
+        for name, ms in stream["idle"].items():
+            idle[name] = min(ms, idle.get(name, ms))
+    partitions = [
+        {
+            "partition": p,
+            "length": per_stream[p + 1]["length"],
+            "pending": sum(per_stream[p + 1]["pending"].values()),
+            "owner": _str(holders[p]) if holders[p] is not None else None,
+        }
+        for p in range(PARTITIONS)
+    ]
     return {
         "totals": totals,
-        "inbox_length": inbox_len,
+        "inbox_length": sum(s["length"] for s in per_stream),
         "pending": sum(pending.values()),
         "pending_by_consumer": pending,
-        "lag": lag,
-        "oldest_pending_idle_ms": oldest_idle_ms,
-        "consumers": consumers,
+        "lag": None if all(lag is None for lag in lags) else sum(lag or 0 for lag in lags),
+        "oldest_pending_idle_ms": max(s["oldest_idle_ms"] for s in per_stream),
+        "consumers": [
+            {"name": name, "pending": pending.get(name, 0), "idle_ms": ms}
+            for name, ms in sorted(idle.items())
+        ],
         "dead_letters": dead_len,
+        "router": _str(holders[-1]) if holders[-1] is not None else None,
+        "daemons": daemons,
+        "partitions": partitions,
     }
 
 
-def _str(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+async def _one_stream(redis: Redis, stream: str) -> dict[str, Any]:
+    """One inbound stream's length, pending entries, lag and consumers' idle times."""
+    facts: dict[str, Any] = {
+        "length": await redis.xlen(stream),
+        "pending": {},
+        "idle": {},
+        "lag": None,
+        "oldest_idle_ms": 0,
+    }
+    try:
+        summary = await redis.xpending(stream, CONSUMER_GROUP)
+        for row in summary.get("consumers") or []:
+            facts["pending"][_str(row["name"])] = int(row["pending"])
+        for group in await redis.xinfo_groups(stream):
+            if _str(group.get("name")) == CONSUMER_GROUP:
+                facts["lag"] = await _lag(redis, stream, group)
+        oldest = await redis.xpending_range(stream, CONSUMER_GROUP, min="-", max="+", count=1)
+        facts["oldest_idle_ms"] = int(oldest[0]["time_since_delivered"]) if oldest else 0
+        for consumer in await redis.xinfo_consumers(stream, CONSUMER_GROUP):
+            facts["idle"][_str(consumer.get("name"))] = int(consumer.get("idle", 0))
+    except ResponseError:
+        pass  # no consumer group yet: nobody has read this stream
+    return facts
 
 
-async def _lag(redis: Redis, group: dict[str, Any]) -> int:
-    """Entries not yet delivered to the consumer group (Redis 7 reports it; 6.2 does not)."""
+async def _lag(redis: Redis, stream: str, group: dict[str, Any]) -> int:
+    """Entries not yet delivered to the consumer group (Redis 7 reports it; 6.2 does not, nor
+    does 7 when entries were deleted in between)."""
     if group.get("lag") is not None:
         return int(group["lag"])
     last = _str(group.get("last-delivered-id", "0-0"))
-    newer = await redis.xrange(inbox_stream(), min=f"({last}", max="+", count=100_000)
+    newer = await redis.xrange(stream, min=f"({last}", max="+", count=100_000)
     return len(newer or [])

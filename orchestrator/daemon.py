@@ -1,10 +1,5 @@
-"""The composition root: builds every adapter from ``Settings`` and runs the consumer loop.
-
-The consumer reads the inbound stream through a consumer group. On start it first finishes
-what a previous run left unacknowledged (its own pending entries, then entries other
-consumers left idle for ``claim_idle_ms``). Each entry is validated (bad ones go to the
-dead-letter stream), handled in its group's order, and acknowledged only when its replies are
-stored and published.
+"""The composition root: builds every adapter from ``Settings`` and runs the consumer, the
+leases that share the work with other daemons, and the schedule.
 """
 
 from __future__ import annotations
@@ -12,25 +7,23 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 from sqlalchemy.engine import Engine
 
 from orchestrator.agents import load_agents, read_identity
 from orchestrator.breaker import CircuitBreaker
 from orchestrator.briefing import Briefing
-from orchestrator.bus import Bus, Entry
+from orchestrator.bus import Bus
+from orchestrator.consumer import Consumer
 from orchestrator.context import Identity
-from orchestrator.dispatch import GroupDispatcher
-from orchestrator.errors import ValidationError
+from orchestrator.coordinator import Coordinator
+from orchestrator.errors import OrchestratorError
 from orchestrator.events import MqttPublisher
 from orchestrator.files import write_atomic
+from orchestrator.leases import Leases
 from orchestrator.llm import AnthropicProvider
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.gate import GateConfig
@@ -39,7 +32,6 @@ from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.recall import Recaller
 from orchestrator.memory.session import SessionMemory
 from orchestrator.memory.writer import MemoryWriter
-from orchestrator.models import ChatMessage
 from orchestrator.offline import OfflineProvider
 from orchestrator.pipeline import Pipeline, Team
 from orchestrator.prompts import Prompts
@@ -49,10 +41,8 @@ from orchestrator.settings import Settings
 from orchestrator.tokens import DriftCorrector, TokenCounter
 from orchestrator.triggers import SummaryTrigger
 from orchestrator.turns import LLM
-from orchestrator.wire import parse_inbound
 
 __all__ = [
-    "Consumer",
     "build_llm",
     "load_drift",
     "load_team",
@@ -64,111 +54,41 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-READ_BLOCK_MS = 500
-READ_COUNT = 200
-CLAIM_EVERY_S = 15.0
 
+async def _consume(
+    consumer: Consumer,
+    coordinator: Coordinator,
+    stop: asyncio.Event,
+    ready: Callable[[], None] | None,
+) -> None:
+    """Consume until ``stop`` while renewing the leases, then hand everything back.
 
-@dataclass(frozen=True, slots=True)
-class _Work:
-    entry_id: str
-    message: ChatMessage
+    Raises:
+        OrchestratorError: when another daemon took over this one's consumer name (this one
+            then stops, leaving the leases to it).
+    """
+    failures: list[OrchestratorError] = []
 
+    def failed(exc: OrchestratorError) -> None:
+        logger.error("stopping: %s", exc)
+        failures.append(exc)
+        stop.set()
 
-class Consumer:
-    """Reads inbound entries and hands each to the pipeline in its group's order."""
-
-    def __init__(self, bus: Bus, pipeline: Pipeline, settings: Settings) -> None:
-        self.bus = bus
-        self.pipeline = pipeline
-        self.settings = settings
-        self.dispatcher: GroupDispatcher[_Work] = GroupDispatcher(
-            self._handle, settings.max_inflight
-        )
-        self.handled = 0
-        self._in_hand: set[str] = set()
-        # Look for abandoned messages about twice per idle limit (at most every 15 s).
-        self._claim_every_s = min(CLAIM_EVERY_S, max(0.5, settings.claim_idle_ms / 2000))
-
-    async def run(self, stop: asyncio.Event) -> None:
-        """Consume until ``stop`` is set, then finish the work in hand."""
-        await self.bus.ensure_group()
-        await self._recover()
-        last_claim = time.monotonic()
-        backoff = 0.5
-        while not stop.is_set():
-            try:
-                entries = await self.bus.read_new(READ_COUNT, READ_BLOCK_MS)
-                if time.monotonic() - last_claim > self._claim_every_s:
-                    entries += await self.bus.claim_stale(self.settings.claim_idle_ms)
-                    last_claim = time.monotonic()
-            except RedisError as exc:
-                logger.warning("redis read failed (%s); retrying in %.1fs", exc, backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 10.0)
-                continue
-            backoff = 0.5
-            for entry in entries:
-                await self._submit(entry)
-        finished = await self.dispatcher.drain(self.settings.shutdown_timeout_s)
-        if not finished:
-            logger.warning(
-                "stopping with %d messages unfinished; they are handled after a restart",
-                self.dispatcher.inflight,
-            )
-            await self.dispatcher.cancel()
-
-    async def _recover(self) -> None:
-        own = await self.bus.read_own_pending()
-        stale = await self.bus.claim_stale(self.settings.claim_idle_ms)
-        if own or stale:
-            logger.info("resuming %d unfinished messages", len(own) + len(stale))
-        for entry in own + stale:
-            await self._submit(entry)
-
-    async def _submit(self, entry: Entry) -> None:
-        entry_id, raw = entry
-        if entry_id in self._in_hand:
-            return  # reclaimed while still being handled here (a slow model call)
-        try:
-            message = parse_inbound(
-                entry_id, raw, self.settings.max_message_bytes, datetime.now(UTC)
-            )
-        except ValidationError as exc:
-            logger.warning("message %s rejected: %s", entry_id, exc)
-            await self.bus.dead_letter(entry_id, raw, str(exc))
-            await self.bus.ack(entry_id)
-            return
-        self._in_hand.add(entry_id)
-        await self.dispatcher.submit(message.group, _Work(entry_id, message))
-
-    async def _handle(self, work: _Work) -> None:
-        try:
-            await self._handle_once(work)
-        except RedisError as exc:
-            # Redis went away mid-message: leave it unacknowledged. Every step is idempotent,
-            # so claiming it again once Redis is back finishes it without a second reply.
-            logger.warning("message %s interrupted (%s); it will be resumed", work.entry_id, exc)
-        finally:
-            self._in_hand.discard(work.entry_id)
-
-    async def _handle_once(self, work: _Work) -> None:
-        try:
-            await self.pipeline.handle(work.message)
-        except RedisError:
-            raise
-        except Exception as exc:
-            logger.exception("message %s failed", work.entry_id)
-            raw = {
-                b"group": work.message.group.encode(),
-                b"sender": work.message.sender.encode(),
-                b"text": work.message.text.encode(),
-            }
-            await asyncio.shield(
-                self.bus.dead_letter(work.entry_id, raw, f"internal error: {exc!r}"[:500])
-            )
-        await asyncio.shield(self.bus.ack(work.entry_id))
-        self.handled += 1
+    consumed = asyncio.Event()
+    renewing = asyncio.create_task(
+        coordinator.run(consumed, failed), name="orchestrator.coordinator.renew"
+    )
+    try:
+        if ready is not None:
+            ready()
+        await consumer.run(stop, coordinator)
+    finally:
+        consumed.set()
+        await renewing
+        if not failures:
+            await coordinator.close()
+    if failures:
+        raise failures[0]
 
 
 def load_team(settings: Settings) -> Team:
@@ -284,9 +204,13 @@ async def run(
         dead_letters=bus,
     )
     consumer = Consumer(bus, pipeline, settings)
+    leases = Leases(redis, settings.consumer, int(settings.lease_ttl_s * 1000))
+    coordinator = Coordinator(leases, consumer.idle)
     mqtt_task = asyncio.create_task(publisher.run(), name="orchestrator.events.publish")
     schedule = None
     try:
+        await bus.ensure_group()
+        await coordinator.start()  # first: a daemon refused its name starts nothing else
         # Heartbeats and catch-up only enqueue RQ jobs; start_schedule logs a failure and
         # returns None, so messages are handled with or without it.
         schedule = await start_schedule(settings, engine, [a.id for a in team.agents])
@@ -297,9 +221,7 @@ async def run(
             ", ".join(a.id for a in team.agents),
             provider.name,
         )
-        if ready is not None:
-            ready()
-        await consumer.run(stop)
+        await _consume(consumer, coordinator, stop, ready)
         await publisher.flush(timeout_s=2)
     finally:
         if schedule is not None:

@@ -66,6 +66,9 @@ class Settings(BaseSettings):
     # The daemon.
     consumer: str = Field(default_factory=socket.gethostname)
     claim_idle_ms: int = Field(default=30_000, ge=0)
+    # Daemons sharing one Redis hold leases on the inbox's partitions for this long, renewed
+    # every third of it: a daemon that dies hands its groups over within about this time.
+    lease_ttl_s: float = Field(default=10.0, ge=0.3, le=3600)
     max_inflight: int = Field(default=1000, ge=1)
     shutdown_timeout_s: float = Field(default=8.0, gt=0)
     workers: int = Field(default=1, ge=0, le=64)

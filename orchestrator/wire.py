@@ -1,6 +1,7 @@
 """The wire format: Redis stream names, entry fields, MQTT topics, and input validation.
 
-Inbound (``arena:inbox``, one stream for every group), fields are UTF-8 strings:
+Inbound (``arena:inbox``, one stream for every group, posted to with a plain ``XADD``), fields
+are UTF-8 strings:
 
     group   the group id, ``^[a-z0-9][a-z0-9_-]{0,63}$``
     text    the message, non-empty, at most ``ARENA_MAX_MESSAGE_BYTES`` bytes of UTF-8
@@ -16,6 +17,11 @@ Outbound (``arena:group:{group}:outbox``, one stream per group) and MQTT
     in_reply_to  the id of the person's message this answers
     replies      (``done`` only) how many replies and notices were published
 
+The daemon holding the ``router`` lease moves each inbound entry, keeping its id, to the
+partition stream ``arena:inbox:p{n}`` with ``n = crc32(group) % 16``; each partition is handled
+by the one daemon holding its lease (``arena:lease:p{n}``), so a group's messages are handled
+one at a time, in the order they were posted, however many daemons share the work.
+
 Rejected inbound entries go to ``arena:deadletter`` with ``entry_id``, ``reason`` and the
 original fields.
 
@@ -27,6 +33,7 @@ from __future__ import annotations
 
 import json
 import unicodedata
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -39,8 +46,11 @@ __all__ = [
     "CONSUMER_GROUP",
     "DEFAULT_SENDER",
     "INBOX",
+    "PARTITIONS",
     "Outbound",
     "Post",
+    "daemon_key",
+    "daemons_key",
     "deadletter_stream",
     "decode_fields",
     "entry_time",
@@ -48,8 +58,11 @@ __all__ = [
     "growth_topic",
     "inbox_stream",
     "job_guard_key",
+    "lease_key",
     "outbox_stream",
     "parse_inbound",
+    "partition_of",
+    "partition_stream",
     "published_key",
     "schedule_key",
     "stats_key",
@@ -62,6 +75,9 @@ __all__ = [
 
 INBOX = "arena:inbox"
 CONSUMER_GROUP = "arena"
+# How many partition streams the inbox is split into: at most this many daemons share the work.
+# Part of the wire format: changing it reorders groups between partitions.
+PARTITIONS = 16
 DEFAULT_SENDER = "user"
 _ALLOWED_CONTROL = {"\n", "\r", "\t"}
 
@@ -69,6 +85,34 @@ _ALLOWED_CONTROL = {"\n", "\r", "\t"}
 def inbox_stream() -> str:
     """The stream every group's messages are posted to."""
     return INBOX
+
+
+def partition_of(group: str | bytes) -> int:
+    """The partition a group's messages are handled in (the same in every process)."""
+    raw = group.encode("utf-8", errors="surrogatepass") if isinstance(group, str) else group
+    return zlib.crc32(raw) % PARTITIONS
+
+
+def partition_stream(partition: int) -> str:
+    """The stream the router moves a partition's inbound entries to."""
+    if not 0 <= partition < PARTITIONS:
+        raise ValueError(f"partition {partition} is not in 0..{PARTITIONS - 1}")
+    return f"{INBOX}:p{partition}"
+
+
+def lease_key(name: str) -> str:
+    """The key a daemon holds (with a time limit) while it owns ``name``: ``router`` or ``pN``."""
+    return f"arena:lease:{name}"
+
+
+def daemons_key() -> str:
+    """The sorted set of live daemons, scored by when their membership runs out (ms)."""
+    return "arena:daemons"
+
+
+def daemon_key(consumer: str) -> str:
+    """The key that says which process runs under a consumer name (``host pid``)."""
+    return f"arena:daemon:{consumer}"
 
 
 def outbox_stream(group: str) -> str:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
 import shutil
+import subprocess
+import sys
 import textwrap
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -104,6 +107,36 @@ async def running_daemon(settings: Settings) -> AsyncIterator[asyncio.Task[None]
         stop.set()
         async with asyncio.timeout(30):
             await task
+
+
+def spawn_daemon(
+    settings: Settings, log: Path, consumer: str, **env: str
+) -> subprocess.Popen[bytes]:
+    """Start ``arena daemon`` as a process of its own (output appended to ``log``).
+
+    ``settings`` gives the servers and folders; ``env`` adds or overrides variables, e.g.
+    ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL`` for a fake model (else it is offline).
+    """
+    values = {
+        "PATH": os.environ.get("PATH", ""),
+        "REDIS_URL": settings.redis_url or "",
+        "MQTT_URL": settings.mqtt_url or "",
+        "ARENA_DATA_DIR": str(settings.data_dir),
+        "ARENA_AGENTS_DIR": str(settings.agents_dir),
+        "ARENA_WORKSPACES_DIR": str(settings.workspaces_dir),
+        "ARENA_PROMPTS_DIR": str(settings.prompts_dir),
+        "ARENA_CONSUMER": consumer,
+        "ARENA_MODEL_MAX_RETRIES": "0",
+        **env,
+    }
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "orchestrator", "daemon"],
+            cwd=REPO,
+            env=values,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
 
 
 def agent_of(request: dict[str, Any]) -> str:

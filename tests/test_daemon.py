@@ -151,8 +151,7 @@ async def test_bad_input_is_dead_lettered_and_daemon_carries_on(
         {"group": "demo", "text": "x" * (settings.max_message_bytes + 1)},
         {"group": "demo", "text": "null \x00 byte"},
     ]
-    for fields in bad_entries:
-        raw.xadd(inbox_stream(), fields)  # type: ignore[arg-type]
+    ids = [raw.xadd(inbox_stream(), fields).decode() for fields in bad_entries]  # type: ignore[arg-type]
     async with running_daemon(settings):
         client = ArenaClient(embedded_redis_url)
         _, replies = await asyncio.to_thread(
@@ -161,8 +160,10 @@ async def test_bad_input_is_dead_lettered_and_daemon_carries_on(
         client.close()
     dead = raw.xrange(deadletter_stream())
     raw.close()
-    reasons = [fields[b"reason"].decode() for _id, fields in dead]
-    assert len(reasons) == len(bad_entries)
+    # Each is dead-lettered under its own id; groups (partitions) are not ordered between them.
+    by_id = {f[b"entry_id"].decode(): f[b"reason"].decode() for _id, f in dead}
+    assert sorted(by_id) == sorted(ids)
+    reasons = [by_id[i] for i in ids]
     assert reasons[0].startswith("text: missing field")
     assert reasons[1].startswith("group:")
     assert "empty" in reasons[2]

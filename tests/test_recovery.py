@@ -3,41 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 from orchestrator.client import ArenaClient
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.history import HistoryStore
-from tests.arena_helpers import REPO, agent_of, make_settings, outbox, wait_for
+from tests.arena_helpers import agent_of, make_settings, outbox, spawn_daemon, wait_for
 from tests.fakes import FakeMessagesServer
 
 
 def _spawn_daemon(settings, fake_url: str, log: Path) -> subprocess.Popen[bytes]:
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "REDIS_URL": settings.redis_url,
-        "MQTT_URL": settings.mqtt_url,
-        "ANTHROPIC_API_KEY": "test",
-        "ANTHROPIC_BASE_URL": fake_url,
-        "ARENA_DATA_DIR": str(settings.data_dir),
-        "ARENA_AGENTS_DIR": str(settings.agents_dir),
-        "ARENA_WORKSPACES_DIR": str(settings.workspaces_dir),
-        "ARENA_PROMPTS_DIR": str(settings.prompts_dir),
-        "ARENA_CONSUMER": "crashy",
-        "ARENA_MODEL_MAX_RETRIES": "0",
-    }
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "orchestrator", "daemon"],
-            cwd=REPO,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    return spawn_daemon(
+        settings, log, "crashy", ANTHROPIC_API_KEY="test", ANTHROPIC_BASE_URL=fake_url
+    )
 
 
 async def test_killed_daemon_resumes_with_exactly_one_reply_each(

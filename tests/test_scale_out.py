@@ -1,0 +1,131 @@
+"""Several daemons on one Redis: they share the partitions, keep each group's order, and a
+daemon that dies hands its groups over. Real daemon processes, the offline model."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import signal
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import redis
+
+from orchestrator.wire import PARTITIONS, lease_key, outbox_stream
+from tests.arena_helpers import make_settings, spawn_daemon, wait_for
+
+
+def _owners(url: str) -> Counter[str]:
+    with redis.Redis.from_url(url, decode_responses=True) as client:
+        holders = client.mget([lease_key(f"p{p}") for p in range(PARTITIONS)])
+    return Counter(h for h in holders if h)
+
+
+def _post(url: str, groups: int, messages: int, start: int = 0) -> dict[str, list[str]]:
+    """Post ``messages`` messages round-robin over ``groups`` groups; their ids per group."""
+    posted: dict[str, list[str]] = {}
+    with redis.Redis.from_url(url, decode_responses=True) as client:
+        for n in range(start, start + messages):
+            group = f"g{n % groups:02d}"
+            entry_id = client.xadd("arena:inbox", {"group": group, "text": f"note {n}"})
+            posted.setdefault(group, []).append(entry_id)
+    return posted
+
+
+def _answered(url: str, groups: list[str]) -> int:
+    with redis.Redis.from_url(url) as client:
+        pipe = client.pipeline()
+        for group in groups:
+            pipe.xlen(outbox_stream(group))
+        return sum(pipe.execute()) // 2  # a reply and a "done" per message
+
+
+def _check_order(url: str, posted: dict[str, list[str]]) -> None:
+    """Every message has exactly one reply and one "done", in posting order per group."""
+    with redis.Redis.from_url(url, decode_responses=True) as client:
+        for group, ids in posted.items():
+            items = [f for _id, f in client.xrange(outbox_stream(group))]
+            replies = [i["in_reply_to"] for i in items if i["type"] == "reply"]
+            dones = [i["in_reply_to"] for i in items if i["type"] == "done"]
+            assert replies == ids, group
+            assert dones == ids, group
+
+
+def _stop(*procs: subprocess.Popen[bytes]) -> list[int]:
+    for proc in procs:
+        proc.send_signal(signal.SIGTERM)
+    return [proc.wait(timeout=30) for proc in procs]
+
+
+def _handled(log: Path) -> int:
+    found = re.findall(r"daemon stopped after (\d+) messages", log.read_text())
+    return int(found[-1]) if found else -1
+
+
+async def test_two_daemons_share_1000_messages_over_50_groups_in_order(
+    tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str
+):
+    settings = make_settings(tmp_path, embedded_redis_url, embedded_mqtt_url, None)
+    logs = [tmp_path / "alpha.log", tmp_path / "beta.log"]
+    procs = [
+        spawn_daemon(settings, logs[0], "alpha", ARENA_LEASE_TTL_S="1.5"),
+        spawn_daemon(settings, logs[1], "beta", ARENA_LEASE_TTL_S="1.5"),
+    ]
+    try:
+        await wait_for(lambda: _owners(embedded_redis_url) == {"alpha": 8, "beta": 8}, 30)
+        posted = await asyncio.to_thread(_post, embedded_redis_url, 50, 1000)
+        await wait_for(lambda: _answered(embedded_redis_url, list(posted)) >= 1000, 240)
+    finally:
+        codes = _stop(*procs)
+    assert codes == [0, 0], logs[0].read_text()[-2000:] + logs[1].read_text()[-2000:]
+    _check_order(embedded_redis_url, posted)
+    handled = [_handled(log) for log in logs]
+    assert sum(handled) == 1000
+    assert min(handled) > 0  # both did a share of the work
+    # Stopped cleanly: every lease was given back.
+    assert _owners(embedded_redis_url) == {}
+
+
+async def test_a_killed_daemon_hands_its_groups_over(
+    tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str
+):
+    """Kill -9 one of two daemons mid-stream: within a few lease periods the other owns every
+    partition, and every message is answered once, in order."""
+    settings = make_settings(tmp_path, embedded_redis_url, embedded_mqtt_url, None)
+    survivor_log, victim_log = tmp_path / "survivor.log", tmp_path / "victim.log"
+    survivor = spawn_daemon(settings, survivor_log, "survivor", ARENA_LEASE_TTL_S="1")
+    victim = spawn_daemon(settings, victim_log, "victim", ARENA_LEASE_TTL_S="1")
+    try:
+        await wait_for(lambda: _owners(embedded_redis_url) == {"survivor": 8, "victim": 8}, 30)
+        posted = await asyncio.to_thread(_post, embedded_redis_url, 20, 150)
+        await wait_for(lambda: _answered(embedded_redis_url, list(posted)) >= 30, 60)
+        victim.send_signal(signal.SIGKILL)
+        victim.wait()
+        more = await asyncio.to_thread(_post, embedded_redis_url, 20, 150, 150)
+        await wait_for(lambda: _owners(embedded_redis_url) == {"survivor": PARTITIONS}, 15)
+        for group, ids in more.items():
+            posted[group] += ids
+        await wait_for(lambda: _answered(embedded_redis_url, list(posted)) >= 300, 120)
+    finally:
+        codes = _stop(survivor)
+    assert codes == [0], survivor_log.read_text()[-3000:]
+    _check_order(embedded_redis_url, posted)
+    assert "took partitions" in survivor_log.read_text()
+
+
+async def test_a_second_daemon_under_the_same_name_is_refused(
+    tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str
+):
+    settings = make_settings(tmp_path, embedded_redis_url, embedded_mqtt_url, None)
+    first = spawn_daemon(settings, tmp_path / "first.log", "same")
+    try:
+        await wait_for(lambda: _owners(embedded_redis_url) == {"same": PARTITIONS}, 30)
+        second = spawn_daemon(settings, tmp_path / "second.log", "same")
+        assert await asyncio.to_thread(second.wait, 30) == 1
+    finally:
+        codes = _stop(first)
+    assert codes == [0]
+    said = (tmp_path / "second.log").read_text()
+    assert "ARENA_CONSUMER: another daemon runs as 'same'" in said
+    assert "Traceback" not in said
