@@ -306,14 +306,35 @@ def status(ctx: click.Context, as_json: bool) -> None:
         f"retried, {j['failed']} failed"
     )
     out.print(_storage_line(report["storage"]), markup=False)
-    for c in s.get("consumers", []):
-        out.print(
-            f"daemon {c['name']}: {c['pending']} in hand, last read {c['idle_ms'] // 1000}s ago"
-        )
+    _print_daemons(s)
     for problem in report["stuck"]:
         err.print(f"[bold red]stuck:[/] {problem}", markup=True)
     if report["stuck"]:
         sys.exit(1)
+
+
+def _print_daemons(streams: dict[str, Any]) -> None:
+    """Live daemons, the router, and what each holds and has in hand."""
+    held: dict[str, list[str]] = {}
+    for part in streams["partitions"]:
+        if part["owner"]:
+            held.setdefault(part["owner"], []).append(str(part["partition"]))
+    unowned = [str(p["partition"]) for p in streams["partitions"] if not p["owner"]]
+    out.print(
+        f"daemons alive: {', '.join(streams['daemons']) or 'none'}; "
+        f"router: {streams['router'] or 'none'}"
+        + (f"; partitions with no owner: {','.join(unowned)}" if unowned else ""),
+        markup=False,
+    )
+    consumers = {c["name"]: c for c in streams["consumers"]}
+    for name in sorted(set(streams["daemons"]) | set(consumers) | set(held)):
+        line = f"  {name}: partitions {','.join(held.get(name, [])) or 'none'}"
+        if name in consumers:
+            c = consumers[name]
+            line += f", {c['pending']} in hand, last read {c['idle_ms'] // 1000}s ago"
+        if name not in streams["daemons"]:
+            line += " (not alive)"
+        out.print(line, markup=False)
 
 
 def _heartbeat_line(beat: dict[str, Any]) -> str:

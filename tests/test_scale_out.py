@@ -10,8 +10,12 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
+import pytest
 import redis
+from click.testing import CliRunner, Result
 
+from orchestrator.cli import main
+from orchestrator.settings import Settings
 from orchestrator.wire import PARTITIONS, lease_key, outbox_stream
 from tests.arena_helpers import make_settings, spawn_daemon, wait_for
 
@@ -63,8 +67,16 @@ def _handled(log: Path) -> int:
     return int(found[-1]) if found else -1
 
 
+def _status(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Result:
+    monkeypatch.setenv("REDIS_URL", settings.redis_url or "")
+    monkeypatch.setenv("ARENA_DATA_DIR", str(settings.data_dir))
+    monkeypatch.setenv("ARENA_AGENTS_DIR", str(settings.agents_dir))
+    monkeypatch.setenv("ARENA_WORKSPACES_DIR", str(settings.workspaces_dir))
+    return CliRunner().invoke(main, ["status"])
+
+
 async def test_two_daemons_share_1000_messages_over_50_groups_in_order(
-    tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str
+    tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str, monkeypatch
 ):
     settings = make_settings(tmp_path, embedded_redis_url, embedded_mqtt_url, None)
     logs = [tmp_path / "alpha.log", tmp_path / "beta.log"]
@@ -74,6 +86,10 @@ async def test_two_daemons_share_1000_messages_over_50_groups_in_order(
     ]
     try:
         await wait_for(lambda: _owners(embedded_redis_url) == {"alpha": 8, "beta": 8}, 30)
+        shown = await asyncio.to_thread(_status, settings, monkeypatch)
+        assert "daemons alive: alpha, beta; router: " in shown.output
+        assert re.search(r"alpha: partitions (\d+,){7}\d+\b", shown.output)
+        assert re.search(r"beta: partitions (\d+,){7}\d+\b", shown.output)
         posted = await asyncio.to_thread(_post, embedded_redis_url, 50, 1000)
         await wait_for(lambda: _answered(embedded_redis_url, list(posted)) >= 1000, 240)
     finally:
