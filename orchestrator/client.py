@@ -13,12 +13,12 @@ import time
 from collections.abc import Iterator
 from types import TracebackType
 from typing import Any, cast
-from urllib.parse import unquote, urlsplit
 
 import redis
 from redis.exceptions import RedisError
 
 from orchestrator.errors import BusError, ConfigError, ValidationError
+from orchestrator.services import check_tls_files, redis_problem
 from orchestrator.settings import Settings
 from orchestrator.wire import (
     DEFAULT_SENDER,
@@ -32,6 +32,7 @@ from orchestrator.wire import (
 __all__ = ["ArenaClient"]
 
 EMBEDDED_HINT = "start the daemon with `arena up` (or `make run`), or set REDIS_URL"
+_CONNECT_TIMEOUT_S = 5.0
 
 
 def _text(value: bytes | str) -> str:
@@ -47,10 +48,13 @@ class ArenaClient:
         self.redis_url = redis_url
         self.max_message_bytes = max_message_bytes
         self._hint = hint
+        check_tls_files("REDIS_URL", redis_url)
         try:
-            self._redis = redis.Redis.from_url(redis_url, socket_connect_timeout=5)
+            self._redis = redis.Redis.from_url(redis_url, socket_connect_timeout=_CONNECT_TIMEOUT_S)
         except ValueError as exc:  # a port that is not a number, a bad query argument, ...
-            raise ConfigError("REDIS_URL", f"not a valid Redis URL: {exc}") from None
+            # redis-py's text may quote the URL: never show it.
+            problem = f"not a valid Redis URL ({exc.__class__.__name__})"
+            raise ConfigError("REDIS_URL", problem) from None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ArenaClient:
@@ -76,12 +80,9 @@ class ArenaClient:
         self._redis.close()
 
     def _fail(self, exc: RedisError) -> BusError:
-        parts = urlsplit(self.redis_url)
-        if parts.scheme == "unix":
-            problem = f"no Redis is listening at {unquote(parts.path)}"
-        else:
-            problem = f"cannot reach Redis at {parts.hostname}:{parts.port or 6379}"
-        return BusError(f"{problem} ({exc.__class__.__name__})", self._hint)
+        problem, hint = redis_problem(self.redis_url, exc, _CONNECT_TIMEOUT_S)
+        auth = isinstance(exc, redis.AuthenticationError)
+        return BusError(problem, hint if auth or not self._hint else self._hint)
 
     def ping(self) -> None:
         """Check that Redis answers.

