@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import os
 import shutil
 import socket
@@ -12,6 +13,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.parse
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -191,9 +193,12 @@ def _wait_for_tcp(process: subprocess.Popen[bytes], port: int, log: Path) -> Non
 
 
 @contextlib.contextmanager
-def _mosquitto(executable: str, port: int, folder: Path) -> Iterator[str]:
+def _mosquitto(
+    executable: str, port: int, folder: Path, options: str = "allow_anonymous true\n"
+) -> Iterator[str]:
+    """Run mosquitto with one listener; ``options`` are config lines for it and the broker."""
     config = folder / "mosquitto.conf"
-    config.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
+    config.write_text(f"listener {port} 127.0.0.1\n{options}persistence false\n")
     log = folder / "mosquitto.log"
     with log.open("wb") as output:
         process = subprocess.Popen(
@@ -246,6 +251,187 @@ def mqtt_broker(request: pytest.FixtureRequest, _mqtt_brokers: Callable[[str], s
 def embedded_mqtt_url(_mqtt_brokers: Callable[[str], str]) -> str:
     """The ``mqtt://`` URL of the session-wide amqtt broker."""
     return _mqtt_brokers("embedded")
+
+
+# Redis and MQTT with passwords and TLS ---------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class TlsFiles:
+    """A test certificate authority, and one certificate it signed for 127.0.0.1 and localhost
+    that serves as both the server's and the client's."""
+
+    ca: Path
+    cert: Path
+    key: Path
+
+    def query(self, *, client_cert: bool = True) -> str:
+        """The URL query naming these files (``ssl_ca_certs``, ``ssl_certfile``, ...)."""
+        params = {"ssl_ca_certs": self.ca}
+        if client_cert:
+            params |= {"ssl_certfile": self.cert, "ssl_keyfile": self.key}
+        return urllib.parse.urlencode({k: str(v) for k, v in params.items()}, safe="/")
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class SecuredServers:
+    """Where the password-protected servers listen, and their credentials."""
+
+    redis_port: int
+    redis_tls_port: int
+    mqtt_port: int
+    mqtt_tls_port: int
+    tls: TlsFiles
+    # Characters that must be percent-encoded in a URL, to test that they are decoded.
+    password: str = "Pa55/w@rd:s3cret"
+    user: str = "arena"
+    user_password: str = "Us3r-s3cret-9f2c"
+
+    @property
+    def quoted_password(self) -> str:
+        """The password as it is written in a URL."""
+        return urllib.parse.quote(self.password, safe="")
+
+    def redis_url(self, password: str | None = None) -> str:
+        """The default user's URL on the plain port (``password`` instead of the right one)."""
+        secret = self.quoted_password if password is None else password
+        return f"redis://:{secret}@127.0.0.1:{self.redis_port}/0"
+
+    def redis_acl_url(self) -> str:
+        """The ACL user's URL on the plain port."""
+        return f"redis://{self.user}:{self.user_password}@127.0.0.1:{self.redis_port}/0"
+
+    def rediss_url(self, *, client_cert: bool = True) -> str:
+        """The default user's URL on the TLS-only server."""
+        query = self.tls.query(client_cert=client_cert)
+        return f"rediss://:{self.quoted_password}@127.0.0.1:{self.redis_tls_port}/0?{query}"
+
+    def mqtt_url(self, password: str | None = None) -> str:
+        """The broker user's URL on the plain listener."""
+        secret = self.quoted_password if password is None else password
+        return f"mqtt://{self.user}:{secret}@127.0.0.1:{self.mqtt_port}"
+
+    def mqtts_url(self, *, client_cert: bool = True) -> str:
+        """The broker user's URL on the TLS listener."""
+        query = self.tls.query(client_cert=client_cert)
+        where = f"127.0.0.1:{self.mqtt_tls_port}"
+        return f"mqtts://{self.user}:{self.quoted_password}@{where}?{query}"
+
+
+def _openssl(folder: Path, *args: str) -> None:
+    subprocess.run(
+        ["openssl", *args], cwd=folder, check=True, capture_output=True, timeout=_START_TIMEOUT_S
+    )
+
+
+@pytest.fixture(scope="session")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
+    """A throwaway certificate authority and a certificate for 127.0.0.1, made with openssl."""
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is not installed")
+    folder = tmp_path_factory.mktemp("tls")
+    new_key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-noenc"]
+    _openssl(
+        folder,
+        *("req", "-x509", *new_key, "-days", "2", "-subj", "/CN=Arena Test CA"),
+        *("-addext", "basicConstraints=critical,CA:TRUE"),
+        *("-addext", "keyUsage=critical,keyCertSign,cRLSign"),
+        *("-keyout", "ca.key", "-out", "ca.crt"),
+    )
+    _openssl(
+        folder,
+        *("req", *new_key, "-subj", "/CN=127.0.0.1", "-keyout", "cert.key", "-out", "cert.csr"),
+    )
+    (folder / "cert.ext").write_text(
+        "basicConstraints=CA:FALSE\n"
+        "keyUsage=critical,digitalSignature,keyEncipherment\n"
+        "extendedKeyUsage=serverAuth,clientAuth\n"
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+        "authorityKeyIdentifier=keyid\n"
+        "subjectKeyIdentifier=hash\n"
+    )
+    _openssl(
+        folder,
+        *("x509", "-req", "-in", "cert.csr", "-CA", "ca.crt", "-CAkey", "ca.key"),
+        *("-CAcreateserial", "-days", "2", "-extfile", "cert.ext", "-out", "cert.crt"),
+    )
+    return TlsFiles(ca=folder / "ca.crt", cert=folder / "cert.crt", key=folder / "cert.key")
+
+
+class _SecuredRedisServer(RedisServer):
+    """``RedisServer`` with extra arguments; it is ready when ``ready_url`` answers PING."""
+
+    def __init__(self, data_dir: Path, *, ready_url: str, extra: list[str]) -> None:
+        super().__init__(data_dir, port=1, executable="redis-server", appendonly=False)
+        self._ready_url = ready_url
+        self._extra = extra
+
+    @property
+    def url(self) -> str:
+        return self._ready_url
+
+    def _command(self) -> list[str]:
+        # Later arguments override earlier ones: `--port 0` closes the plain port.
+        return [*super()._command(), *self._extra]
+
+
+@pytest.fixture(scope="session")
+def secured_servers(tmp_path_factory: pytest.TempPathFactory, tls_files: TlsFiles):
+    """Debian's redis-server with a password and an ACL user (plain, and TLS only), and
+    mosquitto with a password file (plain, and TLS with client certificates)."""
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not on PATH (apt-get install redis-server)")
+    mosquitto = _mosquitto_executable()
+    passwd = shutil.which("mosquitto_passwd")
+    if mosquitto is None or passwd is None:
+        pytest.skip("mosquitto is not installed (apt-get install mosquitto)")
+    servers = SecuredServers(
+        redis_port=_free_port(),
+        redis_tls_port=_free_port(),
+        mqtt_port=_free_port(),
+        mqtt_tls_port=_free_port(),
+        tls=tls_files,
+    )
+    auth = ["--requirepass", servers.password]
+    acl_user = [servers.user, "on", f">{servers.user_password}", "~*", "&*", "+@all"]
+    tls = ["--tls-cert-file", str(tls_files.cert), "--tls-key-file", str(tls_files.key)]
+    tls += ["--tls-ca-cert-file", str(tls_files.ca), "--tls-auth-clients", "optional"]
+    redis_plain = _SecuredRedisServer(
+        tmp_path_factory.mktemp("redis-auth"),
+        ready_url=servers.redis_url(),
+        extra=["--port", str(servers.redis_port), *auth, "--user", *acl_user],
+    )
+    redis_tls = _SecuredRedisServer(
+        tmp_path_factory.mktemp("redis-tls"),
+        ready_url=servers.rediss_url(),
+        extra=["--port", "0", "--tls-port", str(servers.redis_tls_port), *auth, *tls],
+    )
+    folder = tmp_path_factory.mktemp("mosquitto-auth")
+    password_file = folder / "passwords"
+    subprocess.run(
+        [passwd, "-c", "-b", str(password_file), servers.user, servers.password],
+        check=True,
+        capture_output=True,
+        timeout=_START_TIMEOUT_S,
+    )
+    # As root, mosquitto drops to its own user, which may not read our private folders.
+    broker = f"allow_anonymous false\npassword_file {password_file}\n"
+    broker += "user root\n" if os.geteuid() == 0 else ""
+    listener_tls = f"cafile {tls_files.ca}\ncertfile {tls_files.cert}\nkeyfile {tls_files.key}\n"
+    listener_tls += "require_certificate true\n"
+    for name in ("plain", "tls"):
+        (folder / name).mkdir()
+    with contextlib.ExitStack() as stack:
+        for server in (redis_plain, redis_tls):
+            server.start(timeout_s=_START_TIMEOUT_S)
+            stack.callback(server.stop)
+        stack.enter_context(
+            _mosquitto(mosquitto, servers.mqtt_port, folder / "plain", options=broker)
+        )
+        stack.enter_context(
+            _mosquitto(mosquitto, servers.mqtt_tls_port, folder / "tls", listener_tls + broker)
+        )
+        yield servers
 
 
 # PostgreSQL -------------------------------------------------------------------------------------
