@@ -431,7 +431,11 @@ def check_tls_files(setting: str, url: str) -> None:
     Raises:
         ConfigError: naming the option and the missing file.
     """
-    for name, value in parse_qsl(urlsplit(url).query):
+    try:
+        query = urlsplit(url).query
+    except ValueError as exc:  # e.g. an unclosed IPv6 bracket; the text never quotes the URL
+        raise ConfigError(setting, f"not a valid URL ({exc.__class__.__name__})") from None
+    for name, value in parse_qsl(query):
         if name in _TLS_FILE_OPTIONS and not Path(value).is_file():
             raise ConfigError(setting, f"{name}: no file at {value}")
 

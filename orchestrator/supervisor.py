@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 
 from orchestrator import daemon
-from orchestrator.services import MqttBroker, RedisServer
+from orchestrator.services import MqttBroker, RedisServer, redact_url
 from orchestrator.settings import Settings
 
 __all__ = ["describe", "serve", "stop_on_signals"]
@@ -38,21 +38,12 @@ def describe(settings: Settings) -> list[tuple[str, str]]:
         model = f"Anthropic {settings.anthropic_base_url or '(default endpoint)'}"
     return [
         ("data", str(data)),
-        ("redis", _hide_password(redis)),
-        ("mqtt", _hide_password(mqtt)),
-        ("database", _hide_password(database)),
+        ("redis", redact_url(redis)),
+        ("mqtt", redact_url(mqtt)),
+        ("database", redact_url(database)),
         ("model", model),
         ("agents", str(settings.agents_dir.resolve())),
     ]
-
-
-def _hide_password(url: str) -> str:
-    scheme, sep, rest = url.partition("://")
-    if not sep or "@" not in rest:
-        return url
-    creds, _, host = rest.rpartition("@")
-    user = creds.split(":", 1)[0]
-    return f"{scheme}://{user}:***@{host}" if ":" in creds else f"{scheme}://{user}@{host}"
 
 
 def stop_on_signals(stop: asyncio.Event) -> None:

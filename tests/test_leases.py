@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
-import subprocess
 from collections.abc import AsyncIterator
 
 import pytest
@@ -61,17 +61,16 @@ async def test_a_consumer_name_is_held_by_one_live_process(redis: Redis):
     assert await first.claim_name() is None
     assert await first.claim_name() is None  # renewing is fine
     # A live process on this machine holds it: refused, and it says who.
-    sleeper = subprocess.Popen(["sleep", "30"])
-    try:
-        await redis.set(daemon_key("node"), f"{socket.gethostname()} {sleeper.pid}")
-        taken = await first.claim_name()
-        assert taken is not None
-        assert taken.here
-        assert str(sleeper.pid) in taken.holder
-    finally:
-        sleeper.kill()
-        sleeper.wait()
-    # That process is gone (a daemon killed with -9): its name is taken over at once.
+    live = os.getppid()
+    await redis.set(daemon_key("node"), f"{socket.gethostname()} {live}")
+    taken = await first.claim_name()
+    assert taken is not None
+    assert taken.here
+    assert taken.holder.endswith(f" {live}")
+    # A process that is gone (a daemon killed with -9): its name is taken over at once.
+    gone = await asyncio.create_subprocess_exec("true")
+    await gone.wait()
+    await redis.set(daemon_key("node"), f"{socket.gethostname()} {gone.pid}")
     assert await first.claim_name() is None
     assert (await redis.get(daemon_key("node"))).decode() == first.me
     # Held from another machine: refused, and not known to be alive or dead from here.

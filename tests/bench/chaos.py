@@ -1,7 +1,7 @@
 """Crash test: kill -9 the daemon (and sometimes a worker) while messages stream in.
 
-    python tests/bench/chaos.py --messages N --groups G --kills K [--json OUT] [--seed S]
-        [--redis-url URL] [--workers W] [--batch B] [--interval-s T] [--timeout-s T] [--keep]
+    python tests/bench/chaos.py --messages N --groups G --kills K [--daemons D] [--json OUT]
+        [--seed S] [--redis-url URL] [--batch B] [--interval-s T] [--timeout-s T] [--keep]
 
 Starts an embedded Redis on a unix socket in a temporary folder (or uses ``--redis-url``,
 which must not hold an ``arena:inbox`` stream yet), then real ``python -m orchestrator daemon``
@@ -12,8 +12,10 @@ points at a closed port: publishing must never hold up message handling.
 N messages over G groups are posted to the inbox stream in batches of B, one batch every T
 seconds. K times, when a random share of the messages has been answered, the daemon is killed
 with SIGKILL (and, every other time or so, one worker too) and started again under the same
-consumer name, so it resumes its own unfinished entries. When every message has its ``done``
-item (or the time runs out) everything is stopped and checked:
+consumer name, so it resumes its own unfinished entries. With ``--daemons D`` (D > 1) D daemons
+share the partitions; the one killed is picked at random, and every other time it comes back
+under a new name, so the others must take its partitions over once its leases run out. When
+every message has its ``done`` item (or the time runs out) everything is stopped and checked:
 
     lost          messages without a ``done`` item or without a reply
     duplicated    extra copies of an outbound item id, extra replies by one agent at one hop
@@ -98,25 +100,26 @@ class Proc:
 
 @dataclass(slots=True)
 class Fleet:
-    """Starts, kills and finally stops the daemon and the workers."""
+    """Starts, kills and finally stops the daemons and the workers."""
 
     env: dict[str, str]
     logs: Path
     workers_wanted: int
-    daemon: Proc | None = None
+    daemons_wanted: int = 1
+    daemons: dict[str, Proc] = field(default_factory=dict)  # by consumer name
     workers: list[Proc] = field(default_factory=list)
     every: list[Proc] = field(default_factory=list)
     daemon_starts: int = 0
     worker_starts: int = 0
     unexpected_exits: list[str] = field(default_factory=list)
 
-    def _spawn(self, name: str, command: str) -> Proc:
+    def _spawn(self, name: str, command: str, consumer: str = CONSUMER) -> Proc:
         log = self.logs / f"{name}.log"
         with log.open("wb") as out:
             popen = subprocess.Popen(
                 [sys.executable, "-m", "orchestrator", command],
                 cwd=REPO,
-                env=self.env,
+                env={**self.env, "ARENA_CONSUMER": consumer},
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -128,24 +131,36 @@ class Fleet:
         self.every.append(proc)
         return proc
 
-    def start_daemon(self) -> None:
+    def start_daemon(self, consumer: str) -> None:
         self.daemon_starts += 1
-        self.daemon = self._spawn(f"daemon-{self.daemon_starts}", "daemon")
+        self.daemons[consumer] = self._spawn(f"daemon-{self.daemon_starts}", "daemon", consumer)
 
     def start_worker(self) -> None:
         self.worker_starts += 1
         self.workers.append(self._spawn(f"worker-{self.worker_starts}", "worker"))
 
     def start(self) -> None:
-        self.start_daemon()
+        for n in range(self.daemons_wanted):
+            self.start_daemon(CONSUMER if self.daemons_wanted == 1 else f"{CONSUMER}-{n}")
         for _ in range(self.workers_wanted):
             self.start_worker()
 
-    def kill_daemon(self) -> None:
-        assert self.daemon is not None
-        _kill(self.daemon, signal.SIGKILL)
-        self.daemon.popen.wait(timeout=10)
-        self.start_daemon()
+    def ready(self) -> bool:
+        return all(proc.ready() for proc in self.daemons.values())
+
+    def youngest_s(self) -> float:
+        return time.monotonic() - max(proc.started for proc in self.daemons.values())
+
+    def kill_daemon(self, rng: random.Random) -> None:
+        """Kill one daemon; start it again under its name, or (one of several, every other
+        time) under a new one, leaving its partitions to the others."""
+        consumer = rng.choice(sorted(self.daemons))
+        victim = self.daemons.pop(consumer)
+        _kill(victim, signal.SIGKILL)
+        victim.popen.wait(timeout=10)
+        if self.daemons_wanted > 1 and rng.random() < 0.5:
+            consumer = f"{CONSUMER}-{self.daemon_starts}"
+        self.start_daemon(consumer)
 
     def kill_worker(self, rng: random.Random) -> None:
         if not self.workers:
@@ -157,9 +172,10 @@ class Fleet:
 
     def watch(self) -> None:
         """Restart anything that died without being killed (and note it)."""
-        if self.daemon is not None and not self.daemon.alive():
-            self.unexpected_exits.append(f"{self.daemon.name} rc={self.daemon.popen.returncode}")
-            self.start_daemon()
+        for consumer, proc in list(self.daemons.items()):
+            if not proc.alive():
+                self.unexpected_exits.append(f"{proc.name} rc={proc.popen.returncode}")
+                self.start_daemon(consumer)
         for proc in list(self.workers):
             if not proc.alive():
                 self.unexpected_exits.append(f"{proc.name} rc={proc.popen.returncode}")
@@ -204,8 +220,8 @@ def _environment(folder: Path, redis_url: str) -> dict[str, str]:
         ARENA_WORKSPACES_DIR=str(folder / "workspaces"),
         ARENA_AGENTS_DIR=str(REPO / "agents"),
         ARENA_PROMPTS_DIR=str(REPO / "prompts"),
-        ARENA_CONSUMER=CONSUMER,
         ARENA_CLAIM_IDLE_MS="1000",
+        ARENA_LEASE_TTL_S="2",
         ARENA_LOG_LEVEL="INFO",
         ARENA_SHUTDOWN_TIMEOUT_S="5",
         PYTHONUNBUFFERED="1",
@@ -491,16 +507,16 @@ class Plan:
 
 
 def _wait_ready(fleet: Fleet, deadline: float) -> None:
-    """Wait for the first daemon; a daemon that cannot start at all ends the run."""
-    assert fleet.daemon is not None
+    """Wait for the first daemons; a daemon that cannot start at all ends the run."""
     while time.monotonic() < deadline:
-        if fleet.daemon.ready():
+        if fleet.ready():
             return
-        if not fleet.daemon.alive():
-            tail = fleet.daemon.log.read_text(encoding="utf-8", errors="replace")[-2000:]
-            raise RuntimeError(f"the daemon exited at start:\n{tail}")
+        for proc in fleet.daemons.values():
+            if not proc.alive():
+                tail = proc.log.read_text(encoding="utf-8", errors="replace")[-2000:]
+                raise RuntimeError(f"the daemon exited at start:\n{tail}")
         time.sleep(TICK_S)
-    raise RuntimeError(f"the daemon was not ready within {READY_TIMEOUT_S:g}s")
+    raise RuntimeError(f"the daemons were not ready within {READY_TIMEOUT_S:g}s")
 
 
 def drive(args: argparse.Namespace, client: redis.Redis, fleet: Fleet) -> dict[str, Any]:
@@ -522,14 +538,14 @@ def drive(args: argparse.Namespace, client: redis.Redis, fleet: Fleet) -> dict[s
             next_batch += 1
         posted.poll(client)
         answered = posted.finished()
-        if len(kills) < len(plan.kill_at) and fleet.daemon is not None:
+        if len(kills) < len(plan.kill_at):
             due = answered >= plan.kill_at[len(kills)] * args.messages
-            up = fleet.daemon.ready() and now - fleet.daemon.started >= min_up_s
+            up = fleet.ready() and fleet.youngest_s() >= min_up_s
             if due and up:
                 worker = plan.kill_worker[len(kills)]
                 kills.append({"at_s": round(now - started, 2), "answered": answered})
                 kills[-1]["worker"] = worker
-                fleet.kill_daemon()
+                fleet.kill_daemon(rng)
                 if worker:
                     fleet.kill_worker(rng)
                 min_up_s = rng.uniform(0.2, 1.5)
@@ -552,7 +568,8 @@ def _report(args: argparse.Namespace, result: dict[str, Any], found: Findings) -
         "kills_planned": args.kills,
         "worker_kills": sum(1 for k in result["kills"] if k["worker"]),
         "daemon_starts": result["fleet"].daemon_starts,
-        "restarts": result["fleet"].daemon_starts - 1,
+        "daemons": args.daemons,
+        "restarts": result["fleet"].daemon_starts - args.daemons,
         "worker_starts": result["fleet"].worker_starts,
         "unexpected_exits": result["fleet"].unexpected_exits,
         "answered": result["posted"].finished(),
@@ -574,6 +591,7 @@ def _print(report: dict[str, Any]) -> None:
     for key in (
         "messages",
         "groups",
+        "daemons",
         "answered",
         "kills",
         "worker_kills",
@@ -630,7 +648,12 @@ def run(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         client = redis.Redis.from_url(url, socket_timeout=30)
         if client.exists(inbox_stream()):
             raise RuntimeError(f"{url} already has {inbox_stream()}; use an empty Redis")
-        fleet = Fleet(env=_environment(folder, url), logs=folder / "logs", workers_wanted=2)
+        fleet = Fleet(
+            env=_environment(folder, url),
+            logs=folder / "logs",
+            workers_wanted=2,
+            daemons_wanted=args.daemons,
+        )
         try:
             result = drive(args, client, fleet)
         finally:
@@ -652,6 +675,7 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=500)
     parser.add_argument("--groups", type=int, default=20)
     parser.add_argument("--kills", type=int, default=5)
+    parser.add_argument("--daemons", type=int, default=1, help="daemons sharing the work")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--redis-url", default=None)
@@ -660,6 +684,8 @@ def main() -> int:
     parser.add_argument("--timeout-s", type=float, default=600, help="give up after this long")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
     args = parser.parse_args()
+    if args.daemons < 1:
+        parser.error("--daemons must be at least 1")
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1_000_000)
     signal.signal(signal.SIGTERM, _raise_interrupt)
