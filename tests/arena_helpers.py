@@ -109,22 +109,30 @@ async def running_daemon(settings: Settings) -> AsyncIterator[asyncio.Task[None]
             await task
 
 
-def spawn_daemon(
-    settings: Settings, log: Path, consumer: str, **env: str
-) -> subprocess.Popen[bytes]:
-    """Start ``arena daemon`` as a process of its own (output appended to ``log``).
-
-    ``settings`` gives the servers and folders; ``env`` adds or overrides variables, e.g.
-    ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL`` for a fake model (else it is offline).
-    """
-    values = {
-        "PATH": os.environ.get("PATH", ""),
+def environment(settings: Settings) -> dict[str, str]:
+    """The variables that make `arena` (a process, or the CLI in this one) read ``settings``'
+    servers and folders."""
+    return {
         "REDIS_URL": settings.redis_url or "",
         "MQTT_URL": settings.mqtt_url or "",
         "ARENA_DATA_DIR": str(settings.data_dir),
         "ARENA_AGENTS_DIR": str(settings.agents_dir),
         "ARENA_WORKSPACES_DIR": str(settings.workspaces_dir),
         "ARENA_PROMPTS_DIR": str(settings.prompts_dir),
+    }
+
+
+def spawn_daemon(
+    settings: Settings, log: Path, consumer: str, **env: str
+) -> subprocess.Popen[bytes]:
+    """Start ``arena daemon`` as a process of its own (output appended to ``log``).
+
+    ``env`` adds or overrides variables, e.g. ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL``
+    for a fake model (else it is offline).
+    """
+    values = {
+        "PATH": os.environ.get("PATH", ""),
+        **environment(settings),
         "ARENA_CONSUMER": consumer,
         "ARENA_MODEL_MAX_RETRIES": "0",
         **env,

@@ -17,7 +17,7 @@ from click.testing import CliRunner, Result
 from orchestrator.cli import main
 from orchestrator.settings import Settings
 from orchestrator.wire import PARTITIONS, lease_key, outbox_stream
-from tests.arena_helpers import make_settings, spawn_daemon, wait_for
+from tests.arena_helpers import environment, make_settings, spawn_daemon, wait_for
 
 
 def _owners(url: str) -> Counter[str]:
@@ -68,10 +68,8 @@ def _handled(log: Path) -> int:
 
 
 def _status(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Result:
-    monkeypatch.setenv("REDIS_URL", settings.redis_url or "")
-    monkeypatch.setenv("ARENA_DATA_DIR", str(settings.data_dir))
-    monkeypatch.setenv("ARENA_AGENTS_DIR", str(settings.agents_dir))
-    monkeypatch.setenv("ARENA_WORKSPACES_DIR", str(settings.workspaces_dir))
+    for name, value in environment(settings).items():
+        monkeypatch.setenv(name, value)
     return CliRunner().invoke(main, ["status"])
 
 
