@@ -91,8 +91,9 @@ class Consumer:
         while not stop.is_set():
             try:
                 entries: list[Entry] = []
-                for partition in coordinator.take_fresh():
+                for partition in coordinator.fresh():
                     entries += await self._resume(partition)
+                    coordinator.resumed(partition)
                 readable = sorted(coordinator.readable)
                 if not readable:
                     await asyncio.sleep(READ_BLOCK_MS / 1000)

@@ -68,11 +68,14 @@ class Coordinator:
         """Whether this daemon moves inbound entries to their partitions now."""
         return self._router and time.monotonic() <= self._trusted_until
 
-    def take_fresh(self) -> list[int]:
-        """Partitions acquired since the last call: their unfinished entries need claiming."""
-        fresh = sorted(self._fresh & self.readable)
-        self._fresh -= set(fresh)
-        return fresh
+    def fresh(self) -> list[int]:
+        """Readable partitions whose unfinished entries need claiming (newly acquired, or
+        read again after a while this daemon could not trust its leases)."""
+        return sorted(self._fresh & self.readable)
+
+    def resumed(self, partition: int) -> None:
+        """The unfinished entries of ``partition`` have been claimed."""
+        self._fresh.discard(partition)
 
     async def start(self) -> None:
         """Claim the consumer name, then take a first share.
@@ -112,6 +115,9 @@ class Coordinator:
         wanted = [_name(p) for p in sorted(self._held)]
         wanted += [_name(p) for p in decision.order]
         got = {int(n[1:]) for n in await self.leases.acquire(wanted, take=decision.take)}
+        if started > self._trusted_until:
+            # Entries read while the leases could not be trusted were skipped: claim them.
+            self._fresh |= got
         self._note_changes(got)
         router = ROUTER in await self.leases.acquire([ROUTER], take=1)
         if router != self._router:
