@@ -13,20 +13,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
 from orchestrator.agents import workspace_dir
 from orchestrator.budget import LayerBudgets
 from orchestrator.context import ContextLimits, Identity, Layers, PastMessage
-from orchestrator.memory.history import HistoryStore
+from orchestrator.memory.history import StoredMessage
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.recall import RecallConfig, Recaller, RecallResult
 from orchestrator.models import AgentSpec, ChatMessage
 from orchestrator.settings import Settings
 from orchestrator.tokens import TokenCounter
 
-__all__ = ["Briefing", "Gathered", "summary_path"]
+__all__ = ["Briefing", "Gathered", "RecentSource", "summary_path"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +57,14 @@ def _read(path: Path) -> str:
         return ""
 
 
+class RecentSource(Protocol):
+    """Where a group's recent messages come from (the history store, or its cache)."""
+
+    def recent(self, group: str, limit: int) -> list[StoredMessage]:
+        """The ``limit`` newest messages of ``group``, oldest first."""
+        ...
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Gathered:
     """The layers of a turn, and what recall did."""
@@ -73,7 +81,7 @@ class Briefing:
         *,
         settings: Settings,
         identities: Mapping[str, Identity],
-        store: HistoryStore,
+        store: RecentSource,
         personal: PersonalLog,
         recaller: Recaller | None,
         counter: TokenCounter,
@@ -132,7 +140,7 @@ class Briefing:
 
     def _logs(self, agent_id: str, group: str, now: datetime) -> str:
         today = now.astimezone(self.zone).date()
-        parts = [self.personal.read(agent_id, day) for day in (today - timedelta(days=1), today)]
+        parts = self.personal.read_days(agent_id, [today - timedelta(days=1), today])
         lines = [
             line
             for part in parts

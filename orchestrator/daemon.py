@@ -15,7 +15,7 @@ from sqlalchemy.engine import Engine
 
 from orchestrator.agents import load_agents, read_identity
 from orchestrator.breaker import CircuitBreaker
-from orchestrator.briefing import Briefing
+from orchestrator.briefing import Briefing, RecentSource
 from orchestrator.bus import Bus
 from orchestrator.consumer import Consumer
 from orchestrator.context import Identity
@@ -30,6 +30,7 @@ from orchestrator.memory.gate import GateConfig
 from orchestrator.memory.history import HistoryStore
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.recall import Recaller
+from orchestrator.memory.recent import RecentMessages
 from orchestrator.memory.session import SessionMemory
 from orchestrator.memory.writer import MemoryWriter
 from orchestrator.offline import OfflineProvider
@@ -101,13 +102,16 @@ def load_team(settings: Settings) -> Team:
     return Team(agents=agents, identities=identities)
 
 
-def make_briefing(settings: Settings, engine: Engine, team: Team) -> Briefing:
-    """What gathers each agent's layers, on the given database."""
+def make_briefing(
+    settings: Settings, engine: Engine, team: Team, recent: RecentSource | None = None
+) -> Briefing:
+    """What gathers each agent's layers, on the given database (recent messages from
+    ``recent``, else read from the database each time)."""
     session = SessionMemory(engine)
     return Briefing(
         settings=settings,
         identities=team.identities,
-        store=HistoryStore(engine),
+        store=recent or HistoryStore(engine),
         personal=PersonalLog(settings.workspaces_dir, settings.zone),
         recaller=Recaller(session),
         counter=TokenCounter(),
@@ -187,14 +191,16 @@ async def run(
     bus = Bus(redis, settings.consumer)
     drift = load_drift(settings)
     summaries = SummaryTrigger(redis, settings)
+    store = HistoryStore(engine)
+    recent = RecentMessages(store, settings.history_limit)
     pipeline = Pipeline(
         team=team,
-        store=HistoryStore(engine),
+        store=store,
         outbox=bus,
         events=publisher,
         llm=provider,
         prompts=prompts,
-        briefing=make_briefing(settings, engine, team),
+        briefing=make_briefing(settings, engine, team, recent),
         counter=TokenCounter(),
         hop_limit=settings.hop_limit,
         memory=make_writer(settings, engine),
@@ -202,6 +208,7 @@ async def run(
         drift=drift,
         summaries=summaries,
         dead_letters=bus,
+        recent=recent,
     )
     consumer = Consumer(bus, pipeline, settings)
     leases = Leases(redis, settings.consumer, int(settings.lease_ttl_s * 1000))

@@ -20,8 +20,9 @@ from typing import Any, Protocol
 from orchestrator.briefing import Briefing
 from orchestrator.context import Identity, build_context
 from orchestrator.errors import LLMError
-from orchestrator.memory.history import HistoryStore, StoredMessage
+from orchestrator.memory.history import HistoryStore, Opened, StoredMessage
 from orchestrator.memory.recall import RecallResult
+from orchestrator.memory.recent import RecentMessages
 from orchestrator.memory.writer import MemoryWriter, Origin
 from orchestrator.models import AgentSpec, ChatMessage, Completion, MessageKind, RouteDecision
 from orchestrator.prompts import Prompts
@@ -103,6 +104,7 @@ class _Tally:
     texts: list[str] = field(default_factory=list)
     memory_types: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    hop_limit_reached: list[str] = field(default_factory=list)
 
 
 def _utcnow() -> datetime:
@@ -130,6 +132,7 @@ class Pipeline:
         drift: DriftCorrector | None = None,
         summaries: SummaryHook | None = None,
         dead_letters: DeadLetters | None = None,
+        recent: RecentMessages | None = None,
     ) -> None:
         self.team = team
         self.store = store
@@ -146,11 +149,25 @@ class Pipeline:
         self.drift = drift or DriftCorrector()
         self.summaries = summaries
         self.dead_letters = dead_letters
+        self.recent = recent
         self._slots = {a.id: asyncio.Semaphore(a.max_concurrency) for a in team.agents}
 
-    def _save(self, message: ChatMessage, **fields: Any) -> bool:
-        """Store a message with its token count (counted once, here). Blocking."""
-        return self.store.save(message, tokens=self.counter.count(message.text), **fields)
+    def _open(self, message: ChatMessage) -> Opened:
+        """Store a person's message with its token count (counted once, here) unless it is
+        stored; with the replies an earlier attempt left. Blocking."""
+        opened = self.store.open(message, tokens=self.counter.count(message.text))
+        if self.recent is not None and opened.new:
+            self.recent.remember(opened.stored)
+        return opened
+
+    def _add(self, reply: ChatMessage, meta: dict[str, Any]) -> StoredMessage:
+        """Store a reply with its token count. Blocking."""
+        stored = self.store.add(
+            reply, status="done", meta=meta, tokens=self.counter.count(reply.text)
+        )
+        if self.recent is not None:
+            self.recent.remember(stored)
+        return stored
 
     async def handle(self, message: ChatMessage) -> int:
         """Answer ``message`` completely (idempotent).
@@ -159,18 +176,16 @@ class Pipeline:
             How many replies and notices it has.
         """
         started = time.perf_counter()
-        await asyncio.to_thread(self._save, message)
-        stored = await asyncio.to_thread(self.store.get, message.id)
-        if stored is not None and stored.status in ("done", "failed"):
-            replies = await asyncio.to_thread(self.store.replies_to, message.id)
-            for reply in replies:
+        opened = await asyncio.to_thread(self._open, message)
+        if opened.stored.status in ("done", "failed"):
+            for reply in opened.replies:
                 await self._emit(reply)
-            await self._emit_done(message, len(replies))
-            return len(replies)
+            await self._emit_done(message, len(opened.replies))
+            return len(opened.replies)
         decision = route(message.text, self.team.agents)
-        await asyncio.to_thread(self.store.update, message.id, route=decision.as_dict())
-        tally = await self._run_hops(message, decision)
-        await self._finish(message, tally)
+        earlier = {r.message.id: r for r in opened.replies}
+        tally = await self._run_hops(message, decision, earlier)
+        await self._finish(message, tally, decision)
         await self._emit_done(message, tally.replies)
         if self.summaries is not None:
             await self.summaries.after_message(
@@ -193,14 +208,17 @@ class Pipeline:
         )
         return tally.replies
 
-    async def _run_hops(self, message: ChatMessage, decision: RouteDecision) -> _Tally:
+    async def _run_hops(
+        self, message: ChatMessage, decision: RouteDecision, earlier: Mapping[str, StoredMessage]
+    ) -> _Tally:
+        """Run the hops; replies an earlier attempt stored (``earlier``) are reused."""
         tally = _Tally()
         targets: list[str] = list(decision.agents)
         triggers: dict[str, ChatMessage] = dict.fromkeys(targets, message)
         hop = 1
         while targets and hop <= self.hop_limit:
             results = await asyncio.gather(
-                *(self._turn(self.team.get(a), triggers[a], message, hop) for a in targets)
+                *(self._turn(self.team.get(a), triggers[a], message, hop, earlier) for a in targets)
             )
             next_targets: list[str] = []
             next_triggers: dict[str, ChatMessage] = {}
@@ -234,25 +252,27 @@ class Pipeline:
                 self.hop_limit,
                 ",".join(targets),
             )
-            await asyncio.to_thread(
-                self.store.update, message.id, meta={"hop_limit_reached": targets}
-            )
+            tally.hop_limit_reached = targets
         return tally
 
-    async def _finish(self, message: ChatMessage, tally: _Tally) -> None:
-        """Mark the message done, or failed (and dead-lettered) when an agent could not answer."""
-        if not tally.failures:
-            await asyncio.to_thread(
-                self.store.update, message.id, status="done", meta={"replies": tally.replies}
-            )
-            return
-        reason = "model failed: " + "; ".join(tally.failures)
+    async def _finish(self, message: ChatMessage, tally: _Tally, decision: RouteDecision) -> None:
+        """Record the route and mark the message done, or failed (and dead-lettered) when an
+        agent could not answer."""
+        meta: dict[str, Any] = {"replies": tally.replies}
+        if tally.hop_limit_reached:
+            meta["hop_limit_reached"] = tally.hop_limit_reached
+        if tally.failures:
+            meta["failures"] = tally.failures
         await asyncio.to_thread(
             self.store.update,
             message.id,
-            status="failed",
-            meta={"replies": tally.replies, "failures": tally.failures},
+            status="failed" if tally.failures else "done",
+            route=decision.as_dict(),
+            meta=meta,
         )
+        if not tally.failures:
+            return
+        reason = "model failed: " + "; ".join(tally.failures)
         if self.dead_letters is not None:
             raw = {
                 b"group": message.group.encode(),
@@ -262,18 +282,19 @@ class Pipeline:
             await self.dead_letters.dead_letter(message.id, raw, reason[:500])
 
     async def _turn(
-        self, agent: AgentSpec, trigger: ChatMessage, root: ChatMessage, hop: int
+        self,
+        agent: AgentSpec,
+        trigger: ChatMessage,
+        root: ChatMessage,
+        hop: int,
+        earlier: Mapping[str, StoredMessage],
     ) -> StoredMessage:
         reply_id = f"{root.id}:{hop}:{agent.id}"
-        existing = await asyncio.to_thread(self.store.get, reply_id)
-        if existing is not None:
-            return existing
+        if reply_id in earlier:
+            return earlier[reply_id]
         async with self._slots[agent.id]:
             reply, meta = await self._answer(agent, trigger, root, reply_id, hop)
-        await asyncio.to_thread(self._save, reply, status="done", meta=meta)
-        stored = await asyncio.to_thread(self.store.get, reply_id)
-        assert stored is not None
-        return stored
+        return await asyncio.to_thread(self._add, reply, meta)
 
     async def _answer(
         self, agent: AgentSpec, trigger: ChatMessage, root: ChatMessage, reply_id: str, hop: int

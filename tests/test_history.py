@@ -100,3 +100,35 @@ def test_unreachable_database_is_a_clear_error():
         make_engine("postgresql://arena:hunter2@127.0.0.1:1/none?connect_timeout=2")
     assert "hunter2" not in str(caught.value)
     assert "database" in str(caught.value)
+
+
+def test_open_stores_once_and_resumes_with_the_replies(store: HistoryStore):
+    first = store.open(_msg(1), tokens=3)
+    assert first.new
+    assert first.stored.status == "received"
+    assert first.stored.tokens == 3
+    assert first.replies == []
+    reply = store.add(_msg(2, reply_to="1-0"), status="done", meta={"agent": "ping"}, tokens=4)
+    assert reply.seq > first.stored.seq
+    assert store.get("2-0") == reply
+    again = store.open(_msg(1), tokens=3)  # handled again after a crash
+    assert not again.new
+    assert again.stored == first.stored
+    assert again.replies == [reply]
+    assert store.count() == 2
+
+
+def test_add_returns_what_an_earlier_attempt_stored(store: HistoryStore):
+    kept = store.add(_msg(5, text_="first answer"), status="done", tokens=2)
+    same = store.add(_msg(5, text_="second answer"), status="done", tokens=2)
+    assert same == kept
+    assert store.get("5-0").message.text == "first answer"
+
+
+def test_newest_seq_per_group(store: HistoryStore):
+    assert store.newest_seq("g") is None
+    store.save(_msg(1))
+    store.save(_msg(2, group="other"))
+    newest = store.open(_msg(3)).stored.seq
+    assert store.newest_seq("g") == newest
+    assert store.newest_seq("other") == store.get("2-0").seq

@@ -11,14 +11,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, ColumnElement, Text, delete, func
-from sqlalchemy.engine import Engine
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import JSON, Column, ColumnElement, Insert, Text, delete, func, update
+from sqlalchemy import select as sql_select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Field, Session, SQLModel, col, select
 
 from orchestrator.models import ChatMessage, MessageKind
 
-__all__ = ["GroupInfo", "HistoryStore", "MessageRow", "StoredMessage"]
+__all__ = ["GroupInfo", "HistoryStore", "MessageRow", "Opened", "StoredMessage"]
 
 
 class MessageRow(SQLModel, table=True):
@@ -97,8 +98,26 @@ def _before(before: datetime, group: str | None, upto_seq: int | None) -> list[C
     return where
 
 
-def _to_stored(row: MessageRow) -> StoredMessage:
-    assert row.seq is not None
+_MESSAGES = MessageRow.__table__  # type: ignore[attr-defined]
+_COLUMNS = (
+    _MESSAGES.c.seq,
+    _MESSAGES.c.id,
+    _MESSAGES.c.group_id,
+    _MESSAGES.c.sender,
+    _MESSAGES.c.kind,
+    _MESSAGES.c.text,
+    _MESSAGES.c.in_reply_to,
+    _MESSAGES.c.hop,
+    _MESSAGES.c.created_at,
+    _MESSAGES.c.status,
+    _MESSAGES.c.tokens,
+    _MESSAGES.c.route,
+    _MESSAGES.c.meta,
+)
+
+
+def _to_stored(row: Any) -> StoredMessage:
+    """A stored message from a row of ``_COLUMNS`` (or a ``MessageRow``)."""
     return StoredMessage(
         seq=row.seq,
         message=ChatMessage(
@@ -118,12 +137,55 @@ def _to_stored(row: MessageRow) -> StoredMessage:
     )
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Opened:
+    """A person's message as stored when its handling starts, with the replies it has."""
+
+    stored: StoredMessage
+    replies: list[StoredMessage]
+    new: bool  # stored just now, not by an earlier attempt
+
+
 class HistoryStore:
     """Reads and writes the ``messages`` table. Every method is blocking: call it from a
-    thread (``asyncio.to_thread``) in async code."""
+    thread (``asyncio.to_thread``) in async code.
+
+    The per-message paths use SQL expressions rather than ORM objects: they run for every
+    message the daemon handles.
+    """
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._insert = _insert_ignoring_duplicates(engine)
+
+    def _values(
+        self,
+        message: ChatMessage,
+        status: str,
+        route: dict[str, Any] | None,
+        meta: dict[str, Any] | None,
+        tokens: int | None,
+    ) -> dict[str, Any]:
+        return {
+            "id": message.id,
+            "group_id": message.group,
+            "sender": message.sender,
+            "kind": message.kind.value,
+            "text": message.text,
+            "in_reply_to": message.in_reply_to,
+            "hop": message.hop,
+            "created_at": message.created_at.astimezone(UTC),
+            "status": status,
+            "route": route,
+            "meta": meta,
+            "tokens": tokens,
+        }
+
+    def _add(self, conn: Connection, values: dict[str, Any]) -> int | None:
+        """Insert a row unless its id is taken; its ``seq``, or None when it was there."""
+        inserted = conn.execute(self._insert.values(**values).returning(_MESSAGES.c.seq))
+        seq = inserted.scalar()
+        return int(seq) if seq is not None else None
 
     def save(
         self,
@@ -139,34 +201,54 @@ class HistoryStore:
         Returns:
             True when the message was added, False when it was already there.
         """
-        row = MessageRow(
-            id=message.id,
-            group_id=message.group,
-            sender=message.sender,
-            kind=message.kind.value,
-            text=message.text,
-            in_reply_to=message.in_reply_to,
-            hop=message.hop,
-            created_at=message.created_at.astimezone(UTC),
+        with self.engine.begin() as conn:
+            return self._add(conn, self._values(message, status, route, meta, tokens)) is not None
+
+    def add(
+        self,
+        message: ChatMessage,
+        *,
+        status: str = "received",
+        meta: dict[str, Any] | None = None,
+        tokens: int | None = None,
+    ) -> StoredMessage:
+        """Store ``message`` (unless its id is already stored) and return it as stored."""
+        values = self._values(message, status, None, meta, tokens)
+        with self.engine.begin() as conn:
+            seq = self._add(conn, values)
+            if seq is None:
+                row = conn.execute(sql_select(*_COLUMNS).where(_MESSAGES.c.id == message.id)).one()
+                return _to_stored(row)
+        return StoredMessage(
+            seq=seq,
+            message=message,
             status=status,
-            route=route,
-            meta=meta,
+            route=None,
+            meta=meta or {},
             tokens=tokens,
         )
-        with Session(self.engine) as session:
-            session.add(row)
-            try:
-                session.commit()
-            except IntegrityError:
-                session.rollback()
-                return False
-        return True
+
+    def open(self, message: ChatMessage, *, tokens: int | None = None) -> Opened:
+        """Store a person's message unless it is stored, and return it with its replies so
+        far (one transaction: what a handler needs to start, or to resume after a crash)."""
+        with self.engine.begin() as conn:
+            seq = self._add(conn, self._values(message, "received", None, None, tokens))
+            if seq is not None:
+                stored = StoredMessage(seq=seq, message=message, status="received", tokens=tokens)
+                return Opened(stored=stored, replies=[], new=True)
+            row = conn.execute(sql_select(*_COLUMNS).where(_MESSAGES.c.id == message.id)).one()
+            replies = conn.execute(
+                sql_select(*_COLUMNS)
+                .where(_MESSAGES.c.in_reply_to == message.id)
+                .order_by(_MESSAGES.c.seq)
+            ).all()
+        return Opened(stored=_to_stored(row), replies=[_to_stored(r) for r in replies], new=False)
 
     def get(self, message_id: str) -> StoredMessage | None:
         """The message with this id, if stored."""
-        with Session(self.engine) as session:
-            row = session.exec(select(MessageRow).where(MessageRow.id == message_id)).first()
-            return _to_stored(row) if row else None
+        with self.engine.connect() as conn:
+            row = conn.execute(sql_select(*_COLUMNS).where(_MESSAGES.c.id == message_id)).first()
+        return _to_stored(row) if row else None
 
     def update(
         self,
@@ -177,28 +259,41 @@ class HistoryStore:
         meta: dict[str, Any] | None = None,
     ) -> None:
         """Change what is recorded about a stored message (``meta`` is merged)."""
-        with Session(self.engine) as session:
-            row = session.exec(select(MessageRow).where(MessageRow.id == message_id)).first()
-            if row is None:
-                return
-            if status is not None:
-                row.status = status
-            if route is not None:
-                row.route = route
+        changes: dict[str, Any] = {}
+        if status is not None:
+            changes["status"] = status
+        if route is not None:
+            changes["route"] = route
+        with self.engine.begin() as conn:
             if meta is not None:
-                row.meta = {**(row.meta or {}), **meta}
-            session.add(row)
-            session.commit()
+                current = conn.execute(
+                    sql_select(_MESSAGES.c.meta).where(_MESSAGES.c.id == message_id)
+                ).first()
+                if current is None:
+                    return
+                changes["meta"] = {**(current.meta or {}), **meta}
+            if changes:
+                conn.execute(
+                    update(_MESSAGES).where(_MESSAGES.c.id == message_id).values(**changes)
+                )
 
     def replies_to(self, message_id: str) -> list[StoredMessage]:
         """Every reply and notice to a person's message, in the order they were stored."""
-        with Session(self.engine) as session:
-            rows = session.exec(
-                select(MessageRow)
-                .where(MessageRow.in_reply_to == message_id)
-                .order_by(col(MessageRow.seq))
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sql_select(*_COLUMNS)
+                .where(_MESSAGES.c.in_reply_to == message_id)
+                .order_by(_MESSAGES.c.seq)
             ).all()
-            return [_to_stored(r) for r in rows]
+        return [_to_stored(r) for r in rows]
+
+    def newest_seq(self, group: str) -> int | None:
+        """The ``seq`` of the group's newest message (None: it has none)."""
+        with self.engine.connect() as conn:
+            newest = conn.execute(
+                sql_select(func.max(_MESSAGES.c.seq)).where(_MESSAGES.c.group_id == group)
+            ).scalar()
+        return int(newest) if newest is not None else None
 
     def recent(
         self, group: str, limit: int, *, before_seq: int | None = None
@@ -206,12 +301,12 @@ class HistoryStore:
         """The ``limit`` newest messages of a group (before ``before_seq``), oldest first."""
         if limit <= 0:
             return []
-        query = select(MessageRow).where(MessageRow.group_id == group)
+        query = sql_select(*_COLUMNS).where(_MESSAGES.c.group_id == group)
         if before_seq is not None:
-            query = query.where(col(MessageRow.seq) < before_seq)
-        query = query.order_by(col(MessageRow.seq).desc()).limit(limit)
-        with Session(self.engine) as session:
-            rows = session.exec(query).all()
+            query = query.where(_MESSAGES.c.seq < before_seq)
+        query = query.order_by(_MESSAGES.c.seq.desc()).limit(limit)
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).all()
         return [_to_stored(r) for r in reversed(rows)]
 
     def groups(self) -> list[GroupInfo]:
@@ -265,3 +360,10 @@ class HistoryStore:
             deleted += done.rowcount
             if done.rowcount < _DELETE_BATCH:
                 return deleted
+
+
+def _insert_ignoring_duplicates(engine: Engine) -> Insert:
+    """``INSERT … ON CONFLICT (id) DO NOTHING`` in the engine's dialect."""
+    if engine.dialect.name == "postgresql":
+        return postgresql.insert(_MESSAGES).on_conflict_do_nothing(index_elements=["id"])
+    return sqlite.insert(_MESSAGES).on_conflict_do_nothing(index_elements=["id"])

@@ -102,6 +102,12 @@ class PersonalLog:
         """The agent's log for ``day``; ``""`` if there is none."""
         return _read(self.path(agent_id, day))
 
+    def read_days(self, agent_id: str, days: list[date]) -> list[str]:
+        """The agent's logs for ``days`` (``""`` for a day without one), checking the folder
+        once."""
+        folder = self._folder(agent_id)
+        return [_read(folder / f"{day.isoformat()}.md") for day in days]
+
     def days(self, agent_id: str) -> list[date]:
         """The days the agent has a log for, oldest first."""
         folder = self._folder(agent_id)

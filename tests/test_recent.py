@@ -1,0 +1,84 @@
+"""The recent messages kept in memory between turns: written through, checked, bounded."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from orchestrator.memory.db import make_engine
+from orchestrator.memory.history import HistoryStore
+from orchestrator.memory.recent import RecentMessages
+from orchestrator.models import ChatMessage, MessageKind
+
+T0 = datetime(2026, 5, 1, 8, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def store(tmp_path):
+    engine = make_engine(f"sqlite:///{tmp_path / 'arena.db'}")
+    yield HistoryStore(engine)
+    engine.dispose()
+
+
+def _msg(n: int, group: str = "g") -> ChatMessage:
+    return ChatMessage(
+        id=f"{n}-0",
+        group=group,
+        sender="alex",
+        kind=MessageKind.HUMAN,
+        text=f"message {n}",
+        created_at=T0 + timedelta(seconds=n),
+    )
+
+
+def _texts(messages) -> list[str]:
+    return [m.message.text for m in messages]
+
+
+def test_remembered_messages_are_served_without_reading_the_group_again(store: HistoryStore):
+    recent = RecentMessages(store, 3)
+    for n in range(5):
+        store.save(_msg(n))
+    assert _texts(recent.recent("g", 3)) == ["message 2", "message 3", "message 4"]
+    assert recent.reads == 1
+    for n in range(5, 7):
+        recent.remember(store.open(_msg(n)).stored)
+    assert _texts(recent.recent("g", 3)) == ["message 4", "message 5", "message 6"]
+    assert _texts(recent.recent("g", 2)) == ["message 5", "message 6"]
+    assert recent.reads == 1
+
+
+def test_a_group_written_by_someone_else_is_read_again(store: HistoryStore):
+    recent = RecentMessages(store, 10)
+    store.save(_msg(1))
+    assert _texts(recent.recent("g", 10)) == ["message 1"]
+    store.save(_msg(2))  # not through this cache (another daemon, or before a restart)
+    assert _texts(recent.recent("g", 10)) == ["message 1", "message 2"]
+    assert recent.reads == 2
+
+
+def test_replies_stored_out_of_order_are_kept_in_seq_order(store: HistoryStore):
+    recent = RecentMessages(store, 10)
+    store.save(_msg(1))
+    recent.recent("g", 10)
+    second = store.add(_msg(2), status="done")
+    third = store.add(_msg(3), status="done")
+    recent.remember(third)  # two agents of one hop finish in either order
+    recent.remember(second)
+    recent.remember(second)  # told twice: kept once
+    assert _texts(recent.recent("g", 10)) == ["message 1", "message 2", "message 3"]
+    assert recent.reads == 1
+
+
+def test_least_recently_used_groups_are_let_go_and_big_limits_go_to_the_store(store):
+    recent = RecentMessages(store, 2, max_groups=2)
+    for group in ("a", "b", "c"):
+        store.save(_msg(ord(group), group))
+        recent.recent(group, 2)
+    assert recent.reads == 3
+    recent.recent("c", 2)
+    assert recent.reads == 3
+    recent.recent("a", 2)  # let go when "c" came in
+    assert recent.reads == 4
+    assert len(recent.recent("a", 50)) == 1  # more than it keeps: read from the store
