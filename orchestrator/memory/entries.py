@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index, Table, Text, event, text
+from sqlalchemy import JSON, Column, Index, Table, Text, event, literal_column, text
 from sqlalchemy.engine import Connection
 from sqlmodel import Field, SQLModel
 
@@ -22,6 +22,7 @@ from orchestrator.memory.records import Citation, MemoryRecord, NewMemory
 
 __all__ = [
     "ENTRIES",
+    "IS_ACTIVE",
     "VECTORS",
     "MemoryEntry",
     "active_in",
@@ -177,9 +178,11 @@ def new_row(new: NewMemory, norm: str) -> dict[str, Any]:
     }
 
 
+# A literal, not a bound parameter: SQLite uses the partial indexes (``WHERE status =
+# 'active'``) only when it can see the value, and re-plans a statement on every run when the
+# value comes as a parameter.
+IS_ACTIVE = ENTRIES.c.status == literal_column("'active'")
+
+
 def active_in(scope: str, scope_id: str) -> Any:
-    return (
-        (ENTRIES.c.scope == scope)
-        & (ENTRIES.c.scope_id == scope_id)
-        & (ENTRIES.c.status == "active")
-    )
+    return (ENTRIES.c.scope == scope) & (ENTRIES.c.scope_id == scope_id) & IS_ACTIVE

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
@@ -156,6 +157,7 @@ def words(value: str) -> set[str]:
     return found
 
 
+@lru_cache(maxsize=65536)  # recall stems every candidate's words, the same few thousand
 def stem(word: str) -> str:
     """A light suffix stripper, to compare words in Python (the index stems on its own)."""
     for suffix in _SUFFIXES:
@@ -189,11 +191,18 @@ def search_ids(
     if conn.dialect.name == "sqlite":
         # Each term is quoted as an FTS5 string, so nothing in it is read as syntax.
         params["match"] = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+        # The ids of the scopes' active entries come from an index, once per query, and each
+        # match is tested against them: looking every match up in the (wide) entries table
+        # costs far more. The "+" keeps that test away from FTS5, which would otherwise run
+        # one full-text query per id.
         sql = f"""
-            SELECT m.id, -bm25(memory_fts, {BODY_WEIGHT}, {META_WEIGHT}) AS score
-            FROM memory_fts JOIN memory_entries AS m ON m.id = memory_fts.rowid
-            WHERE memory_fts MATCH :match AND m.status = 'active' AND {where}
-            ORDER BY score DESC, m.id DESC LIMIT :limit
+            SELECT memory_fts.rowid AS id,
+                   -bm25(memory_fts, {BODY_WEIGHT}, {META_WEIGHT}) AS score
+            FROM memory_fts
+            WHERE memory_fts MATCH :match AND +memory_fts.rowid IN (
+                SELECT m.id FROM memory_entries AS m WHERE m.status = 'active' AND {where}
+            )
+            ORDER BY score DESC, id DESC LIMIT :limit
         """
     else:
         # websearch syntax: bare words joined by "or", so no term can inject an operator.

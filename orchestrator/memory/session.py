@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import case, delete, func, insert, literal, or_, select, update
+from sqlalchemy import bindparam, case, delete, func, insert, literal, or_, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
@@ -27,6 +27,7 @@ from orchestrator.memory import fts
 from orchestrator.memory.embeddings import DUPLICATE_SIMILARITY, Embedder, cosine, pack, unpack
 from orchestrator.memory.entries import (
     ENTRIES,
+    IS_ACTIVE,
     VECTORS,
     MemoryEntry,
     active_in,
@@ -58,6 +59,22 @@ _RETRIES = 5
 _REINFORCE_STEP = 0.05
 _T = ENTRIES
 _V = VECTORS
+
+# The statements of the per-message paths, built once: building a statement costs more than
+# running it on SQLite.
+_ACTIVE_IN_SCOPE = (
+    (_T.c.scope == bindparam("scope")) & (_T.c.scope_id == bindparam("scope_id")) & IS_ACTIVE
+)
+_SAME_TEXT = select(_T.c.id).where(_ACTIVE_IN_SCOPE, _T.c.norm_hash == bindparam("norm_hash"))
+_SAME_KEY = select(_T).where(_ACTIVE_IN_SCOPE, _T.c.key == bindparam("key"))
+_INSERT = insert(_T)
+_BY_ID = select(_T).where(_T.c.id == bindparam("id"))
+_BY_IDS = select(_T).where(_T.c.id.in_(bindparam("ids", expanding=True)))
+_WRITTEN_SINCE = select(func.count()).where(
+    _T.c.agent == bindparam("agent"),
+    _T.c.group_id == bindparam("group"),
+    _T.c.created_at >= bindparam("since"),
+)
 
 
 class _Retry(Exception):
@@ -152,11 +169,8 @@ class SessionMemory:
     ) -> WriteOutcome:
         norm = normalise(new.content)
         values = new_row(new, norm)
-        same = conn.execute(
-            select(_T.c.id).where(
-                active_in(new.scope, new.scope_id), _T.c.norm_hash == values["norm_hash"]
-            )
-        ).first()
+        scope = {"scope": new.scope, "scope_id": new.scope_id}
+        same = conn.execute(_SAME_TEXT, {**scope, "norm_hash": values["norm_hash"]}).first()
         duplicate = same[0] if same else None
         if duplicate is None and vector is not None:
             duplicate = cache.duplicate(conn, new.scope, new.scope_id, unpack(vector))
@@ -164,17 +178,11 @@ class SessionMemory:
             return WriteOutcome(action="reinforced", record=self._reinforce(conn, duplicate, new))
         previous = None
         if new.key is not None:
-            old = (
-                conn.execute(
-                    select(_T).where(active_in(new.scope, new.scope_id), _T.c.key == new.key)
-                )
-                .mappings()
-                .first()
-            )
+            old = conn.execute(_SAME_KEY, {**scope, "key": new.key}).mappings().first()
             if old is not None:
                 previous = self._supersede(conn, old["id"], values["created_at"])
                 values["supersedes"] = previous.id
-        result = conn.execute(insert(_T).values(**values))
+        result = conn.execute(_INSERT, values)
         entry_id = int(result.inserted_primary_key[0])  # type: ignore[index]
         if previous is not None:
             conn.execute(update(_T).where(_T.c.id == previous.id).values(superseded_by=entry_id))
@@ -291,7 +299,7 @@ class SessionMemory:
     # Reading --------------------------------------------------------------------------------
 
     def _get(self, conn: Connection, entry_id: int) -> MemoryRecord:
-        return to_record(conn.execute(select(_T).where(_T.c.id == entry_id)).mappings().one())
+        return to_record(conn.execute(_BY_ID, {"id": entry_id}).mappings().one())
 
     def get(self, entry_id: int) -> MemoryRecord | None:
         """The entry with this id, whatever its status."""
@@ -305,7 +313,7 @@ class SessionMemory:
         if not scored:
             return []
         ids = [entry_id for entry_id, _ in scored]
-        rows = conn.execute(select(_T).where(_T.c.id.in_(ids))).mappings()
+        rows = conn.execute(_BY_IDS, {"ids": ids}).mappings()
         found = {row["id"]: to_record(row) for row in rows}
         return [(found[i], score) for i, score in scored if i in found]
 
@@ -350,13 +358,9 @@ class SessionMemory:
 
     def count_written_since(self, agent: str, group: str, since: datetime) -> int:
         """How many entries ``agent`` added in ``group`` from ``since`` on (the daily limit)."""
-        query = select(func.count()).where(
-            _T.c.agent == agent,
-            _T.c.group_id == group,
-            _T.c.created_at >= db_time(since),
-        )
+        params = {"agent": agent, "group": group, "since": db_time(since)}
         with self._engine.connect() as conn:
-            return int(conn.execute(query).scalar_one())
+            return int(conn.execute(_WRITTEN_SINCE, params).scalar_one())
 
     def stats(self) -> dict[str, Any]:
         """Counts of entries: in total, and by scope, type and status."""
