@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from orchestrator.briefing import Briefing
 from orchestrator.context import Identity, build_context
 from orchestrator.errors import LLMError
-from orchestrator.memory.history import HistoryStore, Opened, StoredMessage
+from orchestrator.memory.history import Closing, HistoryStore, NewReply, Opened, StoredMessage
 from orchestrator.memory.recall import RecallResult
 from orchestrator.memory.recent import RecentMessages
 from orchestrator.memory.writer import MemoryWriter, Origin
@@ -105,6 +105,30 @@ class _Tally:
     memory_types: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     hop_limit_reached: list[str] = field(default_factory=list)
+    closed: bool = False  # the message's final record is stored
+
+
+@dataclass(frozen=True, slots=True)
+class _Draft:
+    """A reply not stored yet."""
+
+    message: ChatMessage
+    meta: dict[str, Any]
+
+
+def _closing(message: ChatMessage, tally: _Tally, decision: RouteDecision) -> Closing:
+    """The message's final record: done, or failed when an agent could not answer."""
+    meta: dict[str, Any] = {"replies": tally.replies}
+    if tally.hop_limit_reached:
+        meta["hop_limit_reached"] = tally.hop_limit_reached
+    if tally.failures:
+        meta["failures"] = tally.failures
+    return Closing(
+        message_id=message.id,
+        status="failed" if tally.failures else "done",
+        route=decision.as_dict(),
+        meta=meta,
+    )
 
 
 def _utcnow() -> datetime:
@@ -160,15 +184,6 @@ class Pipeline:
             self.recent.remember(opened.stored)
         return opened
 
-    def _add(self, reply: ChatMessage, meta: dict[str, Any]) -> StoredMessage:
-        """Store a reply with its token count. Blocking."""
-        stored = self.store.add(
-            reply, status="done", meta=meta, tokens=self.counter.count(reply.text)
-        )
-        if self.recent is not None:
-            self.recent.remember(stored)
-        return stored
-
     async def handle(self, message: ChatMessage) -> int:
         """Answer ``message`` completely (idempotent).
 
@@ -185,7 +200,11 @@ class Pipeline:
         decision = route(message.text, self.team.agents)
         earlier = {r.message.id: r for r in opened.replies}
         tally = await self._run_hops(message, decision, earlier)
-        await self._finish(message, tally, decision)
+        if not tally.closed:  # no agent to answer
+            closing = _closing(message, tally, decision)
+            await asyncio.to_thread(self.store.record, [], closing=closing)
+        if tally.failures:
+            await self._dead_letter(message, tally)
         await self._emit_done(message, tally.replies)
         if self.summaries is not None:
             await self.summaries.after_message(
@@ -211,7 +230,8 @@ class Pipeline:
     async def _run_hops(
         self, message: ChatMessage, decision: RouteDecision, earlier: Mapping[str, StoredMessage]
     ) -> _Tally:
-        """Run the hops; replies an earlier attempt stored (``earlier``) are reused."""
+        """Run the hops, storing each hop's replies in one step (the last hop's together with
+        the message's final record); replies an earlier attempt stored are reused."""
         tally = _Tally()
         targets: list[str] = list(decision.agents)
         triggers: dict[str, ChatMessage] = dict.fromkeys(targets, message)
@@ -220,66 +240,82 @@ class Pipeline:
             results = await asyncio.gather(
                 *(self._turn(self.team.get(a), triggers[a], message, hop, earlier) for a in targets)
             )
-            next_targets: list[str] = []
-            next_triggers: dict[str, ChatMessage] = {}
-            for reply in results:
+            targets, triggers = self._tally_hop(results, tally)
+            last = not targets or hop == self.hop_limit
+            if last and targets:
+                logger.info(
+                    "message %s: hop limit %d reached; not handed to %s",
+                    message.id,
+                    self.hop_limit,
+                    ",".join(targets),
+                )
+                tally.hop_limit_reached = targets
+            closing = _closing(message, tally, decision) if last else None
+            for reply in await asyncio.to_thread(self._store_hop, results, closing):
                 await self._emit(reply)
-                tally.replies += 1
-                tally.agents.append(reply.message.sender)
-                usage = reply.meta.get("usage") or {}
-                tally.tokens_in += int(usage.get("input_tokens", 0))
-                tally.tokens_out += int(usage.get("output_tokens", 0))
-                tally.texts.append(reply.message.text)
-                saved = (reply.meta.get("memory") or {}).get("saved") or []
-                tally.memory_types.extend(str(s.get("type", "")) for s in saved)
-                error = reply.meta.get("error") or {}
-                if error:
-                    tally.failures.append(f"{reply.meta.get('agent')}: {error.get('problem')}")
-                if reply.message.kind is not MessageKind.AGENT:
-                    continue
-                for target in handoff_targets(
-                    reply.message.text, reply.message.sender, self.team.agents
-                ):
-                    if target not in next_triggers:
-                        next_targets.append(target)
-                        next_triggers[target] = reply.message
-            targets, triggers = next_targets, next_triggers
+            tally.closed = last
             hop += 1
-        if targets:
-            logger.info(
-                "message %s: hop limit %d reached; not handed to %s",
-                message.id,
-                self.hop_limit,
-                ",".join(targets),
-            )
-            tally.hop_limit_reached = targets
         return tally
 
-    async def _finish(self, message: ChatMessage, tally: _Tally, decision: RouteDecision) -> None:
-        """Record the route and mark the message done, or failed (and dead-lettered) when an
-        agent could not answer."""
-        meta: dict[str, Any] = {"replies": tally.replies}
-        if tally.hop_limit_reached:
-            meta["hop_limit_reached"] = tally.hop_limit_reached
-        if tally.failures:
-            meta["failures"] = tally.failures
-        await asyncio.to_thread(
-            self.store.update,
-            message.id,
-            status="failed" if tally.failures else "done",
-            route=decision.as_dict(),
-            meta=meta,
+    def _tally_hop(
+        self, results: Sequence[StoredMessage | _Draft], tally: _Tally
+    ) -> tuple[list[str], dict[str, ChatMessage]]:
+        """Count a hop's replies; the agents they hand the turn to, and on which reply."""
+        next_targets: list[str] = []
+        next_triggers: dict[str, ChatMessage] = {}
+        for reply in results:
+            tally.replies += 1
+            tally.agents.append(reply.message.sender)
+            usage = reply.meta.get("usage") or {}
+            tally.tokens_in += int(usage.get("input_tokens", 0))
+            tally.tokens_out += int(usage.get("output_tokens", 0))
+            tally.texts.append(reply.message.text)
+            saved = (reply.meta.get("memory") or {}).get("saved") or []
+            tally.memory_types.extend(str(s.get("type", "")) for s in saved)
+            error = reply.meta.get("error") or {}
+            if error:
+                tally.failures.append(f"{reply.meta.get('agent')}: {error.get('problem')}")
+            if reply.message.kind is not MessageKind.AGENT:
+                continue
+            for target in handoff_targets(
+                reply.message.text, reply.message.sender, self.team.agents
+            ):
+                if target not in next_triggers:
+                    next_targets.append(target)
+                    next_triggers[target] = reply.message
+        return next_targets, next_triggers
+
+    def _store_hop(
+        self, results: Sequence[StoredMessage | _Draft], closing: Closing | None
+    ) -> list[StoredMessage]:
+        """Store a hop's new replies (and close the message) in one transaction. Blocking."""
+        drafts = [r for r in results if isinstance(r, _Draft)]
+        if not drafts and closing is None:
+            return [r for r in results if isinstance(r, StoredMessage)]
+        new = self.store.record(
+            [
+                NewReply(message=d.message, meta=d.meta, tokens=self.counter.count(d.message.text))
+                for d in drafts
+            ],
+            closing=closing,
         )
-        if not tally.failures:
+        if self.recent is not None:
+            for stored in new:
+                self.recent.remember(stored)
+        fresh = iter(new)
+        return [r if isinstance(r, StoredMessage) else next(fresh) for r in results]
+
+    async def _dead_letter(self, message: ChatMessage, tally: _Tally) -> None:
+        """Keep a message an agent could not answer for ``arena retry``."""
+        if self.dead_letters is None:
             return
         reason = "model failed: " + "; ".join(tally.failures)
-        if self.dead_letters is not None:
-            raw = {
-                b"group": message.group.encode(),
-                b"sender": message.sender.encode(),
-                b"text": message.text.encode(),
-            }
-            await self.dead_letters.dead_letter(message.id, raw, reason[:500])
+        raw = {
+            b"group": message.group.encode(),
+            b"sender": message.sender.encode(),
+            b"text": message.text.encode(),
+        }
+        await self.dead_letters.dead_letter(message.id, raw, reason[:500])
 
     async def _turn(
         self,
@@ -288,13 +324,13 @@ class Pipeline:
         root: ChatMessage,
         hop: int,
         earlier: Mapping[str, StoredMessage],
-    ) -> StoredMessage:
+    ) -> StoredMessage | _Draft:
         reply_id = f"{root.id}:{hop}:{agent.id}"
         if reply_id in earlier:
             return earlier[reply_id]
         async with self._slots[agent.id]:
             reply, meta = await self._answer(agent, trigger, root, reply_id, hop)
-        return await asyncio.to_thread(self._add, reply, meta)
+        return _Draft(message=reply, meta=meta)
 
     async def _answer(
         self, agent: AgentSpec, trigger: ChatMessage, root: ChatMessage, reply_id: str, hop: int

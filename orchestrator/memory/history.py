@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, ColumnElement, Insert, Text, delete, func, update
+from sqlalchemy import JSON, Column, ColumnElement, Insert, Text, bindparam, delete, func, update
 from sqlalchemy import select as sql_select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
@@ -19,7 +19,15 @@ from sqlmodel import Field, Session, SQLModel, col, select
 
 from orchestrator.models import ChatMessage, MessageKind
 
-__all__ = ["GroupInfo", "HistoryStore", "MessageRow", "Opened", "StoredMessage"]
+__all__ = [
+    "Closing",
+    "GroupInfo",
+    "HistoryStore",
+    "MessageRow",
+    "NewReply",
+    "Opened",
+    "StoredMessage",
+]
 
 
 class MessageRow(SQLModel, table=True):
@@ -116,6 +124,13 @@ _COLUMNS = (
 )
 
 
+# Built once: the per-message statements are only bound to new values, never rebuilt.
+_BY_ID = sql_select(*_COLUMNS).where(_MESSAGES.c.id == bindparam("message_id"))
+_META_BY_ID = sql_select(_MESSAGES.c.meta).where(_MESSAGES.c.id == bindparam("message_id"))
+_UPDATE_BY_ID = update(_MESSAGES).where(_MESSAGES.c.id == bindparam("message_id"))
+_NEWEST = sql_select(func.max(_MESSAGES.c.seq)).where(_MESSAGES.c.group_id == bindparam("group"))
+
+
 def _to_stored(row: Any) -> StoredMessage:
     """A stored message from a row of ``_COLUMNS`` (or a ``MessageRow``)."""
     return StoredMessage(
@@ -135,6 +150,26 @@ def _to_stored(row: Any) -> StoredMessage:
         meta=row.meta or {},
         tokens=row.tokens,
     )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewReply:
+    """A reply to store, with what is recorded about it."""
+
+    message: ChatMessage
+    meta: dict[str, Any]
+    tokens: int | None = None
+    status: str = "done"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Closing:
+    """The final record of a person's message: its status, route and meta (merged)."""
+
+    message_id: str
+    status: str
+    route: dict[str, Any] | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -183,7 +218,7 @@ class HistoryStore:
 
     def _add(self, conn: Connection, values: dict[str, Any]) -> int | None:
         """Insert a row unless its id is taken; its ``seq``, or None when it was there."""
-        inserted = conn.execute(self._insert.values(**values).returning(_MESSAGES.c.seq))
+        inserted = conn.execute(self._insert, values)
         seq = inserted.scalar()
         return int(seq) if seq is not None else None
 
@@ -213,20 +248,46 @@ class HistoryStore:
         tokens: int | None = None,
     ) -> StoredMessage:
         """Store ``message`` (unless its id is already stored) and return it as stored."""
-        values = self._values(message, status, None, meta, tokens)
+        reply = NewReply(message=message, meta=meta or {}, tokens=tokens, status=status)
+        return self.record([reply])[0]
+
+    def record(
+        self, replies: Sequence[NewReply], *, closing: Closing | None = None
+    ) -> list[StoredMessage]:
+        """Store ``replies`` (those not stored yet) and, with ``closing``, close the person's
+        message, in one transaction.
+
+        Returns:
+            The replies as stored (as an earlier attempt stored them, where one did).
+        """
+        stored: list[StoredMessage] = []
         with self.engine.begin() as conn:
-            seq = self._add(conn, values)
-            if seq is None:
-                row = conn.execute(sql_select(*_COLUMNS).where(_MESSAGES.c.id == message.id)).one()
-                return _to_stored(row)
-        return StoredMessage(
-            seq=seq,
-            message=message,
-            status=status,
-            route=None,
-            meta=meta or {},
-            tokens=tokens,
-        )
+            for reply in replies:
+                message = reply.message
+                values = self._values(message, reply.status, None, reply.meta, reply.tokens)
+                seq = self._add(conn, values)
+                if seq is None:
+                    row = conn.execute(_BY_ID, {"message_id": message.id}).one()
+                    stored.append(_to_stored(row))
+                    continue
+                stored.append(
+                    StoredMessage(
+                        seq=seq,
+                        message=message,
+                        status=reply.status,
+                        meta=reply.meta,
+                        tokens=reply.tokens,
+                    )
+                )
+            if closing is not None:
+                self._update(
+                    conn,
+                    closing.message_id,
+                    status=closing.status,
+                    route=closing.route,
+                    meta=closing.meta,
+                )
+        return stored
 
     def open(self, message: ChatMessage, *, tokens: int | None = None) -> Opened:
         """Store a person's message unless it is stored, and return it with its replies so
@@ -236,7 +297,7 @@ class HistoryStore:
             if seq is not None:
                 stored = StoredMessage(seq=seq, message=message, status="received", tokens=tokens)
                 return Opened(stored=stored, replies=[], new=True)
-            row = conn.execute(sql_select(*_COLUMNS).where(_MESSAGES.c.id == message.id)).one()
+            row = conn.execute(_BY_ID, {"message_id": message.id}).one()
             replies = conn.execute(
                 sql_select(*_COLUMNS)
                 .where(_MESSAGES.c.in_reply_to == message.id)
@@ -247,7 +308,7 @@ class HistoryStore:
     def get(self, message_id: str) -> StoredMessage | None:
         """The message with this id, if stored."""
         with self.engine.connect() as conn:
-            row = conn.execute(sql_select(*_COLUMNS).where(_MESSAGES.c.id == message_id)).first()
+            row = conn.execute(_BY_ID, {"message_id": message_id}).first()
         return _to_stored(row) if row else None
 
     def update(
@@ -259,23 +320,30 @@ class HistoryStore:
         meta: dict[str, Any] | None = None,
     ) -> None:
         """Change what is recorded about a stored message (``meta`` is merged)."""
+        with self.engine.begin() as conn:
+            self._update(conn, message_id, status=status, route=route, meta=meta)
+
+    @staticmethod
+    def _update(
+        conn: Connection,
+        message_id: str,
+        *,
+        status: str | None,
+        route: dict[str, Any] | None,
+        meta: dict[str, Any] | None,
+    ) -> None:
         changes: dict[str, Any] = {}
         if status is not None:
             changes["status"] = status
         if route is not None:
             changes["route"] = route
-        with self.engine.begin() as conn:
-            if meta is not None:
-                current = conn.execute(
-                    sql_select(_MESSAGES.c.meta).where(_MESSAGES.c.id == message_id)
-                ).first()
-                if current is None:
-                    return
-                changes["meta"] = {**(current.meta or {}), **meta}
-            if changes:
-                conn.execute(
-                    update(_MESSAGES).where(_MESSAGES.c.id == message_id).values(**changes)
-                )
+        if meta is not None:
+            current = conn.execute(_META_BY_ID, {"message_id": message_id}).first()
+            if current is None:
+                return
+            changes["meta"] = {**(current.meta or {}), **meta}
+        if changes:
+            conn.execute(_UPDATE_BY_ID, {"message_id": message_id, **changes})
 
     def replies_to(self, message_id: str) -> list[StoredMessage]:
         """Every reply and notice to a person's message, in the order they were stored."""
@@ -290,9 +358,7 @@ class HistoryStore:
     def newest_seq(self, group: str) -> int | None:
         """The ``seq`` of the group's newest message (None: it has none)."""
         with self.engine.connect() as conn:
-            newest = conn.execute(
-                sql_select(func.max(_MESSAGES.c.seq)).where(_MESSAGES.c.group_id == group)
-            ).scalar()
+            newest = conn.execute(_NEWEST, {"group": group}).scalar()
         return int(newest) if newest is not None else None
 
     def recent(
@@ -363,7 +429,9 @@ class HistoryStore:
 
 
 def _insert_ignoring_duplicates(engine: Engine) -> Insert:
-    """``INSERT … ON CONFLICT (id) DO NOTHING`` in the engine's dialect."""
+    """``INSERT … ON CONFLICT (id) DO NOTHING RETURNING seq`` in the engine's dialect."""
     if engine.dialect.name == "postgresql":
-        return postgresql.insert(_MESSAGES).on_conflict_do_nothing(index_elements=["id"])
-    return sqlite.insert(_MESSAGES).on_conflict_do_nothing(index_elements=["id"])
+        pg = postgresql.insert(_MESSAGES).on_conflict_do_nothing(index_elements=["id"])
+        return pg.returning(_MESSAGES.c.seq)
+    lite = sqlite.insert(_MESSAGES).on_conflict_do_nothing(index_elements=["id"])
+    return lite.returning(_MESSAGES.c.seq)
