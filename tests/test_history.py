@@ -132,3 +132,26 @@ def test_newest_seq_per_group(store: HistoryStore):
     newest = store.open(_msg(3)).stored.seq
     assert store.newest_seq("g") == newest
     assert store.newest_seq("other") == store.get("2-0").seq
+
+
+def test_record_stores_a_hop_and_closes_the_message_in_one_step(store: HistoryStore):
+    from orchestrator.memory.history import Closing, NewReply
+
+    store.open(_msg(1))
+    store.update("1-0", meta={"seen": True})
+    replies = [
+        NewReply(message=_msg(2, reply_to="1-0"), meta={"agent": "ping"}, tokens=2),
+        NewReply(message=_msg(3, reply_to="1-0"), meta={"agent": "pong"}, tokens=2),
+    ]
+    closing = Closing(message_id="1-0", status="done", route={"reason": "mention"}, meta={"n": 2})
+    stored = store.record(replies, closing=closing)
+    assert [s.message.id for s in stored] == ["2-0", "3-0"]
+    assert stored[0].seq < stored[1].seq
+    person = store.get("1-0")
+    assert person.status == "done"
+    assert person.route == {"reason": "mention"}
+    assert person.meta == {"seen": True, "n": 2}  # merged
+    # Recorded again (a replay): the stored replies come back, nothing is added.
+    again = store.record(replies)
+    assert again == stored
+    assert store.count() == 3
