@@ -3,8 +3,9 @@ streams, and the dead-letter stream. Stream and key names live in ``wire.py``.""
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from redis.asyncio import Redis
@@ -38,13 +39,21 @@ class Entry(NamedTuple):
     fields: dict[bytes, bytes]
 
 
-# Append to the outbound stream only if this item was never published: the marker key and
-# the entry are written in one atomic step, so a crash cannot publish an item twice.
+# Append each item to its outbound stream only if it was never published: an item's marker
+# key and its entry are written in one atomic step, so a crash cannot publish it twice.
+# KEYS: marker, stream per item. ARGV: ttl, maxlen, then per item its field count and fields.
 _PUBLISH_ONCE = """
-if redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then
-  return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', unpack(ARGV, 3))
+local published = 0
+local at = 3
+for i = 1, #KEYS, 2 do
+  local n = tonumber(ARGV[at])
+  if redis.call('SET', KEYS[i], '1', 'NX', 'EX', ARGV[1]) then
+    redis.call('XADD', KEYS[i + 1], 'MAXLEN', '~', ARGV[2], '*', unpack(ARGV, at + 1, at + n))
+    published = published + 1
+  end
+  at = at + n + 1
 end
-return false
+return published
 """
 
 PUBLISHED_TTL_S = 14 * 24 * 3600
@@ -79,6 +88,8 @@ class Bus:
         self.consumer = consumer
         self.outbox_maxlen = outbox_maxlen
         self._publish_once = redis.register_script(_PUBLISH_ONCE)
+        self._acks: list[tuple[str, str]] = []
+        self._ack_flush: asyncio.Future[None] | None = None
 
     async def ensure_group(self) -> None:
         """Create the inbound streams and their consumer group where they do not exist.
@@ -119,10 +130,23 @@ class Bus:
 
     async def ack(self, stream: str, entry_id: str) -> None:
         """Acknowledge an inbound entry and remove it: it is done (its replies are stored and
-        published) and will not be delivered again."""
+        published) and will not be delivered again.
+
+        Returns once it is acknowledged. Entries acknowledged at about the same moment (by
+        different groups' handlers) go to Redis together, in one round trip.
+        """
+        self._acks.append((stream, entry_id))
+        if self._ack_flush is None:
+            self._ack_flush = asyncio.ensure_future(self._flush_acks())
+        await asyncio.shield(self._ack_flush)
+
+    async def _flush_acks(self) -> None:
+        await asyncio.sleep(0)  # let the handlers finishing now join this batch
+        batch, self._acks, self._ack_flush = self._acks, [], None
         pipe = self.redis.pipeline(transaction=True)
-        pipe.xack(stream, CONSUMER_GROUP, entry_id)
-        pipe.xdel(stream, entry_id)
+        for stream, entry_id in batch:
+            pipe.xack(stream, CONSUMER_GROUP, entry_id)
+            pipe.xdel(stream, entry_id)
         await pipe.execute()
 
     async def publish(self, item: Outbound) -> bool:
@@ -131,14 +155,25 @@ class Bus:
         Returns:
             True when it was appended now, False when it had been already.
         """
-        fields = item.fields()
+        return await self.publish_all([item]) == 1
+
+    async def publish_all(self, items: Sequence[Outbound]) -> int:
+        """Append each of ``items``, in order and in one step, unless it was appended before.
+
+        Returns:
+            How many were appended now.
+        """
+        keys: list[str] = []
         args: list[str | int] = [PUBLISHED_TTL_S, self.outbox_maxlen]
-        for name, value in fields.items():
-            args.extend((name, value))
-        result = await self._publish_once(
-            keys=[published_key(item.id), outbox_stream(item.group)], args=args
-        )
-        return result is not None
+        for item in items:
+            keys += [published_key(item.id), outbox_stream(item.group)]
+            fields = item.fields()
+            args.append(2 * len(fields))
+            for name, value in fields.items():
+                args.extend((name, value))
+        if not keys:
+            return 0
+        return int(await self._publish_once(keys=keys, args=args))
 
     async def dead_letter(self, entry_id: str, raw: Mapping[bytes, bytes], reason: str) -> None:
         """Move a rejected inbound entry to the dead-letter stream, with its reason."""

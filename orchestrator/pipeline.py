@@ -41,8 +41,8 @@ NOTICE_SENDER = "arena"
 class Outbox(Protocol):
     """Where replies are appended (the group's outbound Redis stream)."""
 
-    async def publish(self, item: Outbound) -> bool:
-        """Append ``item`` unless it was appended before; True when appended now."""
+    async def publish_all(self, items: Sequence[Outbound]) -> int:
+        """Append ``items`` in order, each unless it was appended before; how many now."""
         ...
 
 
@@ -106,6 +106,7 @@ class _Tally:
     failures: list[str] = field(default_factory=list)
     hop_limit_reached: list[str] = field(default_factory=list)
     closed: bool = False  # the message's final record is stored
+    unsent: list[StoredMessage] = field(default_factory=list)  # stored, not yet published
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,9 +194,7 @@ class Pipeline:
         started = time.perf_counter()
         opened = await asyncio.to_thread(self._open, message)
         if opened.stored.status in ("done", "failed"):
-            for reply in opened.replies:
-                await self._emit(reply)
-            await self._emit_done(message, len(opened.replies))
+            await self._emit(opened.replies, done=(message, len(opened.replies)))
             return len(opened.replies)
         decision = route(message.text, self.team.agents)
         earlier = {r.message.id: r for r in opened.replies}
@@ -205,7 +204,8 @@ class Pipeline:
             await asyncio.to_thread(self.store.record, [], closing=closing)
         if tally.failures:
             await self._dead_letter(message, tally)
-        await self._emit_done(message, tally.replies)
+        # The last hop's replies go out with the "done" item, in one step.
+        await self._emit(tally.unsent, done=(message, tally.replies))
         if self.summaries is not None:
             await self.summaries.after_message(
                 message.group,
@@ -251,8 +251,11 @@ class Pipeline:
                 )
                 tally.hop_limit_reached = targets
             closing = _closing(message, tally, decision) if last else None
-            for reply in await asyncio.to_thread(self._store_hop, results, closing):
-                await self._emit(reply)
+            stored = await asyncio.to_thread(self._store_hop, results, closing)
+            if last:
+                tally.unsent = stored
+            else:
+                await self._emit(stored)
             tally.closed = last
             hop += 1
         return tally
@@ -428,16 +431,21 @@ class Pipeline:
             hop=hop,
         )
 
-    async def _emit(self, stored: StoredMessage) -> None:
-        item = Outbound.for_message(stored.message)
-        await self.outbox.publish(item)
+    async def _emit(
+        self, replies: Sequence[StoredMessage], *, done: tuple[ChatMessage, int] | None = None
+    ) -> None:
+        """Publish replies (and, with ``done``, the item that closes a person's message) on the
+        outbound stream in one step, then announce them on MQTT."""
+        items = [Outbound.for_message(stored.message) for stored in replies]
+        if done is not None:
+            message, count = done
+            items.append(Outbound.done(message.id, message.group, count))
+        if not items:
+            return
+        await self.outbox.publish_all(items)
         # MQTT is at-least-once (QoS 1): after a crash an event may be announced again.
-        self.events.publish(group_topic(item.group), item.json())
-
-    async def _emit_done(self, message: ChatMessage, replies: int) -> None:
-        item = Outbound.done(message.id, message.group, replies)
-        await self.outbox.publish(item)
-        self.events.publish(group_topic(item.group), item.json())
+        for item in items:
+            self.events.publish(group_topic(item.group), item.json())
 
 
 def _recall_meta(result: RecallResult) -> dict[str, Any]:

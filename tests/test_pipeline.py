@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,11 +27,10 @@ class RecordingOutbox:
     def __init__(self) -> None:
         self.items: list[Outbound] = []
 
-    async def publish(self, item: Outbound) -> bool:
-        if any(i.id == item.id for i in self.items):
-            return False
-        self.items.append(item)
-        return True
+    async def publish_all(self, items: Sequence[Outbound]) -> int:
+        new = [item for item in items if all(i.id != item.id for i in self.items)]
+        self.items.extend(new)
+        return len(new)
 
 
 class RecordingEvents:
