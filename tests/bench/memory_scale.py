@@ -62,6 +62,7 @@ from orchestrator.memory.entries import ENTRIES, new_row  # noqa: E402
 from orchestrator.memory.history import HistoryStore  # noqa: E402
 from orchestrator.memory.markers import parse_markers  # noqa: E402
 from orchestrator.memory.recall import Recaller  # noqa: E402
+from orchestrator.memory.recent import RecentMessages  # noqa: E402
 from orchestrator.memory.session import Citation, NewMemory, SessionMemory, normalise  # noqa: E402
 from orchestrator.memory.writer import Origin  # noqa: E402
 from orchestrator.models import ChatMessage, MessageKind  # noqa: E402
@@ -363,11 +364,13 @@ def add_history(engine: Any, corpus: Corpus, count: int) -> float:
 def measure_context(settings: Settings, engine: Any, corpus: Corpus, count: int) -> Any:
     """Build a turn's context ``count`` times, as ``Pipeline`` does: gather, then build."""
     team = load_team(settings)
-    briefing = make_briefing(settings, engine, team)
+    # As the daemon runs it: recent messages kept in memory, written through by each turn.
+    store = HistoryStore(engine)
+    recent = RecentMessages(store, settings.history_limit)
+    briefing = make_briefing(settings, engine, team, recent)
     prompts = Prompts(settings.prompts_dir)
     counter = TokenCounter()
     gather, build, total = Samples(), Samples(), Samples()
-    store = HistoryStore(engine)
     history_tokens: list[int] = []
     for n in range(count):
         agent = team.agents[n % len(team.agents)]
@@ -379,7 +382,7 @@ def measure_context(settings: Settings, engine: Any, corpus: Corpus, count: int)
             text=corpus.question(),
             created_at=NOW,
         )
-        store.save(trigger, tokens=counter.count(trigger.text))
+        recent.remember(store.open(trigger, tokens=counter.count(trigger.text)).stored)
         started = time.perf_counter()
         gathered = briefing.gather(agent, trigger, NOW)
         gather.since(started)
