@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
+import weakref
+from collections.abc import Iterator
 from typing import Any
 
 from sqlalchemy import event
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import SQLModel, create_engine
 
 from orchestrator.errors import ServiceError
 
-__all__ = ["make_engine"]
+__all__ = ["make_engine", "writing"]
 
 logger = logging.getLogger(__name__)
 
@@ -64,3 +68,23 @@ def make_engine(url: str) -> Engine:
         safe = url.split("@")[-1] if "@" in url else url
         raise ServiceError("database", f"cannot open {safe}: {exc.__class__.__name__}") from exc
     return engine
+
+
+_WRITE_LOCKS: weakref.WeakKeyDictionary[Engine, threading.Lock] = weakref.WeakKeyDictionary()
+_WRITE_LOCKS_GUARD = threading.Lock()
+
+
+@contextlib.contextmanager
+def writing(engine: Engine) -> Iterator[Connection]:
+    """A write transaction. On SQLite this process's writers first take turns on a lock:
+    SQLite lets one writer in at a time and its busy handler sleeps up to 100 ms between tries,
+    while a lock hands over to the next writer at once (other processes still wait on SQLite's
+    own lock, ``busy_timeout``)."""
+    if engine.dialect.name != "sqlite":
+        with engine.begin() as conn:
+            yield conn
+        return
+    with _WRITE_LOCKS_GUARD:
+        lock = _WRITE_LOCKS.setdefault(engine, threading.Lock())
+    with lock, engine.begin() as conn:
+        yield conn

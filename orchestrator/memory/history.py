@@ -17,6 +17,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Field, Session, SQLModel, col, select
 
+from orchestrator.memory.db import writing
 from orchestrator.models import ChatMessage, MessageKind
 
 __all__ = [
@@ -236,7 +237,7 @@ class HistoryStore:
         Returns:
             True when the message was added, False when it was already there.
         """
-        with self.engine.begin() as conn:
+        with writing(self.engine) as conn:
             return self._add(conn, self._values(message, status, route, meta, tokens)) is not None
 
     def add(
@@ -261,7 +262,7 @@ class HistoryStore:
             The replies as stored (as an earlier attempt stored them, where one did).
         """
         stored: list[StoredMessage] = []
-        with self.engine.begin() as conn:
+        with writing(self.engine) as conn:
             for reply in replies:
                 message = reply.message
                 values = self._values(message, reply.status, None, reply.meta, reply.tokens)
@@ -292,7 +293,7 @@ class HistoryStore:
     def open(self, message: ChatMessage, *, tokens: int | None = None) -> Opened:
         """Store a person's message unless it is stored, and return it with its replies so
         far (one transaction: what a handler needs to start, or to resume after a crash)."""
-        with self.engine.begin() as conn:
+        with writing(self.engine) as conn:
             seq = self._add(conn, self._values(message, "received", None, None, tokens))
             if seq is not None:
                 stored = StoredMessage(seq=seq, message=message, status="received", tokens=tokens)
@@ -320,7 +321,7 @@ class HistoryStore:
         meta: dict[str, Any] | None = None,
     ) -> None:
         """Change what is recorded about a stored message (``meta`` is merged)."""
-        with self.engine.begin() as conn:
+        with writing(self.engine) as conn:
             self._update(conn, message_id, status=status, route=route, meta=meta)
 
     @staticmethod
@@ -421,7 +422,7 @@ class HistoryStore:
         deleted = 0
         while True:
             batch = select(MessageRow.seq).where(*where).limit(_DELETE_BATCH)
-            with self.engine.begin() as conn:
+            with writing(self.engine) as conn:
                 done = conn.execute(delete(MessageRow).where(col(MessageRow.seq).in_(batch)))
             deleted += done.rowcount
             if done.rowcount < _DELETE_BATCH:
