@@ -103,6 +103,8 @@ class FakeMessagesServer:
         self._script: deque[Outcome] = deque()
         self._cached_systems: set[str] = set()
         self._ids = itertools.count(1)
+        self._inflight = 0
+        self._max_inflight = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
@@ -122,6 +124,18 @@ class FakeMessagesServer:
         """The JSON bodies received on ``/v1/messages`` so far, oldest first (a copy)."""
         with self._lock:
             return list(self._requests)
+
+    @property
+    def inflight(self) -> int:
+        """Requests on ``/v1/messages`` received but not yet answered."""
+        with self._lock:
+            return self._inflight
+
+    @property
+    def max_inflight(self) -> int:
+        """The most requests in flight at once since the start (or the last ``reset``)."""
+        with self._lock:
+            return self._max_inflight
 
     def script(
         self,
@@ -174,6 +188,7 @@ class FakeMessagesServer:
             self._requests.clear()
             self._script.clear()
             self._cached_systems.clear()
+            self._max_inflight = self._inflight
         self.reply_fn, self.latency_s = self._defaults
 
     # --- lifecycle --------------------------------------------------------------------
@@ -295,6 +310,17 @@ class FakeMessagesServer:
         with self._lock:
             self._requests.append(request_json)
             outcome = self._script.popleft() if self._script else Outcome()
+            self._inflight += 1
+            self._max_inflight = max(self._max_inflight, self._inflight)
+        try:
+            return await self._outcome(request_json, outcome)
+        finally:
+            with self._lock:
+                self._inflight -= 1
+
+    async def _outcome(
+        self, request_json: dict[str, Any], outcome: Outcome
+    ) -> tuple[int, Mapping[str, str], bytes] | None:
         latency_s = self.latency_s if outcome.latency_s is None else outcome.latency_s
         if latency_s > 0:
             await self._pause(latency_s)

@@ -1,33 +1,63 @@
-"""End-to-end throughput: messages posted through Redis into a running daemon.
+"""End-to-end throughput: messages posted through Redis into a running daemon process.
 
-    python tests/bench/throughput.py [--messages N] [--groups G] [--agents A]
-        [--provider offline|api] [--latency-ms L] [--json OUT]
+    python tests/bench/throughput.py [--messages N] [--groups G] [--agents A[,A…]]
+        [--history H[,H…]] [--provider offline|api] [--latency-ms L] [--json OUT] [--keep]
 
-Starts an embedded Redis and MQTT broker in a temporary folder, runs the daemon in this
-process, posts N messages over G groups (each mentioning one of the first A agents), and waits
-until every message's ``done`` item is on its group's outbound stream (replies persisted and
-published). The model is the offline provider, or (``--provider api``) the fake Messages API
-server reached through the real ``anthropic`` client, answering after L ms; with ``api`` the bare
-SDK call rate against the same server is measured too. Prints a table and ends with one line
-``messages_per_s=… overhead_p95_ms=…`` (plus ``sdk_calls_per_s=… ratio=…`` for api).
+Each combination of ``--agents`` and ``--history`` is one row, run from scratch: a temporary
+folder, an embedded Redis (unix socket), an embedded MQTT broker (``amqtt``, in a process of
+its own), A agent definitions, and H stored messages per group written through
+``HistoryStore`` before a real ``python -m orchestrator daemon`` process starts. Once the
+daemon logs that it is ready, one warm-up message is answered, then N messages over G groups
+(each mentioning one agent, so it gets one reply) are posted with one pipeline, and the
+groups' outbound streams are read with a blocking XREAD from the last ids seen until every
+message has its ``done`` item; the bench never polls the daemon or reads a stream twice.
+
+    messages/s      N over the time from the first post to the last ``done`` item, both taken
+                    from the Redis entry ids (the Redis clock, in ms)
+    e2e             per message, its ``done`` item's entry time minus its own: queueing
+                    behind the group's earlier messages included, as all N arrive at once
+    overhead        per message, ``duration_ms`` of the daemon's INFO line minus the model's
+                    latency (L per reply with ``--provider api``, 0 offline); with ``api`` it
+                    includes the HTTP round trip to the local server
+    alone           the same for 10 messages posted one at a time before the timed run
+                    (nothing else in flight): the cost of one message without queueing
+    interrupted     posted messages the daemon gave up and resumed later (its WARNING line);
+                    a resumed message logs no duration
+
+The model is the daemon's offline provider, or (``--provider api``) the fake Messages API
+server of ``tests/fakes.py`` reached through the real ``anthropic`` client, answering after L ms.
+With ``api`` the report adds the most model calls in flight at once, and the bare SDK call
+rate against the same server: ``AsyncAnthropic`` in a process of its own, sending the first
+row's median request N times, at most G at once (one call per group is the most the daemon
+can have). Prints a table, the targets that apply, and one line for the first row:
+``messages_per_s=… overhead_p95_ms=…`` (plus ``sdk_calls_per_s=… ratio=… max_inflight=…``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
-import logging
+import multiprocessing
 import os
 import platform
 import re
+import shutil
+import signal
 import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import redis
@@ -36,24 +66,50 @@ from anthropic import AsyncAnthropic
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from orchestrator import daemon  # noqa: E402
+from orchestrator.memory.db import make_engine  # noqa: E402
+from orchestrator.memory.history import HistoryStore  # noqa: E402
+from orchestrator.models import ChatMessage, MessageKind  # noqa: E402
 from orchestrator.services import MqttBroker, RedisServer  # noqa: E402
-from orchestrator.settings import load_settings  # noqa: E402
+from orchestrator.tokens import TokenCounter  # noqa: E402
 from orchestrator.wire import inbox_stream, outbox_stream  # noqa: E402
 from tests.fakes import FakeMessagesServer  # noqa: E402
 
-DURATION_RE = re.compile(r"duration_ms=(\d+)")
+READY_RE = re.compile(r"daemon \S+: \d+ agents")
+LINE_RE = re.compile(r"message (\S+) group=\S+ .*\breplies=(\d+) .*\bduration_ms=(\d+)")
+INTERRUPTED_RE = re.compile(r"message (\S+) interrupted \((.*)\); it will be resumed")
+READY_TIMEOUT_S = 60.0
+STALL_TIMEOUT_S = 120.0  # no message finished for this long: the row fails
+STOP_TIMEOUT_S = 15.0
+PROGRESS_EVERY_S = 5.0
+SOLO_MESSAGES = 10  # posted one at a time before the timed run
+XREAD_BLOCK_MS = 500
+ROLES = ("architect", "developer", "tester", "receptionist")
+REPLY = "Noted. I will look at the details and post what I find in this group."
+SDK_PARAMS = {"model", "max_tokens", "messages", "system"}  # the rest goes in extra_body
+
+PERSON_TEXTS = (
+    "can we move the session store to Postgres before the launch?",
+    "the login page times out when the token has expired, see the screenshot",
+    "please review the retry logic in the payment client",
+    "what do we log when the cache misses? I need it for the dashboard",
+    "we decided to keep the REST API and add webhooks later",
+    "the nightly build failed again on the migration step",
+    "is the rate limiter per user or per API key?",
+    "I pushed a fix for the flaky upload test, can someone check it?",
+)
+AGENT_TEXTS = (
+    "Yes: the schema is ready, the only blocker is the JSON column on the old tables.",
+    "I reproduced it. The refresh call races the redirect; a fix is on the branch.",
+    "The backoff doubles without a cap. I suggest a 30 second ceiling and jitter.",
+    "Only the key and the miss reason, at DEBUG. I can add a counter for the dashboard.",
+    "Agreed. I wrote the decision down with the reasons, so we can revisit it later.",
+    "The migration locks the messages table for too long; splitting it in batches fixes it.",
+    "Per API key, with a burst of 20. Per user limits are on the list for next month.",
+    "Checked: the test passes 200 times in a row now. Merged.",
+)
 
 
-class _Durations(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.values: list[float] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        match = DURATION_RE.search(record.getMessage())
-        if match:
-            self.values.append(float(match.group(1)))
+# ---------------------------------------------------------------------------------- setup
 
 
 def _free_port() -> int:
@@ -62,10 +118,11 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _agents(folder: Path, count: int) -> None:
-    folder.mkdir(parents=True)
+def _write_agents(folder: Path, count: int) -> None:
+    """A agent definitions; each borrows a repository role's identity files."""
+    (folder / "agents").mkdir()
     for n in range(count):
-        (folder / f"agent{n}.yaml").write_text(
+        (folder / "agents" / f"agent{n}.yaml").write_text(
             textwrap.dedent(f"""
             id: agent{n}
             name: Agent {n}
@@ -73,155 +130,640 @@ def _agents(folder: Path, count: int) -> None:
             model: claude-bench
             max_concurrency: 1000
             default: {"true" if n == 0 else "false"}
-        """)
+            """)
         )
+        target = folder / "workspaces" / f"agent{n}"
+        target.mkdir(parents=True)
+        for name in ("CLAUDE.md", "SOUL.md"):
+            source = REPO / "workspaces" / ROLES[n % len(ROLES)] / name
+            if source.exists():
+                shutil.copy2(source, target / name)
 
 
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else 0.0
+def _fill_history(database: Path, groups: list[str], per_group: int, agents: int) -> float:
+    """Store ``per_group`` messages in each group: a person's message, then an agent's reply.
 
-
-async def _sdk_rate(base_url: str, calls: int) -> float:
-    client = AsyncAnthropic(api_key="bench", base_url=base_url, max_retries=0)
-    sem = asyncio.Semaphore(64)
-
-    async def one() -> None:
-        async with sem:
-            await client.messages.create(
-                model="claude-bench",
-                max_tokens=64,
-                messages=[{"role": "user", "content": "hello"}],
+    Returns:
+        The seconds it took.
+    """
+    started = time.perf_counter()
+    engine = make_engine(f"sqlite:///{database}")
+    store = HistoryStore(engine)
+    counter = TokenCounter()
+    first = datetime.now(UTC) - timedelta(minutes=per_group + 1)
+    for g, group in enumerate(groups):
+        for n in range(0, per_group, 2):
+            at = first + timedelta(minutes=n)
+            person_id = f"{int(at.timestamp() * 1000)}-{g}"
+            text = PERSON_TEXTS[(n // 2 + g) % len(PERSON_TEXTS)]
+            person = ChatMessage(
+                id=person_id,
+                group=group,
+                sender="alex",
+                kind=MessageKind.HUMAN,
+                text=text,
+                created_at=at,
             )
+            store.save(person, status="done", tokens=counter.count(text))
+            if n + 1 >= per_group:
+                break
+            agent = f"agent{(n // 2) % agents}"
+            text = AGENT_TEXTS[(n // 2 + g) % len(AGENT_TEXTS)]
+            reply = ChatMessage(
+                id=f"{person_id}:1:{agent}",
+                group=group,
+                sender=agent,
+                kind=MessageKind.AGENT,
+                text=text,
+                created_at=at + timedelta(seconds=20),
+                in_reply_to=person_id,
+                hop=1,
+            )
+            store.save(reply, status="done", tokens=counter.count(text))
+    engine.dispose()
+    return time.perf_counter() - started
 
-    started = time.perf_counter()
-    await asyncio.gather(*(one() for _ in range(calls)))
-    elapsed = time.perf_counter() - started
-    await client.close()
-    return calls / elapsed
 
-
-async def _run(args: argparse.Namespace, folder: Path, fake_url: str | None) -> dict[str, Any]:
-    data = folder / "data"
-    data.mkdir()
-    _agents(folder / "agents", args.agents)
-    server = RedisServer(data, unix_socket=data / "redis.sock")
-    server.start()
-    broker = MqttBroker("127.0.0.1", _free_port())
-    await broker.start()
-    values: dict[str, Any] = {
-        "redis_url": server.url,
-        "mqtt_url": broker.url,
-        "data_dir": data,
-        "agents_dir": folder / "agents",
-        "workspaces_dir": folder / "workspaces",
-        "prompts_dir": REPO / "prompts",
-        "consumer": "bench",
-        "log_level": "WARNING",
-        "max_inflight": 5000,
-    }
+def _environment(
+    folder: Path, redis_url: str, mqtt_url: str, fake_url: str | None
+) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ARENA_")}
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "DATABASE_URL"):
+        env.pop(name, None)
+    env.update(
+        REDIS_URL=redis_url,
+        MQTT_URL=mqtt_url,
+        ARENA_DATA_DIR=str(folder / "data"),
+        ARENA_AGENTS_DIR=str(folder / "agents"),
+        ARENA_WORKSPACES_DIR=str(folder / "workspaces"),
+        ARENA_PROMPTS_DIR=str(REPO / "prompts"),
+        ARENA_CONSUMER="bench",
+        ARENA_LOG_LEVEL="INFO",
+        ARENA_MAX_INFLIGHT="100000",
+        ARENA_SHUTDOWN_TIMEOUT_S="5",
+        PYTHONUNBUFFERED="1",
+    )
     if fake_url:
-        values.update(anthropic_api_key="bench", anthropic_base_url=fake_url, model_max_retries=0)
-    settings = load_settings(**values)
-    durations = _Durations()
-    logging.getLogger("orchestrator.pipeline").addHandler(durations)
-    logging.getLogger("orchestrator.pipeline").setLevel(logging.INFO)
-    stop = asyncio.Event()
-    ready = asyncio.Event()
-    task = asyncio.create_task(daemon.run(settings, stop, ready=ready.set))
-    await ready.wait()
-    client = redis.Redis.from_url(server.url)
-    groups = [f"g{n}" for n in range(args.groups)]
-    started = time.perf_counter()
-    pipe = client.pipeline(transaction=False)
-    for n in range(args.messages):
-        pipe.xadd(
-            inbox_stream(),
-            {
-                "group": groups[n % len(groups)],
-                "sender": "bench",
-                "text": f"@agent{n % args.agents} message {n}",
-            },
+        env.update(
+            ANTHROPIC_API_KEY="bench",
+            ANTHROPIC_BASE_URL=fake_url,
+            ARENA_MODEL_MAX_RETRIES="0",
         )
-    pipe.execute()
-    per_group = {
-        g: sum(1 for n in range(args.messages) if n % len(groups) == i)
-        for i, g in enumerate(groups)
+    return env
+
+
+# ---------------------------------------------------------------------------------- processes
+
+
+def _serve_mqtt(port: int, ready: Any) -> None:
+    """The embedded broker, in a process of its own (started with ``spawn``)."""
+    os.setsid()  # Ctrl-C reaches only the bench, which stops this process itself
+
+    async def serve() -> None:
+        async with MqttBroker("127.0.0.1", port):
+            ready.set()
+            await asyncio.Event().wait()
+
+    asyncio.run(serve())
+
+
+@contextlib.contextmanager
+def _broker() -> Iterator[str]:
+    """An MQTT broker on a free port, in its own process so that it never waits for ours."""
+    port = _free_port()
+    context = multiprocessing.get_context("spawn")
+    ready = context.Event()
+    proc = context.Process(target=_serve_mqtt, args=(port, ready), name="bench-mqtt", daemon=True)
+    proc.start()
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not ready.wait(0.1):
+            if not proc.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the MQTT broker did not start")
+        yield f"mqtt://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.join(timeout=5)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+
+
+@dataclass(slots=True)
+class Daemon:
+    """The daemon process and its log file."""
+
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    @classmethod
+    def start(cls, env: dict[str, str], log: Path) -> Daemon:
+        with log.open("wb") as out:
+            popen = subprocess.Popen(
+                [sys.executable, "-m", "orchestrator", "daemon"],
+                cwd=REPO,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        return cls(popen=popen, log=log)
+
+    def text(self) -> str:
+        return self.log.read_text(encoding="utf-8", errors="replace")
+
+    def check_alive(self) -> None:
+        if self.popen.poll() is not None:
+            tail = self.text()[-3000:]
+            raise RuntimeError(f"the daemon exited (rc={self.popen.returncode}):\n{tail}")
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            self.check_alive()
+            if READY_RE.search(self.text()):
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"the daemon was not ready within {READY_TIMEOUT_S:g}s")
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL what outlives the timeout."""
+        for sig, wait_s in ((signal.SIGTERM, STOP_TIMEOUT_S), (signal.SIGKILL, 5.0)):
+            if self.popen.poll() is not None:
+                return
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.popen.pid, sig)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.popen.wait(timeout=wait_s)
+
+
+# ---------------------------------------------------------------------------------- a row
+
+
+def _ms(entry_id: str) -> int:
+    return int(entry_id.split("-", 1)[0])
+
+
+@dataclass(slots=True)
+class Outboxes:
+    """What the groups' outbound streams gained, read from the last ids seen."""
+
+    client: redis.Redis
+    cursors: dict[str, str]
+    done_ms: dict[str, int] = field(default_factory=dict)  # message id -> done entry's time
+    replies: int = 0
+    notices: int = 0
+
+    @classmethod
+    def of(cls, client: redis.Redis, groups: list[str]) -> Outboxes:
+        """Start after what the streams already hold."""
+        streams = [outbox_stream(g) for g in groups]
+        pipe = client.pipeline(transaction=False)
+        for stream in streams:
+            pipe.xrevrange(stream, count=1)
+        lasts = pipe.execute()
+        cursors = {
+            s: last[0][0].decode() if last else "0-0"
+            for s, last in zip(streams, lasts, strict=True)
+        }
+        return cls(client=client, cursors=cursors)
+
+    def read(self) -> None:
+        streams: dict[Any, Any] = dict(self.cursors)
+        response: Any = self.client.xread(streams, block=XREAD_BLOCK_MS)
+        for stream, entries in response or []:
+            for entry_id, raw in entries:
+                self.cursors[stream.decode()] = entry_id.decode()
+                kind = raw.get(b"type", b"").decode()
+                if kind == "done":
+                    self.done_ms[raw[b"in_reply_to"].decode()] = _ms(entry_id.decode())
+                elif kind == "reply":
+                    self.replies += 1
+                elif kind == "notice":
+                    self.notices += 1
+
+    def wait(self, count: int, daemon: Daemon, progress: Callable[[int], None]) -> None:
+        """Read until ``count`` messages are done; fail when the daemon dies or stalls."""
+        last_progress = time.monotonic()
+        last_change = time.monotonic()
+        seen = len(self.done_ms)
+        while len(self.done_ms) < count:
+            self.read()
+            now = time.monotonic()
+            if len(self.done_ms) != seen:
+                seen, last_change = len(self.done_ms), now
+            elif now - last_change > STALL_TIMEOUT_S:
+                raise RuntimeError(f"no message finished for {STALL_TIMEOUT_S:g}s at {seen}")
+            if now - last_progress >= PROGRESS_EVERY_S:
+                progress(seen)
+                last_progress = now
+            daemon.check_alive()
+
+
+def _post(
+    client: redis.Redis, groups: list[str], count: int, agents: int, word: str = "message"
+) -> list[str]:
+    """Post ``count`` messages with one pipeline; their ids, in order."""
+    pipe = client.pipeline(transaction=False)
+    for n in range(count):
+        text = f"@agent{n % agents} {word} {n}"
+        pipe.xadd(
+            inbox_stream(), {"group": groups[n % len(groups)], "sender": "bench", "text": text}
+        )
+    return [entry_id.decode() for entry_id in pipe.execute()]
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return float(ordered[min(len(ordered) - 1, int(len(ordered) * q))])
+
+
+def _interrupted(log: str, ids: set[str]) -> dict[str, str]:
+    """Posted messages whose handling was given up, to be resumed later: id -> reason."""
+    return {m.group(1): m.group(2) for m in INTERRUPTED_RE.finditer(log) if m.group(1) in ids}
+
+
+def _overheads(log: str, ids: set[str], latency_ms: int) -> list[float]:
+    """Per posted message: its handling time less the model's latency for each reply."""
+    values = []
+    for match in LINE_RE.finditer(log):
+        if match.group(1) in ids:
+            replies, duration = int(match.group(2)), float(match.group(3))
+            values.append(max(0.0, duration - latency_ms * replies))
+    return values
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RowPlan:
+    """One combination to measure."""
+
+    agents: int
+    history: int
+    provider: str
+    latency_ms: int
+    groups: int
+    messages: int
+
+
+def _stderr(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def run_row(
+    plan: RowPlan, folder: Path, fake: FakeMessagesServer | None, label: str
+) -> dict[str, Any]:
+    """Measure one row from scratch in ``folder``."""
+    (folder / "data").mkdir()
+    _write_agents(folder, plan.agents)
+    groups = [f"g{n}" for n in range(plan.groups)]
+    if plan.history:
+        took = _fill_history(folder / "data" / "arena.db", groups, plan.history, plan.agents)
+        _stderr(f"{label}: {plan.groups} x {plan.history} history messages stored in {took:.1f}s")
+    server = RedisServer(folder / "redis", unix_socket=folder / "redis" / "redis.sock")
+    server.start()
+    try:
+        with _broker() as mqtt_url:
+            env = _environment(folder, server.url, mqtt_url, fake.base_url if fake else None)
+            daemon = Daemon.start(env, folder / "daemon.log")
+            try:
+                result = _drive(plan, daemon, server.url, groups, fake, label)
+            finally:
+                daemon.stop()
+    finally:
+        server.stop()
+    log = daemon.text()
+    ids = set(result.pop("ids"))
+    overhead = _overheads(log, ids, result["model_ms"])
+    solo = _overheads(log, set(result.pop("solo_ids")), result["model_ms"])
+    interrupted = _interrupted(log, ids)
+    result.update(
+        logged=len(overhead),
+        interrupted=len(interrupted),
+        interrupted_reasons=sorted(set(interrupted.values())),
+        overhead_p50_ms=_pct(overhead, 0.50),
+        overhead_p95_ms=_pct(overhead, 0.95),
+        overhead_p99_ms=_pct(overhead, 0.99),
+        overhead_mean_ms=round(statistics.fmean(overhead), 1) if overhead else None,
+        alone_p50_ms=_pct(solo, 0.50),
+        alone_max_ms=max(solo, default=None),
+    )
+    return result
+
+
+def _drive(
+    plan: RowPlan,
+    daemon: Daemon,
+    redis_url: str,
+    groups: list[str],
+    fake: FakeMessagesServer | None,
+    label: str,
+) -> dict[str, Any]:
+    client = redis.Redis.from_url(redis_url, socket_timeout=30)
+    try:
+        daemon.wait_ready()
+        # One message first: imports, templates and connections warm up outside the clock.
+        warmup = Outboxes.of(client, ["warmup"])
+        _post(client, ["warmup"], 1, plan.agents)
+        warmup.wait(1, daemon, lambda _n: None)
+        # Then a few alone, one at a time: the overhead of a message with nothing else to do.
+        solo_ids = []
+        for group in groups[:SOLO_MESSAGES]:
+            alone = Outboxes.of(client, [group])
+            solo_ids += _post(client, [group], 1, plan.agents, word="alone")
+            alone.wait(1, daemon, lambda _n: None)
+        if fake is not None:
+            fake.reset()
+        outboxes = Outboxes.of(client, groups)
+        started = time.monotonic()
+        ids = _post(client, groups, plan.messages, plan.agents)
+
+        def progress(done: int) -> None:
+            elapsed = time.monotonic() - started
+            _stderr(f"{label}: answered {done}/{plan.messages} ({elapsed:.0f}s)")
+
+        outboxes.wait(plan.messages, daemon, progress)
+    finally:
+        client.close()
+    seconds = (max(outboxes.done_ms.values()) - _ms(ids[0])) / 1000
+    e2e = [float(outboxes.done_ms[i] - _ms(i)) for i in ids]
+    row: dict[str, Any] = {
+        "agents": plan.agents,
+        "history": plan.history,
+        "provider": plan.provider,
+        "latency_ms": plan.latency_ms,
+        "groups": plan.groups,
+        "messages": plan.messages,
+        "seconds": round(seconds, 3),
+        "messages_per_s": round(plan.messages / max(seconds, 0.001), 1),
+        "e2e_p50_ms": _pct(e2e, 0.50),
+        "e2e_p95_ms": _pct(e2e, 0.95),
+        "replies": outboxes.replies,
+        "notices": outboxes.notices,
+        "model_ms": plan.latency_ms if plan.provider == "api" else 0,
+        "ids": ids,
+        "solo_ids": solo_ids,
     }
-    while True:
-        done = 0
-        for g in groups:
-            items = client.xrange(outbox_stream(g))
-            done += sum(1 for _id, f in items if f.get(b"type") == b"done")
-        if done >= args.messages:
-            break
-        await asyncio.sleep(0.1)
-    elapsed = time.perf_counter() - started
-    stop.set()
-    await task
-    client.close()
-    await broker.stop()
-    server.stop()
-    latency = args.latency_ms if args.provider == "api" else 0
-    overhead = [max(0.0, d - latency) for d in durations.values]
-    return {
-        "messages": args.messages,
-        "groups": args.groups,
-        "agents": args.agents,
-        "provider": args.provider,
-        "latency_ms": args.latency_ms,
-        "elapsed_s": round(elapsed, 3),
-        "messages_per_s": round(args.messages / elapsed, 1),
-        "overhead_p50_ms": _pct(overhead, 0.5),
-        "overhead_p95_ms": _pct(overhead, 0.95),
-        "overhead_p99_ms": _pct(overhead, 0.99),
-        "per_group": statistics.mean(per_group.values()),
+    if fake is not None:
+        requests = fake.requests
+        row["max_inflight"] = fake.max_inflight
+        row["model_calls"] = len(requests)
+        sizes = sorted(requests, key=lambda r: len(json.dumps(r)))
+        row["sample_request"] = sizes[len(sizes) // 2] if sizes else None
+        fake.reset()
+    return row
+
+
+# ---------------------------------------------------------------------------------- SDK floor
+
+
+def _sdk_rate(base_url: str, request: dict[str, Any], calls: int, concurrency: int) -> float:
+    """Bare ``AsyncAnthropic`` calls per second (run in a process of its own)."""
+    body = {k: v for k, v in request.items() if k in SDK_PARAMS}
+    extra = {k: v for k, v in request.items() if k not in SDK_PARAMS and k != "stream"}
+
+    async def measure() -> float:
+        client = AsyncAnthropic(api_key="bench", base_url=base_url, max_retries=0)
+        limit = asyncio.Semaphore(concurrency)
+
+        async def one() -> None:
+            async with limit:
+                await client.messages.create(**body, extra_body=extra or None)
+
+        await one()  # warm-up, as the daemon gets one message
+        started = time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(calls)))
+        elapsed = time.perf_counter() - started
+        await client.close()
+        return calls / elapsed
+
+    return asyncio.run(measure())
+
+
+def measure_sdk(
+    fake: FakeMessagesServer, request: dict[str, Any], calls: int, groups: int
+) -> float:
+    concurrency = max(1, min(groups, calls))
+    _stderr(f"sdk: {calls} bare calls, at most {concurrency} at once")
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        rate = pool.submit(_sdk_rate, fake.base_url, request, calls, concurrency).result()
+    fake.reset()
+    return round(rate, 1)
+
+
+# ---------------------------------------------------------------------------------- report
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    name: str
+    applies: Callable[[dict[str, Any]], bool]
+    value: Callable[[dict[str, Any]], float | None]
+    goal: float
+    at_least: bool
+
+    def check(self, row: dict[str, Any]) -> dict[str, Any]:
+        value = self.value(row)
+        ok = value is not None and (value >= self.goal if self.at_least else value <= self.goal)
+        return {"target": self.name, "goal": self.goal, "value": value, "ok": ok}
+
+
+TARGETS = (
+    Target(
+        "offline, 200 groups, 4 agents: messages/s >= 1000",
+        lambda r: r["provider"] == "offline" and r["groups"] == 200 and r["agents"] == 4,
+        lambda r: r["messages_per_s"],
+        1000,
+        True,
+    ),
+    Target(
+        "api at 0 ms: messages/s / SDK calls/s >= 0.8",
+        lambda r: r["provider"] == "api" and r["latency_ms"] == 0 and "ratio" in r,
+        lambda r: r["ratio"],
+        0.8,
+        True,
+    ),
+    Target("overhead p95 <= 5 ms", lambda r: True, lambda r: r["overhead_p95_ms"], 5, False),
+    Target(
+        "api, 1 s latency, 200 groups: messages/s >= 150",
+        lambda r: r["provider"] == "api" and r["latency_ms"] == 1000 and r["groups"] == 200,
+        lambda r: r["messages_per_s"],
+        150,
+        True,
+    ),
+)
+
+COLUMNS = (
+    ("agents", "agents"),
+    ("history", "history"),
+    ("provider", "provider"),
+    ("latency_ms", "lat_ms"),
+    ("groups", "groups"),
+    ("messages", "msgs"),
+    ("seconds", "seconds"),
+    ("messages_per_s", "msg/s"),
+    ("overhead_p50_ms", "ovh_p50"),
+    ("overhead_p95_ms", "ovh_p95"),
+    ("overhead_p99_ms", "ovh_p99"),
+    ("e2e_p50_ms", "e2e_p50"),
+    ("e2e_p95_ms", "e2e_p95"),
+    ("alone_p50_ms", "alone_p50"),
+    ("interrupted", "interrupted"),
+    ("max_inflight", "inflight"),
+)
+
+
+def print_report(report: dict[str, Any]) -> None:
+    rows = report["rows"]
+    columns = [(k, h) for k, h in COLUMNS if any(k in row for row in rows)]
+    cells = [[h for _k, h in columns]]
+    cells += [[str(row.get(k, "")) for k, _h in columns] for row in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+    print(f"throughput ({report['machine']}); times in ms, e2e from post to done item")
+    for line in cells:
+        print("  " + "  ".join(cell.rjust(width) for cell, width in zip(line, widths, strict=True)))
+    if "sdk_calls_per_s" in report:
+        print(f"  bare SDK calls/s against the same server: {report['sdk_calls_per_s']}")
+    for n, row in enumerate(rows, start=1):
+        for warning in _warnings(row):
+            print(f"  warning, row {n}: {warning}")
+    for check in report["targets"]:
+        verdict = "ok" if check["ok"] else "MISSED"
+        where = f"agents={check['agents']} history={check['history']}"
+        print(f"  target {check['target']} ({where}): {check['value']} {verdict}")
+
+
+def _warnings(row: dict[str, Any]) -> list[str]:
+    """What makes a row's numbers mean something else than a clean run."""
+    found = []
+    if row["notices"]:
+        found.append(f"{row['notices']} notices (turns that failed)")
+    if row["replies"] != row["messages"]:
+        found.append(f"{row['replies']} replies to {row['messages']} messages")
+    if row["interrupted"]:
+        reasons = "; ".join(row["interrupted_reasons"])[:200]
+        found.append(
+            f"{row['interrupted']} messages interrupted and resumed later ({reasons}); "
+            "a resumed message logs no duration, so overhead covers the others"
+        )
+    if row["logged"] != row["messages"]:
+        found.append(f"{row['logged']} of {row['messages']} messages logged a duration")
+    return found
+
+
+def summary_line(first: dict[str, Any]) -> str:
+    line = f"messages_per_s={first['messages_per_s']} overhead_p95_ms={first['overhead_p95_ms']}"
+    if "ratio" in first:
+        line += f" sdk_calls_per_s={first['sdk_calls_per_s']} ratio={first['ratio']}"
+    if "max_inflight" in first:
+        line += f" max_inflight={first['max_inflight']}"
+    return line
+
+
+# ---------------------------------------------------------------------------------- main
+
+
+def _numbers(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a comma list of numbers: {text!r}") from exc
+    if not values or min(values) < 0:
+        raise argparse.ArgumentTypeError(f"not a comma list of numbers >= 0: {text!r}")
+    return values
+
+
+def _raise_interrupt(_signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    plans = [
+        RowPlan(
+            agents=agents,
+            history=history,
+            provider=args.provider,
+            latency_ms=args.latency_ms,
+            groups=args.groups,
+            messages=args.messages,
+        )
+        for agents in args.agents
+        for history in args.history
+    ]
+    rows: list[dict[str, Any]] = []
+    sdk_rate: float | None = None
+    with contextlib.ExitStack() as stack:
+        fake = None
+        if args.provider == "api":
+            fake = stack.enter_context(
+                FakeMessagesServer(lambda _request: REPLY, latency_s=args.latency_ms / 1000)
+            )
+        for n, plan in enumerate(plans, start=1):
+            label = f"row {n}/{len(plans)}"
+            _stderr(f"{label}: {plan}")
+            folder = Path(tempfile.mkdtemp(prefix="arena-bench-", dir="/tmp"))
+            try:
+                rows.append(run_row(plan, folder, fake, label))
+            finally:
+                if args.keep:
+                    _stderr(f"{label}: files kept in {folder}")
+                else:
+                    shutil.rmtree(folder, ignore_errors=True)
+            _stderr(f"{label}: {rows[-1]['messages_per_s']} messages/s")
+        if fake is not None and rows[0].get("sample_request"):
+            sdk_rate = measure_sdk(fake, rows[0]["sample_request"], args.messages, args.groups)
+    for row in rows:
+        row.pop("sample_request", None)
+        row.pop("model_ms", None)
+        if sdk_rate:
+            row["sdk_calls_per_s"] = sdk_rate
+            row["ratio"] = round(row["messages_per_s"] / sdk_rate, 3)
+    checks = [
+        {**target.check(row), "agents": row["agents"], "history": row["history"]}
+        for row in rows
+        for target in TARGETS
+        if target.applies(row)
+    ]
+    report: dict[str, Any] = {
+        "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}",
+        "messages_per_s": rows[0]["messages_per_s"],
+        "overhead_p95_ms": rows[0]["overhead_p95_ms"],
+        "rows": rows,
+        "targets": checks,
     }
+    if sdk_rate:
+        report |= {"sdk_calls_per_s": sdk_rate, "ratio": rows[0]["ratio"]}
+    return report
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=500)
     parser.add_argument("--groups", type=int, default=20)
-    parser.add_argument("--agents", type=int, default=4)
+    parser.add_argument("--agents", type=_numbers, default=[4], help="comma list, e.g. 4,12")
+    parser.add_argument(
+        "--history", type=_numbers, default=[20], help="stored messages per group, e.g. 20,1000"
+    )
     parser.add_argument("--provider", choices=["offline", "api"], default="offline")
-    parser.add_argument("--latency-ms", type=int, default=0)
+    parser.add_argument("--latency-ms", type=int, default=0, help="the fake model's latency")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--keep", action="store_true", help="keep the temporary folders")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="arena-bench-", dir="/tmp") as tmp:
-        if args.provider == "api":
-            with FakeMessagesServer(latency_s=args.latency_ms / 1000) as fake:
-                result = asyncio.run(_run(args, Path(tmp), fake.base_url))
-                result["sdk_calls_per_s"] = round(
-                    asyncio.run(_sdk_rate(fake.base_url, min(args.messages, 500))), 1
-                )
-                result["ratio"] = round(result["messages_per_s"] / result["sdk_calls_per_s"], 3)
-        else:
-            result = asyncio.run(_run(args, Path(tmp), None))
-    result["machine"] = f"{os.cpu_count()} cores, Python {platform.python_version()}"
-    print(f"throughput ({result['machine']})")
-    for key in (
-        "provider",
-        "messages",
-        "groups",
-        "agents",
-        "latency_ms",
-        "elapsed_s",
-        "messages_per_s",
-        "overhead_p50_ms",
-        "overhead_p95_ms",
-        "overhead_p99_ms",
-        "sdk_calls_per_s",
-        "ratio",
-    ):
-        if key in result:
-            print(f"  {key:<18}{result[key]}")
+    if args.messages < 1 or args.groups < 1 or min(args.agents) < 1:
+        parser.error("--messages, --groups and --agents must be at least 1")
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGINT, _raise_interrupt)
+    try:
+        report = run(args)
+    except KeyboardInterrupt:
+        _stderr("throughput: interrupted")
+        return 130
+    print_report(report)
     if args.json:
-        args.json.write_text(json.dumps(result, indent=2))
-    line = f"messages_per_s={result['messages_per_s']} overhead_p95_ms={result['overhead_p95_ms']}"
-    if "sdk_calls_per_s" in result:
-        line += f" sdk_calls_per_s={result['sdk_calls_per_s']} ratio={result['ratio']}"
-    print(line)
+        args.json.write_text(json.dumps(report, indent=2))
+    print(summary_line(report["rows"][0]))
     return 0
 
 
