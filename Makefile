@@ -34,6 +34,12 @@ bench: $(STAMP)
 	$(BIN)/python tests/bench/throughput.py --json bench-results/throughput.json
 	$(BIN)/python tests/bench/chaos.py --messages 500 --groups 20 --kills 5 \
 		--json bench-results/chaos.json
+	$(BIN)/python tests/bench/chaos.py --messages 500 --groups 20 --kills 5 --daemons 2 \
+		--json bench-results/chaos-2-daemons.json
+	$(BIN)/python tests/bench/memory_scale.py --json bench-results/memory_scale.json
+	$(BIN)/python tests/bench/rss.py --json bench-results/rss.json
+	$(BIN)/python tests/bench/peer_autogen.py --messages 300 --groups 20 \
+		--json bench-results/peer_autogen.json
 	@if [ -f "$(LOCOMO_DATA)" ]; then \
 		$(BIN)/python tests/bench/locomo_recall.py --data "$(LOCOMO_DATA)" \
 			--json bench-results/locomo_recall.json; \

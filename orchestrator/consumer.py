@@ -57,6 +57,8 @@ class Consumer:
             self._handle, settings.max_inflight
         )
         self.handled = 0
+        self._stop = asyncio.Event()
+        self._coordinator: Coordinator  # set by run()
         self._in_hand: set[str] = set()
         self._per_partition: Counter[int] = Counter()
         self._streams = {partition_stream(p): p for p in range(PARTITIONS)}
@@ -70,6 +72,7 @@ class Consumer:
 
     async def run(self, stop: asyncio.Event, coordinator: Coordinator) -> None:
         """Consume until ``stop`` is set, then finish the work in hand."""
+        self._stop, self._coordinator = stop, coordinator
         router = asyncio.create_task(
             self._route(stop, coordinator), name="orchestrator.consumer.route"
         )
@@ -159,12 +162,30 @@ class Consumer:
         await self.dispatcher.submit(message.group, _Work(entry, partition, message))
 
     async def _handle(self, work: _Work) -> None:
+        backoff = 0.5
         try:
-            await self._handle_once(work)
-        except RedisError as exc:
-            # Redis went away mid-message: leave it unacknowledged. Every step is idempotent,
-            # so claiming it again once Redis is back finishes it without a second reply.
-            logger.warning("message %s interrupted (%s); it will be resumed", work.message.id, exc)
+            while True:
+                try:
+                    await self._handle_once(work)
+                    return
+                except RedisError as exc:
+                    # Every step is idempotent: handling it again finishes it without a second
+                    # reply. Trying again here holds the group's later messages back, so the
+                    # group's order is kept; when stopping, or when another daemon has taken
+                    # the partition, it stays unacknowledged and is resumed from Redis.
+                    if self._stop.is_set() or not self._coordinator.holds(work.partition):
+                        logger.warning(
+                            "message %s interrupted (%s); it will be resumed", work.message.id, exc
+                        )
+                        return
+                    logger.warning(
+                        "message %s interrupted (%s); trying again in %.1fs",
+                        work.message.id,
+                        exc,
+                        backoff,
+                    )
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, 10.0)
         finally:
             self._in_hand.discard(work.entry.id)
             self._per_partition[work.partition] -= 1

@@ -68,6 +68,11 @@ class Coordinator:
         """Whether this daemon moves inbound entries to their partitions now."""
         return self._router and time.monotonic() <= self._trusted_until
 
+    def holds(self, partition: int) -> bool:
+        """Whether this daemon holds ``partition``'s lease (as far as it knows: while Redis is
+        away it cannot tell)."""
+        return partition in self._held
+
     def fresh(self) -> list[int]:
         """Readable partitions whose unfinished entries need claiming (newly acquired, or
         read again after a while this daemon could not trust its leases)."""

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from sqlalchemy.engine import Engine
 
 from orchestrator.agents import load_agents, read_identity
@@ -185,7 +185,16 @@ async def run(
     prompts = Prompts(settings.prompts_dir)
     await ping_redis(settings.effective_redis_url, timeout_s=5)
     engine = await asyncio.to_thread(make_engine, settings.effective_database_url)
-    redis = Redis.from_url(settings.effective_redis_url, socket_timeout=30)
+    # Commands wait for a free connection rather than fail when every one is busy (hundreds
+    # of groups in flight at once).
+    redis = Redis.from_pool(
+        BlockingConnectionPool.from_url(
+            settings.effective_redis_url,
+            max_connections=settings.redis_max_connections,
+            timeout=30,
+            socket_timeout=30,
+        )
+    )
     provider = llm or build_llm(settings)
     publisher = MqttPublisher(settings.effective_mqtt_url)
     bus = Bus(redis, settings.consumer)

@@ -70,6 +70,8 @@ class Settings(BaseSettings):
     # every third of it: a daemon that dies hands its groups over within about this time.
     lease_ttl_s: float = Field(default=10.0, ge=0.3, le=3600)
     max_inflight: int = Field(default=1000, ge=1)
+    # Connections the daemon opens to Redis at most; commands beyond them wait their turn.
+    redis_max_connections: int = Field(default=64, ge=2, le=10_000)
     shutdown_timeout_s: float = Field(default=8.0, gt=0)
     workers: int = Field(default=1, ge=0, le=64)
     log_level: str = "INFO"

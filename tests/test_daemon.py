@@ -222,3 +222,34 @@ async def test_postgres_database_works_the_same(
         client.close()
     stored = _history(settings, "pg-group")
     assert [s.message.id for s in stored] == [message_id, replies[0].id]
+
+
+async def test_more_groups_in_flight_than_redis_connections(
+    tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str, fake_llm, caplog
+):
+    """Forty groups at the model at once and four Redis connections: commands wait for a
+    connection, none fails, every message is answered once, in order."""
+    fake_llm.latency_s = 0.3
+    settings = make_settings(
+        tmp_path,
+        embedded_redis_url,
+        embedded_mqtt_url,
+        fake_llm.base_url,
+        redis_max_connections=4,
+    )
+    client = ArenaClient(embedded_redis_url)
+    groups = [f"crowd-{n}" for n in range(40)]
+    posted = {g: [client.post(g, f"@ping round {r}", "alex") for r in range(2)] for g in groups}
+    async with running_daemon(settings):
+        await wait_for(
+            lambda: sum(
+                1 for g in groups for i in outbox(embedded_redis_url, g) if i["type"] == "done"
+            )
+            == 80,
+            timeout_s=60,
+        )
+    client.close()
+    for group, ids in posted.items():
+        items = outbox(embedded_redis_url, group)
+        assert [i["in_reply_to"] for i in items if i["type"] == "reply"] == ids
+    assert not [r for r in caplog.records if "interrupted" in r.getMessage()]
