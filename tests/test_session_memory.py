@@ -15,7 +15,7 @@ from sqlalchemy import text
 
 from orchestrator.errors import ValidationError
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.session import Citation, NewMemory, SessionMemory
+from orchestrator.memory.session import Citation, MemoryEntry, NewMemory, SessionMemory
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 SCOPES_A = [("session", "alpha"), ("personal", "ping"), ("global", "")]
@@ -313,3 +313,120 @@ def test_full_text_index_survives_a_second_start(tmp_path):
     engine = make_engine(url)
     assert SessionMemory(engine).search("retro tuesday", scopes=SCOPES_A)
     engine.dispose()
+
+
+# The full-text index as the previous version created it, to test the migration on start.
+OLD_SQLITE_INDEX = (
+    "DROP TRIGGER memory_fts_ai",
+    "DROP TRIGGER memory_fts_ad",
+    "DROP TRIGGER memory_fts_au",
+    "DROP TABLE memory_fts",
+    "DROP VIEW memory_fts_source",
+    """
+    CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
+        search_body, search_meta,
+        content='memory_entries', content_rowid='id',
+        tokenize='porter unicode61 remove_diacritics 2'
+    )
+    """,
+    """
+    CREATE TRIGGER IF NOT EXISTS memory_fts_ai AFTER INSERT ON memory_entries BEGIN
+        INSERT INTO memory_fts(rowid, search_body, search_meta)
+        VALUES (new.id, new.search_body, new.search_meta);
+    END
+    """,
+    """
+    CREATE TRIGGER IF NOT EXISTS memory_fts_ad AFTER DELETE ON memory_entries BEGIN
+        INSERT INTO memory_fts(memory_fts, rowid, search_body, search_meta)
+        VALUES ('delete', old.id, old.search_body, old.search_meta);
+    END
+    """,
+    """
+    CREATE TRIGGER IF NOT EXISTS memory_fts_au AFTER UPDATE OF search_body, search_meta
+    ON memory_entries BEGIN
+        INSERT INTO memory_fts(memory_fts, rowid, search_body, search_meta)
+        VALUES ('delete', old.id, old.search_body, old.search_meta);
+        INSERT INTO memory_fts(rowid, search_body, search_meta)
+        VALUES (new.id, new.search_body, new.search_meta);
+    END
+    """,
+)
+OLD_POSTGRES_INDEX = (
+    "DROP INDEX ix_memory_entries_search_scope_tsv",
+    "ALTER TABLE memory_entries DROP COLUMN search_scope",
+    "CREATE INDEX IF NOT EXISTS ix_memory_entries_search_tsv "
+    "ON memory_entries USING GIN (search_tsv)",
+)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def fresh_url(request, tmp_path):
+    """The URL of an empty database of its own (on PostgreSQL: created, dropped after)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'arena.db'}"
+        return
+    server = request.getfixturevalue("postgres_url")
+    name = f"arena_{uuid.uuid4().hex[:12]}"
+    admin = make_engine(server).execution_options(isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f"CREATE DATABASE {name}"))
+    yield server.rsplit("/", 1)[0] + f"/{name}"
+    with admin.connect() as conn:
+        conn.execute(text(f"DROP DATABASE {name} WITH (FORCE)"))
+    admin.engine.dispose()
+
+
+def rows_of(engine) -> list[dict[str, Any]]:
+    columns = ", ".join(c.name for c in MemoryEntry.__table__.columns)  # type: ignore[attr-defined]
+    with engine.connect() as conn:
+        rows = conn.execute(text(f"SELECT {columns} FROM memory_entries ORDER BY id"))
+        return [dict(row) for row in rows.mappings()]
+
+
+def test_an_old_full_text_index_is_migrated_on_start(fresh_url):
+    """A database whose index has the previous shape is rebuilt on start; no entry changes."""
+    engine = make_engine(fresh_url)
+    with engine.begin() as conn:
+        old = OLD_SQLITE_INDEX if engine.dialect.name == "sqlite" else OLD_POSTGRES_INDEX
+        for statement in old:
+            conn.execute(text(statement))
+    memory = SessionMemory(engine)
+    kept = memory.write(new("Deploys happen on Thursday afternoons")).record
+    memory.write(new("Deploys are frozen in December", group="beta"))
+    memory.write(new("We use MySQL", key="db"))
+    current = memory.write(new("We use Postgres", key="db")).record
+    forgotten = memory.write(new("Lunch is at noon on Fridays")).record
+    memory.forget(forgotten.id)
+    before = rows_of(engine)
+    engine.dispose()
+
+    engine = make_engine(fresh_url)
+    memory = SessionMemory(engine)
+
+    assert rows_of(engine) == before
+    assert [r.id for r, _ in memory.search("when do deploys happen", scopes=SCOPES_A)] == [kept.id]
+    assert [r.id for r, _ in memory.search("MySQL or Postgres", scopes=SCOPES_A)] == [current.id]
+    assert memory.search("lunch", scopes=SCOPES_A) == []
+    assert memory.restore(forgotten.id) is not None
+    assert [r.id for r, _ in memory.search("lunch", scopes=SCOPES_A)] == [forgotten.id]
+    if engine.dialect.name == "sqlite":  # raises if the index lost track of a row
+        with engine.connect() as conn:
+            conn.execute(text("INSERT INTO memory_fts(memory_fts) VALUES ('integrity-check')"))
+    after = rows_of(engine)
+    engine.dispose()
+    # A third start finds nothing to do and changes nothing.
+    engine = make_engine(fresh_url)
+    assert rows_of(engine) == after
+    assert len(SessionMemory(engine).search("deploys lunch", scopes=SCOPES_A)) == 2
+    engine.dispose()
+
+
+def test_search_keeps_to_scopes_with_any_scope_id(memory):
+    """Group ids of any length, script or punctuation keep their entries to themselves."""
+    odd = ["g-1", "g-1.x", "g 1", "数据库组", "x" * 200, "global", "session:alpha"]
+    for group in odd:
+        memory.write(new(f"The release train leaves at noon for {group}", group=group))
+    for group in odd:
+        scopes = [("session", group)]
+        hits = memory.search("release train", scopes=scopes)
+        assert [(r.scope_id, r.content.endswith(group)) for r, _ in hits] == [(group, True)]

@@ -4,10 +4,16 @@ Each entry keeps two searchable texts next to its content: ``search_body`` (the 
 ``search_meta`` (tags, key and metadata such as a speaker, a date or the neighbouring turn).
 The body weighs twice as much as the metadata in the ranking.
 
-- SQLite: an FTS5 table over those two columns (external content, kept in sync by triggers),
+- SQLite: an FTS5 table over those two columns and a third, ``search_scope``, that holds the
+  scope key of an active entry (external content through a view, kept in sync by triggers),
   Porter stemming on top of the ``unicode61`` tokenizer, ranked with ``bm25()``.
 - PostgreSQL: a generated ``tsvector`` column (English configuration, body weight A, metadata
-  weight B) with a GIN index, ranked with ``ts_rank``.
+  weight B) and a generated ``search_scope`` array with the scope key of an active entry, under
+  one GIN index over both, ranked with ``ts_rank``.
+
+A search asks for ``scope key AND (words)``, so the index visits the entries of the scopes
+searched, not every entry that shares a word with the question. :func:`install` migrates an
+index of an older shape on start.
 
 Neither tokenizer splits Chinese or Japanese into words, so runs of CJK characters are indexed
 and queried as overlapping character bigrams (``数据库`` → ``数据 据库``). Queries are reduced to
@@ -17,6 +23,7 @@ word of a question to be found.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Sequence
 from functools import lru_cache
@@ -24,12 +31,15 @@ from functools import lru_cache
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+logger = logging.getLogger(__name__)
+
 __all__ = [
     "BODY_WEIGHT",
     "META_WEIGHT",
     "index_text",
     "install",
     "query_terms",
+    "scope_key",
     "search_ids",
     "stem",
     "words",
@@ -58,37 +68,64 @@ STOP_WORDS = frozenset(_STOP_TEXT.split())
 # Stop words in Chinese questions: a bigram made only of these characters says nothing.
 _CJK_STOP_CHARS = frozenset("的了是在吗呢吧啊么什哪谁怎我你他她它们这那有和与就都也")
 
-_SQLITE_DDL = (
-    """
-    CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
-        search_body, search_meta,
-        content='memory_entries', content_rowid='id',
-        tokenize='porter unicode61 remove_diacritics 2'
-    )
-    """,
-    """
-    CREATE TRIGGER IF NOT EXISTS memory_fts_ai AFTER INSERT ON memory_entries BEGIN
-        INSERT INTO memory_fts(rowid, search_body, search_meta)
-        VALUES (new.id, new.search_body, new.search_meta);
-    END
-    """,
-    """
-    CREATE TRIGGER IF NOT EXISTS memory_fts_ad AFTER DELETE ON memory_entries BEGIN
-        INSERT INTO memory_fts(memory_fts, rowid, search_body, search_meta)
-        VALUES ('delete', old.id, old.search_body, old.search_meta);
-    END
-    """,
-    """
-    CREATE TRIGGER IF NOT EXISTS memory_fts_au AFTER UPDATE OF search_body, search_meta
-    ON memory_entries BEGIN
-        INSERT INTO memory_fts(memory_fts, rowid, search_body, search_meta)
-        VALUES ('delete', old.id, old.search_body, old.search_meta);
-        INSERT INTO memory_fts(rowid, search_body, search_meta)
-        VALUES (new.id, new.search_body, new.search_meta);
-    END
-    """,
+# The scope key of an active entry, as one index token: "s", the hex of "scope:scope_id", "0".
+# Hex keeps any group or agent id a single token; the final digit keeps Porter stemming off it.
+# Entries that are not active get no key, so a search never sees them.
+_SQLITE_SCOPE_KEY = (
+    "CASE WHEN {row}status = 'active' "
+    "THEN 's' || lower(hex({row}scope || ':' || {row}scope_id)) || '0' ELSE '' END"
 )
+_SQLITE_COLUMNS = "search_body, search_meta, search_scope"
 
+
+def _sqlite_values(row: str) -> str:
+    key = _SQLITE_SCOPE_KEY.format(row=f"{row}.")
+    return f"{row}.id, {row}.search_body, {row}.search_meta, {key}"
+
+
+# Each object by name, as ``sqlite_master`` keeps it: a database whose objects differ is
+# migrated by :func:`install`. The view is the FTS5 table's content (for ``rebuild`` and
+# ``integrity-check``); the triggers keep the index in step with the entries.
+_SQLITE_OBJECTS = {
+    "memory_fts_source": f"""
+        CREATE VIEW memory_fts_source AS
+        SELECT id, search_body, search_meta, {_SQLITE_SCOPE_KEY.format(row="")} AS search_scope
+        FROM memory_entries
+    """,
+    "memory_fts": f"""
+        CREATE VIRTUAL TABLE memory_fts USING fts5(
+            {_SQLITE_COLUMNS},
+            content='memory_fts_source', content_rowid='id',
+            tokenize='porter unicode61 remove_diacritics 2'
+        )
+    """,
+    "memory_fts_ai": f"""
+        CREATE TRIGGER memory_fts_ai AFTER INSERT ON memory_entries BEGIN
+            INSERT INTO memory_fts(rowid, {_SQLITE_COLUMNS}) VALUES ({_sqlite_values("new")});
+        END
+    """,
+    "memory_fts_ad": f"""
+        CREATE TRIGGER memory_fts_ad AFTER DELETE ON memory_entries BEGIN
+            INSERT INTO memory_fts(memory_fts, rowid, {_SQLITE_COLUMNS})
+            VALUES ('delete', {_sqlite_values("old")});
+        END
+    """,
+    "memory_fts_au": f"""
+        CREATE TRIGGER memory_fts_au
+        AFTER UPDATE OF search_body, search_meta, status, scope, scope_id ON memory_entries
+        BEGIN
+            INSERT INTO memory_fts(memory_fts, rowid, {_SQLITE_COLUMNS})
+            VALUES ('delete', {_sqlite_values("old")});
+            INSERT INTO memory_fts(rowid, {_SQLITE_COLUMNS}) VALUES ({_sqlite_values("new")});
+        END
+    """,
+}
+_SQLITE_TRIGGERS = ("memory_fts_ai", "memory_fts_ad", "memory_fts_au")
+
+# PostgreSQL: the scope key of an active entry in an array column, searched with ``&&``
+# through one GIN index over it and the text, so a search visits only its scopes' entries.
+_POSTGRES_INDEX = "ix_memory_entries_search_scope_tsv"
+_POSTGRES_OLD_INDEX = "ix_memory_entries_search_tsv"
 _POSTGRES_DDL = (
     """
     ALTER TABLE memory_entries ADD COLUMN IF NOT EXISTS search_tsv tsvector
@@ -97,20 +134,86 @@ _POSTGRES_DDL = (
         || setweight(to_tsvector('english'::regconfig, coalesce(search_meta, '')), 'B')
     ) STORED
     """,
-    "CREATE INDEX IF NOT EXISTS ix_memory_entries_search_tsv "
-    "ON memory_entries USING GIN (search_tsv)",
+    """
+    ALTER TABLE memory_entries ADD COLUMN IF NOT EXISTS search_scope text[]
+    GENERATED ALWAYS AS (
+        CASE WHEN status = 'active' THEN ARRAY[scope || ':' || scope_id] ELSE '{}'::text[] END
+    ) STORED
+    """,
+    f"CREATE INDEX IF NOT EXISTS {_POSTGRES_INDEX} "
+    "ON memory_entries USING GIN (search_scope, search_tsv)",
+    f"DROP INDEX IF EXISTS {_POSTGRES_OLD_INDEX}",
 )
 
 
 def install(conn: Connection) -> None:
-    """Create the full-text index if it is missing (idempotent; run after ``create_all``)."""
-    statements: tuple[str, ...] = _SQLITE_DDL
-    if conn.dialect.name != "sqlite":
-        # Two processes starting at once must not both add the column.
-        conn.execute(text("SELECT pg_advisory_xact_lock(727274)"))
-        statements = _POSTGRES_DDL
-    for statement in statements:
+    """Create the full-text index, or bring an older one to the current shape.
+
+    Idempotent, and cheap when nothing needs doing (one catalogue query), so it runs on every
+    start (after ``create_all``). A migration rebuilds only the index, from the entries, in one
+    transaction; the entries themselves are never changed.
+    """
+    if conn.dialect.name == "sqlite":
+        _install_sqlite(conn)
+    else:
+        _install_postgres(conn)
+
+
+def _sqlite_is_current(conn: Connection) -> bool:
+    names = ", ".join(f"'{name}'" for name in _SQLITE_OBJECTS)
+    rows = conn.execute(text(f"SELECT name, sql FROM sqlite_master WHERE name IN ({names})"))
+    stored: dict[str, str] = {str(name): str(sql) for name, sql in rows}
+    return all(
+        _same_sql(stored.get(name), statement) for name, statement in _SQLITE_OBJECTS.items()
+    )
+
+
+def _same_sql(stored: str | None, statement: str) -> bool:
+    return stored is not None and stored.split() == statement.split()
+
+
+def _install_sqlite(conn: Connection) -> None:
+    if _sqlite_is_current(conn):
+        return
+    # One write transaction (taken now, not at the first write) for the check and the whole
+    # migration: a second process starting at once waits, then finds the work done.
+    if not getattr(conn.connection.dbapi_connection, "in_transaction", False):
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+    if _sqlite_is_current(conn):
+        return
+    fresh = conn.execute(text("SELECT count(*) FROM sqlite_master WHERE name = 'memory_fts'"))
+    if fresh.scalar_one():
+        logger.warning("rebuilding the full-text index of memory entries in its new shape")
+    for name in _SQLITE_TRIGGERS:
+        conn.execute(text(f"DROP TRIGGER IF EXISTS {name}"))
+    conn.execute(text("DROP TABLE IF EXISTS memory_fts"))
+    conn.execute(text("DROP VIEW IF EXISTS memory_fts_source"))
+    for statement in _SQLITE_OBJECTS.values():
         conn.execute(text(statement))
+    conn.execute(text("INSERT INTO memory_fts(memory_fts) VALUES ('rebuild')"))
+
+
+def _install_postgres(conn: Connection) -> None:
+    current = text(
+        f"SELECT to_regclass('{_POSTGRES_INDEX}') IS NOT NULL "
+        f"AND to_regclass('{_POSTGRES_OLD_INDEX}') IS NULL"
+    )
+    if conn.execute(current).scalar_one():
+        return
+    # Two processes starting at once must not both change the table.
+    conn.execute(text("SELECT pg_advisory_xact_lock(727274)"))
+    if conn.execute(current).scalar_one():
+        return
+    logger.warning("building the scoped full-text index of memory entries")
+    # Building a GIN index over many rows goes much faster with room to sort in.
+    conn.execute(text("SET LOCAL maintenance_work_mem = '256MB'"))
+    for statement in _POSTGRES_DDL:
+        conn.execute(text(statement))
+
+
+def scope_key(scope: str, scope_id: str) -> str:
+    """The index token of a scope's active entries on SQLite (see ``_SQLITE_SCOPE_KEY``)."""
+    return "s" + f"{scope}:{scope_id}".encode().hex() + "0"
 
 
 def _bigrams(run: str) -> list[str]:
@@ -180,6 +283,9 @@ def search_ids(
 ) -> list[tuple[int, float]]:
     """Ids of active entries in ``scopes`` that match any of ``terms``, best first.
 
+    The index itself is narrowed to the scopes, so the cost follows their entries, not the
+    whole store.
+
     Returns:
         ``(id, score)`` pairs; a higher score is more relevant. Scores are comparable within
         one call only (BM25 on SQLite, ``ts_rank`` on PostgreSQL).
@@ -187,31 +293,32 @@ def search_ids(
     if not terms or not scopes or limit <= 0:
         return []
     params: dict[str, object] = {"limit": limit}
-    where = _scope_clause(scopes, params)
     if conn.dialect.name == "sqlite":
-        # Each term is quoted as an FTS5 string, so nothing in it is read as syntax.
-        params["match"] = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
-        # The ids of the scopes' active entries come from an index, once per query, and each
-        # match is tested against them: looking every match up in the (wide) entries table
-        # costs far more. The "+" keeps that test away from FTS5, which would otherwise run
-        # one full-text query per id.
+        # Each term is quoted as an FTS5 string, so nothing in it is read as syntax. The scope
+        # keys are matched in their own column only; the words need no column filter (a word
+        # equal to a scope key could only match entries of that scope, with weight 0).
+        keys = " OR ".join(f'"{scope_key(scope, scope_id)}"' for scope, scope_id in scopes)
+        words = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+        params["match"] = f"search_scope : ({keys}) AND ({words})"
         sql = f"""
-            SELECT memory_fts.rowid AS id,
-                   -bm25(memory_fts, {BODY_WEIGHT}, {META_WEIGHT}) AS score
-            FROM memory_fts
-            WHERE memory_fts MATCH :match AND +memory_fts.rowid IN (
-                SELECT m.id FROM memory_entries AS m WHERE m.status = 'active' AND {where}
-            )
+            SELECT rowid AS id,
+                   -bm25(memory_fts, {BODY_WEIGHT}, {META_WEIGHT}, 0.0) AS score
+            FROM memory_fts WHERE memory_fts MATCH :match
             ORDER BY score DESC, id DESC LIMIT :limit
         """
     else:
+        where = _scope_clause(scopes, params)
+        params["keys"] = [f"{scope}:{scope_id}" for scope, scope_id in scopes]
         # websearch syntax: bare words joined by "or", so no term can inject an operator.
         params["match"] = " or ".join(re.sub(r"[^\w]+", " ", t) for t in terms)
+        # ``search_scope &&`` lets the GIN index over (search_scope, search_tsv) narrow the
+        # text match to the scopes; the plain column test below stays as the exact check.
         sql = f"""
             SELECT m.id, ts_rank(m.search_tsv, q.query, 1) AS score
             FROM memory_entries AS m,
                  websearch_to_tsquery('english'::regconfig, :match) AS q(query)
-            WHERE m.search_tsv @@ q.query AND m.status = 'active' AND {where}
+            WHERE m.search_scope && CAST(:keys AS text[]) AND m.search_tsv @@ q.query
+              AND m.status = 'active' AND {where}
             ORDER BY score DESC, m.id DESC LIMIT :limit
         """
     return [(int(row[0]), float(row[1])) for row in conn.execute(text(sql), params)]

@@ -327,7 +327,14 @@ class SessionMemory:
         """
         terms = fts.query_terms(query)
         with self._engine.connect() as conn:
-            return self._by_ids(conn, fts.search_ids(conn, terms, scopes, limit))
+            found = self._by_ids(conn, fts.search_ids(conn, terms, scopes, limit))
+        # The index already keeps to the scopes; this check on the rows costs nothing.
+        wanted = set(scopes)
+        return [
+            (record, score)
+            for record, score in found
+            if record.status == "active" and (record.scope, record.scope_id) in wanted
+        ]
 
     def search_similar(
         self, vector: Sequence[float], *, scopes: Sequence[tuple[str, str]], limit: int = 50
