@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 from redis.exceptions import RedisError
 
@@ -145,6 +145,36 @@ class Coordinator:
         self._releasing -= lost
         self._fresh = (self._fresh | new) - lost
         self._held = got
+
+    @contextlib.asynccontextmanager
+    async def holding(self, stop: asyncio.Event) -> AsyncIterator[None]:
+        """Take a first share, keep renewing it in the background while the block runs, then
+        hand everything back.
+
+        Raises:
+            ConfigError: at once when another live daemon runs under the same consumer name;
+                after the block when one took the name over meanwhile (``stop`` was then set,
+                and the leases are left to it).
+        """
+        await self.start()
+        failures: list[OrchestratorError] = []
+
+        def failed(exc: OrchestratorError) -> None:
+            logger.error("stopping: %s", exc)
+            failures.append(exc)
+            stop.set()
+
+        done = asyncio.Event()
+        renewing = asyncio.create_task(self.run(done, failed), name="orchestrator.leases.renew")
+        try:
+            yield
+        finally:
+            done.set()
+            await renewing
+            if not failures:
+                await self.close()
+        if failures:
+            raise failures[0]
 
     async def run(self, done: asyncio.Event, failed: Callable[[OrchestratorError], None]) -> None:
         """Hold the leases until ``done`` is set; report a lost consumer name to ``failed``."""

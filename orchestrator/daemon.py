@@ -20,7 +20,6 @@ from orchestrator.bus import Bus
 from orchestrator.consumer import Consumer
 from orchestrator.context import Identity
 from orchestrator.coordinator import Coordinator
-from orchestrator.errors import OrchestratorError
 from orchestrator.events import MqttPublisher
 from orchestrator.files import write_atomic
 from orchestrator.leases import Leases
@@ -54,42 +53,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-
-async def _consume(
-    consumer: Consumer,
-    coordinator: Coordinator,
-    stop: asyncio.Event,
-    ready: Callable[[], None] | None,
-) -> None:
-    """Consume until ``stop`` while renewing the leases, then hand everything back.
-
-    Raises:
-        OrchestratorError: when another daemon took over this one's consumer name (this one
-            then stops, leaving the leases to it).
-    """
-    failures: list[OrchestratorError] = []
-
-    def failed(exc: OrchestratorError) -> None:
-        logger.error("stopping: %s", exc)
-        failures.append(exc)
-        stop.set()
-
-    consumed = asyncio.Event()
-    renewing = asyncio.create_task(
-        coordinator.run(consumed, failed), name="orchestrator.coordinator.renew"
-    )
-    try:
-        if ready is not None:
-            ready()
-        await consumer.run(stop, coordinator)
-    finally:
-        consumed.set()
-        await renewing
-        if not failures:
-            await coordinator.close()
-    if failures:
-        raise failures[0]
 
 
 def load_team(settings: Settings) -> Team:
@@ -226,18 +189,21 @@ async def run(
     schedule = None
     try:
         await bus.ensure_group()
-        await coordinator.start()  # first: a daemon refused its name starts nothing else
-        # Heartbeats and catch-up only enqueue RQ jobs; start_schedule logs a failure and
-        # returns None, so messages are handled with or without it.
-        schedule = await start_schedule(settings, engine, [a.id for a in team.agents])
-        logger.info(
-            "daemon %s: %d agents (%s), model provider %s",
-            settings.consumer,
-            len(team.agents),
-            ", ".join(a.id for a in team.agents),
-            provider.name,
-        )
-        await _consume(consumer, coordinator, stop, ready)
+        # First: a daemon refused its consumer name starts nothing else.
+        async with coordinator.holding(stop):
+            # Heartbeats and catch-up only enqueue RQ jobs; start_schedule logs a failure and
+            # returns None, so messages are handled with or without it.
+            schedule = await start_schedule(settings, engine, [a.id for a in team.agents])
+            logger.info(
+                "daemon %s: %d agents (%s), model provider %s",
+                settings.consumer,
+                len(team.agents),
+                ", ".join(a.id for a in team.agents),
+                provider.name,
+            )
+            if ready is not None:
+                ready()
+            await consumer.run(stop, coordinator)
         await publisher.flush(timeout_s=2)
     finally:
         if schedule is not None:

@@ -26,6 +26,15 @@ def _owners(url: str) -> Counter[str]:
     return Counter(h for h in holders if h)
 
 
+async def _wait_for_owners(url: str, expected: dict[str, int], logs: list[Path]) -> None:
+    """Wait until the partitions are held as ``expected``; say who holds what if not."""
+    try:
+        await wait_for(lambda: _owners(url) == expected, 60)
+    except TimeoutError:
+        tails = "\n".join(f"--- {log.name}\n{log.read_text()[-1500:]}" for log in logs)
+        raise AssertionError(f"partitions held {dict(_owners(url))}\n{tails}") from None
+
+
 def _post(url: str, groups: int, messages: int, start: int = 0) -> dict[str, list[str]]:
     """Post ``messages`` messages round-robin over ``groups`` groups; their ids per group."""
     posted: dict[str, list[str]] = {}
@@ -83,7 +92,7 @@ async def test_two_daemons_share_1000_messages_over_50_groups_in_order(
         spawn_daemon(settings, logs[1], "beta", ARENA_LEASE_TTL_S="1.5"),
     ]
     try:
-        await wait_for(lambda: _owners(embedded_redis_url) == {"alpha": 8, "beta": 8}, 30)
+        await _wait_for_owners(embedded_redis_url, {"alpha": 8, "beta": 8}, logs)
         shown = await asyncio.to_thread(_status, settings, monkeypatch)
         assert "daemons alive: alpha, beta; router: " in shown.output
         assert re.search(r"alpha: partitions (\d+,){7}\d+\b", shown.output)
@@ -111,13 +120,17 @@ async def test_a_killed_daemon_hands_its_groups_over(
     survivor = spawn_daemon(settings, survivor_log, "survivor", ARENA_LEASE_TTL_S="1")
     victim = spawn_daemon(settings, victim_log, "victim", ARENA_LEASE_TTL_S="1")
     try:
-        await wait_for(lambda: _owners(embedded_redis_url) == {"survivor": 8, "victim": 8}, 30)
+        await _wait_for_owners(
+            embedded_redis_url, {"survivor": 8, "victim": 8}, [survivor_log, victim_log]
+        )
         posted = await asyncio.to_thread(_post, embedded_redis_url, 20, 150)
         await wait_for(lambda: _answered(embedded_redis_url, list(posted)) >= 30, 60)
         victim.send_signal(signal.SIGKILL)
         victim.wait()
         more = await asyncio.to_thread(_post, embedded_redis_url, 20, 150, 150)
-        await wait_for(lambda: _owners(embedded_redis_url) == {"survivor": PARTITIONS}, 15)
+        await _wait_for_owners(
+            embedded_redis_url, {"survivor": PARTITIONS}, [survivor_log, victim_log]
+        )
         for group, ids in more.items():
             posted[group] += ids
         await wait_for(lambda: _answered(embedded_redis_url, list(posted)) >= 300, 120)
@@ -134,7 +147,7 @@ async def test_a_second_daemon_under_the_same_name_is_refused(
     settings = make_settings(tmp_path, embedded_redis_url, embedded_mqtt_url, None)
     first = spawn_daemon(settings, tmp_path / "first.log", "same")
     try:
-        await wait_for(lambda: _owners(embedded_redis_url) == {"same": PARTITIONS}, 30)
+        await _wait_for_owners(embedded_redis_url, {"same": PARTITIONS}, [tmp_path / "first.log"])
         second = spawn_daemon(settings, tmp_path / "second.log", "same")
         assert await asyncio.to_thread(second.wait, 30) == 1
     finally:

@@ -1,7 +1,8 @@
 """End-to-end throughput: messages posted through Redis into a running daemon process.
 
     python tests/bench/throughput.py [--messages N] [--groups G] [--agents A[,A…]]
-        [--history H[,H…]] [--provider offline|api] [--latency-ms L] [--json OUT] [--keep]
+        [--history H[,H…]] [--provider offline|api] [--latency-ms L] [--daemons D]
+        [--json OUT] [--keep]
 
 Each combination of ``--agents`` and ``--history`` is one row, run from scratch: a temporary
 folder, an embedded Redis (unix socket), an embedded MQTT broker (``amqtt``, in a process of
@@ -23,6 +24,9 @@ message has its ``done`` item; the bench never polls the daemon or reads a strea
                     (nothing else in flight): the cost of one message without queueing
     interrupted     posted messages the daemon gave up and resumed later (its WARNING line);
                     a resumed message logs no duration
+
+With ``--daemons D`` D daemon processes share the partitions (each its own consumer name); the
+timed run starts once each holds a share.
 
 The model is the daemon's offline provider, or (``--provider api``) the fake Messages API
 server of ``tests/fakes.py`` reached through the real ``anthropic`` client, answering after L ms.
@@ -71,7 +75,7 @@ from orchestrator.memory.history import HistoryStore  # noqa: E402
 from orchestrator.models import ChatMessage, MessageKind  # noqa: E402
 from orchestrator.services import MqttBroker, RedisServer  # noqa: E402
 from orchestrator.tokens import TokenCounter  # noqa: E402
-from orchestrator.wire import inbox_stream, outbox_stream  # noqa: E402
+from orchestrator.wire import PARTITIONS, inbox_stream, lease_key, outbox_stream  # noqa: E402
 from tests.fakes import FakeMessagesServer  # noqa: E402
 
 READY_RE = re.compile(r"daemon \S+: \d+ agents")
@@ -287,6 +291,11 @@ class Daemon:
             time.sleep(0.05)
         raise RuntimeError(f"the daemon was not ready within {READY_TIMEOUT_S:g}s")
 
+    def holds_partitions(self, client: redis.Redis, daemons: int) -> bool:
+        """Whether ``daemons`` daemons each hold a share of the partitions."""
+        owners = client.mget([lease_key(f"p{p}") for p in range(PARTITIONS)])
+        return len({o for o in owners if o}) == daemons and all(owners)
+
     def stop(self) -> None:
         """SIGTERM, then SIGKILL what outlives the timeout."""
         for sig, wait_s in ((signal.SIGTERM, STOP_TIMEOUT_S), (signal.SIGKILL, 5.0)):
@@ -343,7 +352,7 @@ class Outboxes:
                 elif kind == "notice":
                     self.notices += 1
 
-    def wait(self, count: int, daemon: Daemon, progress: Callable[[int], None]) -> None:
+    def wait(self, count: int, daemon: Daemons, progress: Callable[[int], None]) -> None:
         """Read until ``count`` messages are done; fail when the daemon dies or stalls."""
         last_progress = time.monotonic()
         last_change = time.monotonic()
@@ -381,6 +390,43 @@ def _pct(values: list[float], q: float) -> float | None:
     return float(ordered[min(len(ordered) - 1, int(len(ordered) * q))])
 
 
+@dataclass(slots=True)
+class Daemons:
+    """Several daemon processes sharing one Redis (``--daemons``), used like one."""
+
+    members: list[Daemon]
+
+    @classmethod
+    def start(cls, env: dict[str, str], folder: Path, count: int) -> Daemons:
+        return cls(
+            [
+                Daemon.start({**env, "ARENA_CONSUMER": f"bench-{n}"}, folder / f"daemon-{n}.log")
+                for n in range(count)
+            ]
+        )
+
+    def text(self) -> str:
+        return "".join(d.text() for d in self.members)
+
+    def check_alive(self) -> None:
+        for daemon in self.members:
+            daemon.check_alive()
+
+    def wait_ready(self, client: redis.Redis) -> None:
+        for daemon in self.members:
+            daemon.wait_ready(client)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not self.members[0].holds_partitions(client, len(self.members)):
+            self.check_alive()
+            if time.monotonic() > deadline:
+                raise RuntimeError("the daemons did not share the partitions in time")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        for daemon in self.members:
+            daemon.stop()
+
+
 def _interrupted(log: str, ids: set[str]) -> dict[str, str]:
     """Posted messages whose handling was given up, to be resumed later: id -> reason."""
     return {m.group(1): m.group(2) for m in INTERRUPTED_RE.finditer(log) if m.group(1) in ids}
@@ -406,6 +452,7 @@ class RowPlan:
     latency_ms: int
     groups: int
     messages: int
+    daemons: int = 1
 
 
 def _stderr(text: str) -> None:
@@ -427,7 +474,7 @@ def run_row(
     try:
         with _broker() as mqtt_url:
             env = _environment(folder, server.url, mqtt_url, fake.base_url if fake else None)
-            daemon = Daemon.start(env, folder / "daemon.log")
+            daemon = Daemons.start(env, folder, plan.daemons)
             try:
                 result = _drive(plan, daemon, server.url, groups, fake, label)
             finally:
@@ -455,7 +502,7 @@ def run_row(
 
 def _drive(
     plan: RowPlan,
-    daemon: Daemon,
+    daemon: Daemons,
     redis_url: str,
     groups: list[str],
     fake: FakeMessagesServer | None,
@@ -490,6 +537,7 @@ def _drive(
     seconds = (max(outboxes.done_ms.values()) - _ms(ids[0])) / 1000
     e2e = [float(outboxes.done_ms[i] - _ms(i)) for i in ids]
     row: dict[str, Any] = {
+        "daemons": plan.daemons,
         "agents": plan.agents,
         "history": plan.history,
         "provider": plan.provider,
@@ -596,6 +644,7 @@ TARGETS = (
 )
 
 COLUMNS = (
+    ("daemons", "daemons"),
     ("agents", "agents"),
     ("history", "history"),
     ("provider", "provider"),
@@ -688,6 +737,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             latency_ms=args.latency_ms,
             groups=args.groups,
             messages=args.messages,
+            daemons=args.daemons,
         )
         for agents in args.agents
         for history in args.history
@@ -748,11 +798,14 @@ def main() -> int:
     )
     parser.add_argument("--provider", choices=["offline", "api"], default="offline")
     parser.add_argument("--latency-ms", type=int, default=0, help="the fake model's latency")
+    parser.add_argument(
+        "--daemons", type=int, default=1, help="daemon processes sharing the work (default 1)"
+    )
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--keep", action="store_true", help="keep the temporary folders")
     args = parser.parse_args()
-    if args.messages < 1 or args.groups < 1 or min(args.agents) < 1:
-        parser.error("--messages, --groups and --agents must be at least 1")
+    if args.messages < 1 or args.groups < 1 or min(args.agents) < 1 or args.daemons < 1:
+        parser.error("--messages, --groups, --agents and --daemons must be at least 1")
     signal.signal(signal.SIGTERM, _raise_interrupt)
     signal.signal(signal.SIGINT, _raise_interrupt)
     try:
