@@ -414,7 +414,7 @@ class Daemons:
 
     def wait_ready(self, client: redis.Redis) -> None:
         for daemon in self.members:
-            daemon.wait_ready(client)
+            daemon.wait_ready()
         deadline = time.monotonic() + READY_TIMEOUT_S
         while not self.members[0].holds_partitions(client, len(self.members)):
             self.check_alive()
@@ -510,7 +510,7 @@ def _drive(
 ) -> dict[str, Any]:
     client = redis.Redis.from_url(redis_url, socket_timeout=30)
     try:
-        daemon.wait_ready()
+        daemon.wait_ready(client)
         # One message first: imports, templates and connections warm up outside the clock.
         warmup = Outboxes.of(client, ["warmup"])
         _post(client, ["warmup"], 1, plan.agents)
