@@ -15,6 +15,8 @@ message has its ``done`` item; the bench never polls the daemon or reads a strea
 
     messages/s      N over the time from the first post to the last ``done`` item, both taken
                     from the Redis entry ids (the Redis clock, in ms)
+    cpu_ms          the daemon processes' CPU time (user + system, from ``/proc``) during the
+                    timed run, per message: what one message costs, whatever the load
     e2e             per message, its ``done`` item's entry time minus its own: queueing
                     behind the group's earlier messages included, as all N arrive at once
     overhead        per message, ``duration_ms`` of the daemon's INFO line minus the model's
@@ -422,6 +424,14 @@ class Daemons:
                 raise RuntimeError("the daemons did not share the partitions in time")
             time.sleep(0.1)
 
+    def cpu_s(self) -> float:
+        """CPU time the daemon processes have used (user + system), from ``/proc``."""
+        total = 0.0
+        for daemon in self.members:
+            fields = Path(f"/proc/{daemon.popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return total
+
     def stop(self) -> None:
         for daemon in self.members:
             daemon.stop()
@@ -525,6 +535,7 @@ def _drive(
             fake.reset()
         outboxes = Outboxes.of(client, groups)
         started = time.monotonic()
+        cpu_before = daemon.cpu_s()
         ids = _post(client, groups, plan.messages, plan.agents)
 
         def progress(done: int) -> None:
@@ -532,6 +543,7 @@ def _drive(
             _stderr(f"{label}: answered {done}/{plan.messages} ({elapsed:.0f}s)")
 
         outboxes.wait(plan.messages, daemon, progress)
+        cpu_ms = (daemon.cpu_s() - cpu_before) * 1000
     finally:
         client.close()
     seconds = (max(outboxes.done_ms.values()) - _ms(ids[0])) / 1000
@@ -545,6 +557,7 @@ def _drive(
         "groups": plan.groups,
         "messages": plan.messages,
         "seconds": round(seconds, 3),
+        "cpu_ms_per_message": round(cpu_ms / plan.messages, 2),
         "messages_per_s": round(plan.messages / max(seconds, 0.001), 1),
         "e2e_p50_ms": _pct(e2e, 0.50),
         "e2e_p95_ms": _pct(e2e, 0.95),
@@ -653,6 +666,7 @@ COLUMNS = (
     ("messages", "msgs"),
     ("seconds", "seconds"),
     ("messages_per_s", "msg/s"),
+    ("cpu_ms_per_message", "cpu_ms"),
     ("overhead_p50_ms", "ovh_p50"),
     ("overhead_p95_ms", "ovh_p95"),
     ("overhead_p99_ms", "ovh_p99"),
