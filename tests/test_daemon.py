@@ -242,10 +242,10 @@ async def test_more_groups_in_flight_than_redis_connections(
     posted = {g: [client.post(g, f"@ping round {r}", "alex") for r in range(2)] for g in groups}
     async with running_daemon(settings):
         await wait_for(
-            lambda: sum(
-                1 for g in groups for i in outbox(embedded_redis_url, g) if i["type"] == "done"
-            )
-            == 80,
+            lambda: (
+                sum(1 for g in groups for i in outbox(embedded_redis_url, g) if i["type"] == "done")
+                == 80
+            ),
             timeout_s=60,
         )
     client.close()
