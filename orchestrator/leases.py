@@ -169,11 +169,6 @@ class Leases:
         if names:
             await self._release(keys=[lease_key(n) for n in names], args=[self.owner])
 
-    async def holders(self, names: list[str]) -> dict[str, str | None]:
-        """Who holds each lease (``None``: nobody)."""
-        values = await self.redis.mget([lease_key(n) for n in names])
-        return {n: _text(v) if v is not None else None for n, v in zip(names, values, strict=True)}
-
 
 def name_taken_error(owner: str, taken: NameTaken) -> ConfigError:
     """The error for a consumer name already in use by another live daemon."""

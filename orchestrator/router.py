@@ -53,7 +53,6 @@ class Router:
         self.redis = redis
         self.consumer = consumer
         self._move = redis.register_script(_MOVE)
-        self.moved = 0
 
     async def step(self, count: int, block_ms: int, *, claim: bool) -> int:
         """Move up to ``count`` new entries; with ``claim``, first every entry read but not
@@ -75,7 +74,6 @@ class Router:
             CONSUMER_GROUP, self.consumer, {inbox_stream(): ">"}, count=count, block=block_ms
         )
         moved += await self._move_batch([(e.id, e.fields) for e in decode_entries(response)])
-        self.moved += moved
         return moved
 
     async def _move_batch(self, entries: list[tuple[bytes | str, dict[bytes, bytes]]]) -> int:
