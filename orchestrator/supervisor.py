@@ -27,20 +27,31 @@ logger = logging.getLogger(__name__)
 def describe(settings: Settings) -> list[tuple[str, str]]:
     """Where everything is, as (what, where) lines for people."""
     data = settings.data_dir.resolve()
-    redis = settings.redis_url or f"embedded redis-server, unix socket {settings.redis_socket}"
-    mqtt = settings.mqtt_url or (
-        f"embedded broker, mqtt://{settings.mqtt_host}:{settings.mqtt_port}"
+    # Configured URLs may carry passwords; the embedded services' descriptions never do.
+    redis = (
+        redact_url(settings.redis_url)
+        if settings.redis_url
+        else (f"embedded redis-server, unix socket {settings.redis_socket}")
     )
-    database = settings.database_url or f"SQLite {data / 'arena.db'}"
+    mqtt = (
+        redact_url(settings.mqtt_url)
+        if settings.mqtt_url
+        else (f"embedded broker, mqtt://{settings.mqtt_host}:{settings.mqtt_port}")
+    )
+    database = (
+        redact_url(settings.database_url)
+        if settings.database_url
+        else (f"SQLite {data / 'arena.db'}")
+    )
     if settings.anthropic_api_key is None:
         model = "offline provider (set ANTHROPIC_API_KEY for Anthropic)"
     else:
         model = f"Anthropic {settings.anthropic_base_url or '(default endpoint)'}"
     return [
         ("data", str(data)),
-        ("redis", redact_url(redis)),
-        ("mqtt", redact_url(mqtt)),
-        ("database", redact_url(database)),
+        ("redis", redis),
+        ("mqtt", mqtt),
+        ("database", database),
         ("model", model),
         ("agents", str(settings.agents_dir.resolve())),
     ]

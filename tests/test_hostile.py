@@ -428,6 +428,14 @@ def test_describe_hides_a_database_password(monkeypatch):
     assert SECRET not in repr(describe(load_settings()))
 
 
+def test_describe_names_the_embedded_services_plainly(tmp_path):
+    """With no URLs set, `arena up` says which embedded services it starts, as written."""
+    lines = dict(describe(load_settings(data_dir=tmp_path)))
+    assert lines["redis"].startswith("embedded redis-server, unix socket ")
+    assert lines["mqtt"] == "embedded broker, mqtt://127.0.0.1:1883"
+    assert lines["database"] == f"SQLite {tmp_path.resolve() / 'arena.db'}"
+
+
 def _records_text(caplog) -> str:
     parts = []
     for record in caplog.records:
