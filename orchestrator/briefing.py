@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
-from orchestrator.agents import workspace_dir
 from orchestrator.budget import LayerBudgets
 from orchestrator.context import ContextLimits, Identity, Layers, PastMessage
 from orchestrator.memory.history import StoredMessage
@@ -126,7 +125,7 @@ class Briefing:
 
     def gather(self, agent: AgentSpec, trigger: ChatMessage, now: datetime) -> Gathered:
         """Read every layer for ``agent``'s turn on ``trigger``."""
-        folder = workspace_dir(self.settings.workspaces_dir, agent.id)
+        folder = self.personal.workspace(agent.id)
         recall = self._recall(agent, trigger, now)
         layers = Layers(
             identity=self.identities.get(agent.id, Identity()),

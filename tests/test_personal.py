@@ -104,6 +104,22 @@ def test_symlinked_workspace_outside_is_rejected(tmp_path: Path):
         PersonalLog(workspaces, ZONE_UTC).append("dev", note("x"), source="g/m", now=NOON)
 
 
+def test_writes_check_the_folder_every_time_even_right_after_a_read(tmp_path: Path):
+    """Reads trust a recent check of the memory folder; a write never does."""
+    workspaces = tmp_path / "workspaces"
+    (workspaces / "dev").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    log = PersonalLog(workspaces, ZONE_UTC)
+    assert log.read_days("dev", [NOON.date()]) == [""]
+    assert log.workspace("dev") == workspaces / "dev"
+    (workspaces / "dev" / "memory").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(ValidationError):
+        log.append("dev", note("x"), source="g/m", now=NOON)
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+    with pytest.raises(ValidationError):
+        PersonalLog(workspaces, ZONE_UTC).read_days("dev", [NOON.date()])
+
+
 def test_read_and_days(log: PersonalLog):
     """days() lists dated logs only, sorted; read() of a missing day is empty."""
     assert log.days("dev") == []

@@ -23,6 +23,7 @@ import os
 import re
 import stat
 import tempfile
+import time
 from collections.abc import Iterator
 from datetime import date, datetime
 from pathlib import Path
@@ -45,9 +46,13 @@ _NEW_FILE_MODE = 0o644
 class PersonalLog:
     """Reads and appends the daily logs of every agent under one workspaces folder."""
 
+    # Reads trust a folder's check this long; writes check every time.
+    READ_CHECK_S = 5.0
+
     def __init__(self, workspaces: Path, tz: ZoneInfo) -> None:
         self.workspaces = workspaces
         self.tz = tz
+        self._checked: dict[str, tuple[float, Path]] = {}
 
     def path(self, agent_id: str, day: date) -> Path:
         """The log of ``agent_id`` for ``day``, whether or not it exists.
@@ -103,10 +108,29 @@ class PersonalLog:
         return _read(self.path(agent_id, day))
 
     def read_days(self, agent_id: str, days: list[date]) -> list[str]:
-        """The agent's logs for ``days`` (``""`` for a day without one), checking the folder
-        once."""
-        folder = self._folder(agent_id)
+        """The agent's logs for ``days`` (``""`` for a day without one)."""
+        folder = self._folder_for_reading(agent_id)
         return [_read(folder / f"{day.isoformat()}.md") for day in days]
+
+    def workspace(self, agent_id: str) -> Path:
+        """The agent's workspace folder, to read its files (checked as for reading logs).
+
+        Raises:
+            ValidationError: if ``agent_id`` is not a valid id or would leave the workspaces.
+        """
+        return self._folder_for_reading(agent_id).parent
+
+    def _folder_for_reading(self, agent_id: str) -> Path:
+        """``_folder``, whose check (a dozen system calls resolving links) every turn would
+        repeat, trusted for ``READ_CHECK_S``: a link put in meanwhile is read through for at
+        most that long, and never written through."""
+        now = time.monotonic()
+        checked = self._checked.get(agent_id)
+        if checked is not None and now - checked[0] < self.READ_CHECK_S:
+            return checked[1]
+        folder = self._folder(agent_id)
+        self._checked[agent_id] = (now, folder)
+        return folder
 
     def days(self, agent_id: str) -> list[date]:
         """The days the agent has a log for, oldest first."""
