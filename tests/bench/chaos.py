@@ -43,7 +43,6 @@ import random
 import re
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -63,6 +62,7 @@ sys.path.insert(0, str(REPO))
 
 from orchestrator.services import RedisServer  # noqa: E402
 from orchestrator.wire import inbox_stream, outbox_stream  # noqa: E402
+from tests.bench.daemon_env import copy_workspaces, daemon_environment, dead_port  # noqa: E402
 
 CONSUMER = "chaos"
 READY_LINE = "arena: ready"
@@ -201,43 +201,6 @@ class Fleet:
 def _kill(proc: Proc, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.popen.pid, sig)
-
-
-def _dead_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _environment(folder: Path, redis_url: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ARENA_")}
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "DATABASE_URL"):
-        env.pop(name, None)
-    env.update(
-        REDIS_URL=redis_url,
-        MQTT_URL=f"mqtt://127.0.0.1:{_dead_port()}",
-        ARENA_DATA_DIR=str(folder / "data"),
-        ARENA_WORKSPACES_DIR=str(folder / "workspaces"),
-        ARENA_AGENTS_DIR=str(REPO / "agents"),
-        ARENA_PROMPTS_DIR=str(REPO / "prompts"),
-        ARENA_CLAIM_IDLE_MS="1000",
-        ARENA_LEASE_TTL_S="2",
-        ARENA_LOG_LEVEL="INFO",
-        ARENA_SHUTDOWN_TIMEOUT_S="5",
-        PYTHONUNBUFFERED="1",
-    )
-    return env
-
-
-def _copy_workspaces(target: Path) -> None:
-    """The repository's identity files only: notes left by earlier runs are not copied."""
-    for agent in sorted((REPO / "workspaces").iterdir()):
-        if not agent.is_dir():
-            continue
-        (target / agent.name).mkdir(parents=True)
-        for item in agent.iterdir():
-            if item.is_file() and item.suffix == ".md" and item.name != "MEMORY.md":
-                shutil.copy2(item, target / agent.name / item.name)
 
 
 # ---------------------------------------------------------------------------------- messages
@@ -643,13 +606,21 @@ def run(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     started = time.monotonic()
     (folder / "logs").mkdir()
     (folder / "data").mkdir()
-    _copy_workspaces(folder / "workspaces")
+    copy_workspaces(folder / "workspaces")
     with _redis(args, folder) as url:
         client = redis.Redis.from_url(url, socket_timeout=30)
         if client.exists(inbox_stream()):
             raise RuntimeError(f"{url} already has {inbox_stream()}; use an empty Redis")
         fleet = Fleet(
-            env=_environment(folder, url),
+            env=daemon_environment(
+                folder,
+                url,
+                f"mqtt://127.0.0.1:{dead_port()}",
+                ARENA_CLAIM_IDLE_MS="1000",
+                ARENA_LEASE_TTL_S="2",
+                ARENA_LOG_LEVEL="INFO",
+                ARENA_SHUTDOWN_TIMEOUT_S="5",
+            ),
             logs=folder / "logs",
             workers_wanted=2,
             daemons_wanted=args.daemons,

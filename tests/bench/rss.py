@@ -21,9 +21,7 @@ import contextlib
 import json
 import os
 import platform
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -38,6 +36,7 @@ sys.path.insert(0, str(REPO))
 
 from orchestrator.services import RedisServer  # noqa: E402
 from orchestrator.wire import inbox_stream, outbox_stream  # noqa: E402
+from tests.bench.daemon_env import copy_workspaces, daemon_environment, dead_port  # noqa: E402
 
 READY_LINE = "arena: ready"
 READY_TIMEOUT_S = 60.0
@@ -54,39 +53,6 @@ def status_mb(pid: int) -> dict[str, float]:
         if name in ("VmRSS", "VmHWM"):
             values[name] = round(int(rest.split()[0]) / 1024, 1)  # kB
     return values
-
-
-def _dead_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _environment(folder: Path, redis_url: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ARENA_")}
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "DATABASE_URL"):
-        env.pop(name, None)
-    env.update(
-        REDIS_URL=redis_url,
-        MQTT_URL=f"mqtt://127.0.0.1:{_dead_port()}",
-        ARENA_DATA_DIR=str(folder / "data"),
-        ARENA_WORKSPACES_DIR=str(folder / "workspaces"),
-        ARENA_AGENTS_DIR=str(REPO / "agents"),
-        ARENA_PROMPTS_DIR=str(REPO / "prompts"),
-        ARENA_CONSUMER="rss-bench",
-        ARENA_LOG_LEVEL="WARNING",
-        PYTHONUNBUFFERED="1",
-    )
-    return env
-
-
-def _copy_workspaces(target: Path) -> None:
-    for agent in sorted((REPO / "workspaces").iterdir()):
-        if agent.is_dir():
-            (target / agent.name).mkdir(parents=True)
-            for item in agent.iterdir():
-                if item.is_file() and item.suffix == ".md" and item.name != "MEMORY.md":
-                    shutil.copy2(item, target / agent.name / item.name)
 
 
 def _text(n: int, group: str) -> str:
@@ -133,7 +99,7 @@ def _post_and_wait(client: redis.Redis, messages: int, groups: int, timeout_s: f
 def run(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     data = folder / "data"
     data.mkdir()
-    _copy_workspaces(folder / "workspaces")
+    copy_workspaces(folder / "workspaces")
     server = RedisServer(folder / "redis", unix_socket=folder / "redis.sock")
     server.start()
     log = folder / "daemon.log"
@@ -144,7 +110,13 @@ def run(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "orchestrator", "daemon"],
                 cwd=REPO,
-                env=_environment(folder, server.url),
+                env=daemon_environment(
+                    folder,
+                    server.url,
+                    f"mqtt://127.0.0.1:{dead_port()}",
+                    ARENA_CONSUMER="rss-bench",
+                    ARENA_LOG_LEVEL="WARNING",
+                ),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,

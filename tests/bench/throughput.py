@@ -78,6 +78,7 @@ from orchestrator.models import ChatMessage, MessageKind  # noqa: E402
 from orchestrator.services import MqttBroker, RedisServer  # noqa: E402
 from orchestrator.tokens import TokenCounter  # noqa: E402
 from orchestrator.wire import PARTITIONS, inbox_stream, lease_key, outbox_stream  # noqa: E402
+from tests.bench.daemon_env import daemon_environment  # noqa: E402
 from tests.fakes import FakeMessagesServer  # noqa: E402
 
 READY_RE = re.compile(r"daemon \S+: \d+ agents")
@@ -193,29 +194,19 @@ def _fill_history(database: Path, groups: list[str], per_group: int, agents: int
 def _environment(
     folder: Path, redis_url: str, mqtt_url: str, fake_url: str | None
 ) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ARENA_")}
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "DATABASE_URL"):
-        env.pop(name, None)
-    env.update(
-        REDIS_URL=redis_url,
-        MQTT_URL=mqtt_url,
-        ARENA_DATA_DIR=str(folder / "data"),
+    model = {"ANTHROPIC_API_KEY": "bench", "ANTHROPIC_BASE_URL": fake_url} if fake_url else {}
+    return daemon_environment(
+        folder,
+        redis_url,
+        mqtt_url,
         ARENA_AGENTS_DIR=str(folder / "agents"),
-        ARENA_WORKSPACES_DIR=str(folder / "workspaces"),
-        ARENA_PROMPTS_DIR=str(REPO / "prompts"),
         ARENA_CONSUMER="bench",
         ARENA_LOG_LEVEL="INFO",
         ARENA_MAX_INFLIGHT="100000",
         ARENA_SHUTDOWN_TIMEOUT_S="5",
-        PYTHONUNBUFFERED="1",
+        ARENA_MODEL_MAX_RETRIES="0",
+        **model,
     )
-    if fake_url:
-        env.update(
-            ANTHROPIC_API_KEY="bench",
-            ANTHROPIC_BASE_URL=fake_url,
-            ARENA_MODEL_MAX_RETRIES="0",
-        )
-    return env
 
 
 # ---------------------------------------------------------------------------------- processes

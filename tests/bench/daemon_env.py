@@ -1,0 +1,53 @@
+"""What the benchmarks need to run daemon and worker processes of their own: an environment
+built from scratch, a port nobody listens on, and the agents' starting files."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+from pathlib import Path
+
+__all__ = ["REPO", "copy_workspaces", "daemon_environment", "dead_port"]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def dead_port() -> int:
+    """A local TCP port nothing listens on (MQTT pointed there: publishing must not block)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def daemon_environment(
+    folder: Path, redis_url: str, mqtt_url: str, **settings: str
+) -> dict[str, str]:
+    """This process's environment without any Agent Arena, model or database settings, then
+    the servers, folders under ``folder`` (agents and prompts from the repository unless
+    ``settings`` say otherwise) and ``settings`` (``ARENA_…`` names and values)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ARENA_")}
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "DATABASE_URL"):
+        env.pop(name, None)
+    env.update(
+        REDIS_URL=redis_url,
+        MQTT_URL=mqtt_url,
+        ARENA_DATA_DIR=str(folder / "data"),
+        ARENA_WORKSPACES_DIR=str(folder / "workspaces"),
+        ARENA_AGENTS_DIR=str(REPO / "agents"),
+        ARENA_PROMPTS_DIR=str(REPO / "prompts"),
+        PYTHONUNBUFFERED="1",
+    )
+    env.update(settings)
+    return env
+
+
+def copy_workspaces(target: Path) -> None:
+    """The repository's identity files only: notes left by earlier runs are not copied."""
+    for agent in sorted((REPO / "workspaces").iterdir()):
+        if not agent.is_dir():
+            continue
+        (target / agent.name).mkdir(parents=True)
+        for item in agent.iterdir():
+            if item.is_file() and item.suffix == ".md" and item.name != "MEMORY.md":
+                shutil.copy2(item, target / agent.name / item.name)
