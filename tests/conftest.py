@@ -139,6 +139,14 @@ def embedded_redis_url(_redis_servers: Callable[[str], str]) -> Iterator[str]:
         yield url
 
 
+@pytest.fixture
+def connection(embedded_redis_url: str) -> Iterator[redis.Redis]:
+    """A blocking client of the embedded Redis, as RQ uses."""
+    client = redis.Redis.from_url(embedded_redis_url)
+    yield client
+    client.close()
+
+
 # MQTT -------------------------------------------------------------------------------------------
 
 

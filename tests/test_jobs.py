@@ -75,14 +75,6 @@ def settings(tmp_path, embedded_redis_url, dead_mqtt, monkeypatch) -> Settings:
     return load_settings()
 
 
-@pytest.fixture
-def connection(embedded_redis_url) -> Iterator[redis.Redis]:
-    """A blocking Redis client, as RQ uses."""
-    client = redis.Redis.from_url(embedded_redis_url)
-    yield client
-    client.close()
-
-
 def work(connection: redis.Redis) -> None:
     """Run every queued job in this process, as a worker would."""
     worker = SimpleWorker([queue(connection)], connection=connection, serializer=JSONSerializer)

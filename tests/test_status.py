@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -41,14 +40,6 @@ def env(tmp_path, embedded_redis_url, monkeypatch) -> Settings:
         monkeypatch.setenv(name, value)
     (tmp_path / "data").mkdir()
     return load_settings()
-
-
-@pytest.fixture
-def connection(embedded_redis_url) -> Iterator[redis.Redis]:
-    """A blocking Redis client, as RQ uses."""
-    client = redis.Redis.from_url(embedded_redis_url)
-    yield client
-    client.close()
 
 
 def seed(settings: Settings) -> None:
