@@ -21,24 +21,17 @@ from orchestrator.memory.session import NewMemory, SessionMemory
 from orchestrator.memory.versions import VersionStore
 from orchestrator.models import ChatMessage, MessageKind
 from orchestrator.settings import Settings, load_settings
-from tests.arena_helpers import REPO, write_team
+from tests.arena_helpers import environment, make_settings
 
 T0 = datetime(2026, 5, 1, 23, 30, tzinfo=UTC)
 
 
 @pytest.fixture
 def env(tmp_path, embedded_redis_url, monkeypatch) -> Settings:
-    """Settings in the environment, as `arena` reads them."""
-    values = {
-        "REDIS_URL": embedded_redis_url,
-        "ARENA_DATA_DIR": str(tmp_path / "data"),
-        "ARENA_AGENTS_DIR": str(write_team(tmp_path)),
-        "ARENA_WORKSPACES_DIR": str(tmp_path / "ws"),
-        "ARENA_PROMPTS_DIR": str(REPO / "prompts"),
-    }
-    for name, value in values.items():
+    """Settings in the environment, as `arena` reads them (no MQTT broker)."""
+    settings = make_settings(tmp_path, embedded_redis_url, "mqtt://127.0.0.1:1", None)
+    for name, value in environment(settings).items():
         monkeypatch.setenv(name, value)
-    (tmp_path / "data").mkdir()
     return load_settings()
 
 
