@@ -3,7 +3,6 @@ streams, and the dead-letter stream. Stream and key names live in ``wire.py``.""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
@@ -11,6 +10,7 @@ from typing import Any, NamedTuple
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
+from orchestrator.batching import Coalescer
 from orchestrator.errors import BusError
 from orchestrator.wire import (
     CONSUMER_GROUP,
@@ -42,14 +42,17 @@ class Entry(NamedTuple):
 # Append each item to its outbound stream only if it was never published: an item's marker
 # key and its entry are written in one atomic step, so a crash cannot publish it twice.
 # KEYS: marker, stream per item. ARGV: ttl, maxlen, then per item its field count and fields.
+# Returns one flag per item: 1 when appended now, 0 when it had been before.
 _PUBLISH_ONCE = """
-local published = 0
+local published = {}
 local at = 3
 for i = 1, #KEYS, 2 do
   local n = tonumber(ARGV[at])
   if redis.call('SET', KEYS[i], '1', 'NX', 'EX', ARGV[1]) then
     redis.call('XADD', KEYS[i + 1], 'MAXLEN', '~', ARGV[2], '*', unpack(ARGV, at + 1, at + n))
-    published = published + 1
+    published[#published + 1] = 1
+  else
+    published[#published + 1] = 0
   end
   at = at + n + 1
 end
@@ -88,8 +91,11 @@ class Bus:
         self.consumer = consumer
         self.outbox_maxlen = outbox_maxlen
         self._publish_once = redis.register_script(_PUBLISH_ONCE)
-        self._acks: list[tuple[str, str]] = []
-        self._ack_flush: asyncio.Future[None] | None = None
+        # Handlers of different groups finishing at about the same moment share round trips.
+        self._acks: Coalescer[tuple[str, str], None] = Coalescer(self._ack_many, name="acks")
+        self._publishes: Coalescer[Sequence[Outbound], int] = Coalescer(
+            self._publish_many, name="publish"
+        )
 
     async def ensure_group(self) -> None:
         """Create the inbound streams and their consumer group where they do not exist.
@@ -135,19 +141,15 @@ class Bus:
         Returns once it is acknowledged. Entries acknowledged at about the same moment (by
         different groups' handlers) go to Redis together, in one round trip.
         """
-        self._acks.append((stream, entry_id))
-        if self._ack_flush is None:
-            self._ack_flush = asyncio.ensure_future(self._flush_acks())
-        await asyncio.shield(self._ack_flush)
+        await self._acks((stream, entry_id))
 
-    async def _flush_acks(self) -> None:
-        await asyncio.sleep(0)  # let the handlers finishing now join this batch
-        batch, self._acks, self._ack_flush = self._acks, [], None
+    async def _ack_many(self, entries: list[tuple[str, str]]) -> list[None]:
         pipe = self.redis.pipeline(transaction=True)
-        for stream, entry_id in batch:
+        for stream, entry_id in entries:
             pipe.xack(stream, CONSUMER_GROUP, entry_id)
             pipe.xdel(stream, entry_id)
         await pipe.execute()
+        return [None] * len(entries)
 
     async def publish(self, item: Outbound) -> bool:
         """Append ``item`` to its group's outbound stream unless it was appended before.
@@ -160,20 +162,33 @@ class Bus:
     async def publish_all(self, items: Sequence[Outbound]) -> int:
         """Append each of ``items``, in order and in one step, unless it was appended before.
 
+        Items published at about the same moment by other callers go in the same step (one
+        script call), each caller's in its order.
+
         Returns:
             How many were appended now.
         """
+        if not items:
+            return 0
+        return await self._publishes(items)
+
+    async def _publish_many(self, requests: list[Sequence[Outbound]]) -> list[int]:
         keys: list[str] = []
         args: list[str | int] = [PUBLISHED_TTL_S, self.outbox_maxlen]
-        for item in items:
-            keys += [published_key(item.id), outbox_stream(item.group)]
-            fields = item.fields()
-            args.append(2 * len(fields))
-            for name, value in fields.items():
-                args.extend((name, value))
-        if not keys:
-            return 0
-        return int(await self._publish_once(keys=keys, args=args))
+        for items in requests:
+            for item in items:
+                keys += [published_key(item.id), outbox_stream(item.group)]
+                fields = item.fields()
+                args.append(2 * len(fields))
+                for name, value in fields.items():
+                    args.extend((name, value))
+        flags = [int(flag) for flag in await self._publish_once(keys=keys, args=args)]
+        counts: list[int] = []
+        at = 0
+        for items in requests:
+            counts.append(sum(flags[at : at + len(items)]))
+            at += len(items)
+        return counts
 
     async def dead_letter(self, entry_id: str, raw: Mapping[bytes, bytes], reason: str) -> None:
         """Move a rejected inbound entry to the dead-letter stream, with its reason."""

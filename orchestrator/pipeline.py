@@ -17,9 +17,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from sqlalchemy.engine import Connection
+
 from orchestrator.briefing import Briefing
 from orchestrator.context import Identity, build_context
 from orchestrator.errors import LLMError
+from orchestrator.memory.db import BatchedWrites
 from orchestrator.memory.history import Closing, HistoryStore, NewReply, Opened, StoredMessage
 from orchestrator.memory.recall import RecallResult
 from orchestrator.memory.recent import RecentMessages
@@ -158,9 +161,12 @@ class Pipeline:
         summaries: SummaryHook | None = None,
         dead_letters: DeadLetters | None = None,
         recent: RecentMessages | None = None,
+        writes: BatchedWrites | None = None,
     ) -> None:
         self.team = team
         self.store = store
+        # Many groups' messages are stored together: one thread hand-off, one transaction.
+        self.writes = writes or BatchedWrites(store.engine)
         self.outbox = outbox
         self.events = events
         self.llm = llm
@@ -177,10 +183,14 @@ class Pipeline:
         self.recent = recent
         self._slots = {a.id: asyncio.Semaphore(a.max_concurrency) for a in team.agents}
 
-    def _open(self, message: ChatMessage) -> Opened:
+    async def _open(self, message: ChatMessage) -> Opened:
         """Store a person's message with its token count (counted once, here) unless it is
-        stored; with the replies an earlier attempt left. Blocking."""
-        opened = self.store.open(message, tokens=self.counter.count(message.text))
+        stored; with the replies an earlier attempt left."""
+
+        def job(conn: Connection) -> Opened:
+            return self.store.open_in(conn, message, tokens=self.counter.count(message.text))
+
+        opened = await self.writes.run(job)
         if self.recent is not None and opened.new:
             self.recent.remember(opened.stored)
         return opened
@@ -192,7 +202,7 @@ class Pipeline:
             How many replies and notices it has.
         """
         started = time.perf_counter()
-        opened = await asyncio.to_thread(self._open, message)
+        opened = await self._open(message)
         if opened.stored.status in ("done", "failed"):
             await self._emit(opened.replies, done=(message, len(opened.replies)))
             return len(opened.replies)
@@ -201,7 +211,7 @@ class Pipeline:
         tally = await self._run_hops(message, decision, earlier)
         if not tally.closed:  # no agent to answer
             closing = _closing(message, tally, decision)
-            await asyncio.to_thread(self.store.record, [], closing=closing)
+            await self._store_hop([], closing)
         if tally.failures:
             await self._dead_letter(message, tally)
         # The last hop's replies go out with the "done" item, in one step.
@@ -251,7 +261,7 @@ class Pipeline:
                 )
                 tally.hop_limit_reached = targets
             closing = _closing(message, tally, decision) if last else None
-            stored = await asyncio.to_thread(self._store_hop, results, closing)
+            stored = await self._store_hop(results, closing)
             if last:
                 tally.unsent = stored
             else:
@@ -288,20 +298,22 @@ class Pipeline:
                     next_triggers[target] = reply.message
         return next_targets, next_triggers
 
-    def _store_hop(
+    async def _store_hop(
         self, results: Sequence[StoredMessage | _Draft], closing: Closing | None
     ) -> list[StoredMessage]:
-        """Store a hop's new replies (and close the message) in one transaction. Blocking."""
+        """Store a hop's new replies (and close the message) in one transaction."""
         drafts = [r for r in results if isinstance(r, _Draft)]
         if not drafts and closing is None:
             return [r for r in results if isinstance(r, StoredMessage)]
-        new = self.store.record(
-            [
+
+        def job(conn: Connection) -> list[StoredMessage]:
+            replies = [
                 NewReply(message=d.message, meta=d.meta, tokens=self.counter.count(d.message.text))
                 for d in drafts
-            ],
-            closing=closing,
-        )
+            ]
+            return self.store.record_in(conn, replies, closing=closing)
+
+        new = await self.writes.run(job)
         if self.recent is not None:
             for stored in new:
                 self.recent.remember(stored)

@@ -14,6 +14,7 @@ import redis
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from orchestrator.batching import Coalescer
 from orchestrator.jobs import enqueue_summary
 from orchestrator.schedule import summary_due
 from orchestrator.settings import Settings
@@ -34,6 +35,10 @@ class SummaryTrigger:
         self._redis = redis_async
         self._settings = settings
         self._sync = redis.Redis.from_url(settings.effective_redis_url)
+        # Many groups' counts go to Redis in one round trip.
+        self._counts: Coalescer[tuple[str, int], int] = Coalescer(
+            self._count_many, name="summary-counts"
+        )
 
     def close(self) -> None:
         """Close the connection used for enqueueing."""
@@ -49,7 +54,7 @@ class SummaryTrigger:
             summary is never worth losing a message over.
         """
         try:
-            count = int(await self._redis.incrby(summary_counter_key(group), stored))
+            count = await self._counts((group, stored))
             trigger = summary_due(count, "\n".join(texts), self._settings.summary_every_messages)
             trigger = trigger or next(
                 (_MARKER_TRIGGERS[t] for t in marker_types if t in _MARKER_TRIGGERS), None
@@ -65,3 +70,9 @@ class SummaryTrigger:
         except (RedisError, OSError) as exc:
             logger.warning("group %s: could not enqueue its summary: %s", group, exc)
             return None
+
+    async def _count_many(self, counts: list[tuple[str, int]]) -> list[int]:
+        pipe = self._redis.pipeline(transaction=False)
+        for group, stored in counts:
+            pipe.incrby(summary_counter_key(group), stored)
+        return [int(total) for total in await pipe.execute()]

@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import threading
 import weakref
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import SQLModel, create_engine
 
+from orchestrator.batching import Coalescer
 from orchestrator.errors import ServiceError
 
-__all__ = ["make_engine", "writing"]
+__all__ = ["BatchedWrites", "make_engine", "writing"]
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 def _normalise_url(url: str) -> str:
@@ -88,3 +92,45 @@ def writing(engine: Engine) -> Iterator[Connection]:
         lock = _WRITE_LOCKS.setdefault(engine, threading.Lock())
     with lock, engine.begin() as conn:
         yield conn
+
+
+WriteJob = Callable[[Connection], Any]
+
+
+class BatchedWrites:
+    """Write transactions asked for by many coroutines at about the same moment, run in one
+    worker-thread hand-off and one transaction (see :mod:`orchestrator.batching`).
+
+    A job is a blocking function of the transaction's connection. When one job fails, the
+    batch is rolled back and each job runs again in a transaction of its own, so only the
+    failing one fails: jobs must be safe to run twice (the history's writes are idempotent).
+    """
+
+    def __init__(self, engine: Engine, *, max_batch: int = 256) -> None:
+        self.engine = engine
+        self._coalescer: Coalescer[WriteJob, Any] = Coalescer(
+            self._run, max_batch=max_batch, name="sql-writes"
+        )
+
+    async def run(self, job: Callable[[Connection], T]) -> T:
+        """Run ``job`` in a write transaction shared with the jobs asked for meanwhile."""
+        return cast(T, await self._coalescer(job))
+
+    async def _run(self, jobs: list[WriteJob]) -> Sequence[Any]:
+        return await asyncio.to_thread(self._run_blocking, jobs)
+
+    def _run_blocking(self, jobs: list[WriteJob]) -> list[Any]:
+        try:
+            with writing(self.engine) as conn:
+                return [job(conn) for job in jobs]
+        except Exception as exc:
+            if len(jobs) == 1:
+                return [exc]
+        results: list[Any] = []
+        for job in jobs:
+            try:
+                with writing(self.engine) as conn:
+                    results.append(job(conn))
+            except Exception as exc:
+                results.append(exc)
+        return results

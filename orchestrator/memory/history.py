@@ -261,49 +261,61 @@ class HistoryStore:
         Returns:
             The replies as stored (as an earlier attempt stored them, where one did).
         """
-        stored: list[StoredMessage] = []
         with writing(self.engine) as conn:
-            for reply in replies:
-                message = reply.message
-                values = self._values(message, reply.status, None, reply.meta, reply.tokens)
-                seq = self._add(conn, values)
-                if seq is None:
-                    row = conn.execute(_BY_ID, {"message_id": message.id}).one()
-                    stored.append(_to_stored(row))
-                    continue
-                stored.append(
-                    StoredMessage(
-                        seq=seq,
-                        message=message,
-                        status=reply.status,
-                        meta=reply.meta,
-                        tokens=reply.tokens,
-                    )
+            return self.record_in(conn, replies, closing=closing)
+
+    def record_in(
+        self, conn: Connection, replies: Sequence[NewReply], *, closing: Closing | None = None
+    ) -> list[StoredMessage]:
+        """:meth:`record` within the caller's transaction ``conn``."""
+        stored: list[StoredMessage] = []
+        for reply in replies:
+            message = reply.message
+            values = self._values(message, reply.status, None, reply.meta, reply.tokens)
+            seq = self._add(conn, values)
+            if seq is None:
+                row = conn.execute(_BY_ID, {"message_id": message.id}).one()
+                stored.append(_to_stored(row))
+                continue
+            stored.append(
+                StoredMessage(
+                    seq=seq,
+                    message=message,
+                    status=reply.status,
+                    meta=reply.meta,
+                    tokens=reply.tokens,
                 )
-            if closing is not None:
-                self._update(
-                    conn,
-                    closing.message_id,
-                    status=closing.status,
-                    route=closing.route,
-                    meta=closing.meta,
-                )
+            )
+        if closing is not None:
+            self._update(
+                conn,
+                closing.message_id,
+                status=closing.status,
+                route=closing.route,
+                meta=closing.meta,
+            )
         return stored
 
     def open(self, message: ChatMessage, *, tokens: int | None = None) -> Opened:
         """Store a person's message unless it is stored, and return it with its replies so
         far (one transaction: what a handler needs to start, or to resume after a crash)."""
         with writing(self.engine) as conn:
-            seq = self._add(conn, self._values(message, "received", None, None, tokens))
-            if seq is not None:
-                stored = StoredMessage(seq=seq, message=message, status="received", tokens=tokens)
-                return Opened(stored=stored, replies=[], new=True)
-            row = conn.execute(_BY_ID, {"message_id": message.id}).one()
-            replies = conn.execute(
-                sql_select(*_COLUMNS)
-                .where(_MESSAGES.c.in_reply_to == message.id)
-                .order_by(_MESSAGES.c.seq)
-            ).all()
+            return self.open_in(conn, message, tokens=tokens)
+
+    def open_in(
+        self, conn: Connection, message: ChatMessage, *, tokens: int | None = None
+    ) -> Opened:
+        """:meth:`open` within the caller's transaction ``conn``."""
+        seq = self._add(conn, self._values(message, "received", None, None, tokens))
+        if seq is not None:
+            stored = StoredMessage(seq=seq, message=message, status="received", tokens=tokens)
+            return Opened(stored=stored, replies=[], new=True)
+        row = conn.execute(_BY_ID, {"message_id": message.id}).one()
+        replies = conn.execute(
+            sql_select(*_COLUMNS)
+            .where(_MESSAGES.c.in_reply_to == message.id)
+            .order_by(_MESSAGES.c.seq)
+        ).all()
         return Opened(stored=_to_stored(row), replies=[_to_stored(r) for r in replies], new=False)
 
     def get(self, message_id: str) -> StoredMessage | None:

@@ -1,0 +1,184 @@
+"""Coalescing: requests made at about the same moment are carried out together, each caller
+gets its own result, and nobody is left waiting."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from redis.asyncio import Redis
+from sqlalchemy.engine import Connection
+
+from orchestrator.batching import Coalescer
+from orchestrator.bus import Bus
+from orchestrator.memory.db import BatchedWrites, make_engine
+from orchestrator.memory.history import HistoryStore
+from orchestrator.models import ChatMessage, MessageKind
+from orchestrator.wire import Outbound, outbox_stream
+
+
+class _Recorder:
+    """A batch runner that records its batches; doubles numbers, fails on negatives."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.batches: list[list[int]] = []
+        self.delay = delay
+
+    async def __call__(self, requests: list[int]) -> Sequence[int | BaseException]:
+        self.batches.append(list(requests))
+        await asyncio.sleep(self.delay)
+        return [ValueError(f"negative {n}") if n < 0 else 2 * n for n in requests]
+
+
+async def test_requests_made_together_form_one_batch():
+    runner = _Recorder()
+    coalescer: Coalescer[int, int] = Coalescer(runner)
+    results = await asyncio.gather(*(coalescer(n) for n in range(50)))
+    assert results == [2 * n for n in range(50)]
+    assert runner.batches == [list(range(50))]
+
+
+async def test_requests_made_while_a_batch_runs_go_in_the_next():
+    runner = _Recorder(delay=0.05)
+    coalescer: Coalescer[int, int] = Coalescer(runner)
+    first = asyncio.ensure_future(coalescer(1))
+    await asyncio.sleep(0.01)  # the first batch is running now
+    later = await asyncio.gather(*(coalescer(n) for n in (2, 3, 4)))
+    assert await first == 2
+    assert later == [4, 6, 8]
+    assert runner.batches == [[1], [2, 3, 4]]
+
+
+async def test_batches_are_capped_and_run_one_at_a_time():
+    runner = _Recorder(delay=0.01)
+    coalescer: Coalescer[int, int] = Coalescer(runner, max_batch=4)
+    results = await asyncio.gather(*(coalescer(n) for n in range(10)))
+    assert results == [2 * n for n in range(10)]
+    assert [len(b) for b in runner.batches] == [4, 4, 2]
+    assert coalescer.batches == 3
+    assert coalescer.requests == 10
+
+
+async def test_a_failing_request_fails_only_its_caller():
+    coalescer: Coalescer[int, int] = Coalescer(_Recorder())
+    results = await asyncio.gather(
+        coalescer(1), coalescer(-1), coalescer(3), return_exceptions=True
+    )
+    assert results[0] == 2
+    assert results[2] == 6
+    assert isinstance(results[1], ValueError)
+
+
+async def test_a_failing_batch_fails_each_of_its_callers_and_the_next_batch_runs():
+    calls = 0
+
+    async def flaky(requests: list[int]) -> list[int]:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise ConnectionError("down")
+        return requests
+
+    coalescer: Coalescer[int, int] = Coalescer(flaky)
+    failed = await asyncio.gather(coalescer(1), coalescer(2), return_exceptions=True)
+    assert all(isinstance(r, ConnectionError) for r in failed)
+    assert await coalescer(3) == 3
+
+
+async def test_a_caller_cancelled_before_its_batch_is_left_out():
+    runner = _Recorder(delay=0.05)
+    coalescer: Coalescer[int, int] = Coalescer(runner)
+    first = asyncio.ensure_future(coalescer(1))
+    await asyncio.sleep(0.01)
+    gone = asyncio.ensure_future(coalescer(2))
+    kept = asyncio.ensure_future(coalescer(3))
+    await asyncio.sleep(0)
+    gone.cancel()
+    assert await first == 2
+    assert await kept == 6
+    assert runner.batches == [[1], [3]]
+
+
+async def test_a_request_right_after_a_batch_ends_is_not_stranded():
+    """Asked for in the same turn of the event loop as a batch's end: still carried out."""
+    runner = _Recorder()
+    coalescer: Coalescer[int, int] = Coalescer(runner)
+    for n in range(20):
+        assert await asyncio.wait_for(coalescer(n), timeout=2) == 2 * n
+    assert len(runner.batches) == 20
+
+
+def _message(n: int) -> ChatMessage:
+    return ChatMessage(
+        id=f"{n}-0",
+        group="g",
+        sender="alice",
+        kind=MessageKind.HUMAN,
+        text=f"message {n}",
+        created_at=datetime.now(UTC),
+    )
+
+
+async def test_batched_writes_share_a_transaction_and_isolate_a_failing_job(tmp_path: Path):
+    engine = make_engine(f"sqlite:///{tmp_path / 'arena.db'}")
+    store = HistoryStore(engine)
+    writes = BatchedWrites(engine)
+    connections: list[int] = []
+
+    def opener(n: int):
+        def job(conn: Connection):
+            connections.append(id(conn))
+            return store.open_in(conn, _message(n))
+
+        return job
+
+    def broken(conn: Connection) -> None:
+        store.open_in(conn, _message(99))
+        raise RuntimeError("broken job")
+
+    opened = await asyncio.gather(*(writes.run(opener(n)) for n in range(5)))
+    assert [o.stored.message.id for o in opened] == [f"{n}-0" for n in range(5)]
+    assert len(set(connections)) == 1  # one transaction for the five
+
+    results = await asyncio.gather(
+        writes.run(opener(5)), writes.run(broken), writes.run(opener(6)), return_exceptions=True
+    )
+    assert isinstance(results[1], RuntimeError)
+    assert [r.stored.message.id for r in (results[0], results[2])] == ["5-0", "6-0"]  # type: ignore[union-attr]
+    assert store.get("99-0") is None  # the failing job's own write was rolled back
+    assert store.count() == 7
+    engine.dispose()
+
+
+def _outbound(n: int, group: str) -> Outbound:
+    return Outbound(
+        type="reply",
+        id=f"{n}-0:1:ping",
+        group=group,
+        in_reply_to=f"{n}-0",
+        sender="ping",
+        kind="agent",
+        text=f"reply {n}",
+    )
+
+
+@pytest.mark.parametrize("groups", [1, 3])
+async def test_publishes_made_together_keep_each_callers_order_and_count(
+    redis_url: str, groups: int
+):
+    redis = Redis.from_url(redis_url)
+    bus = Bus(redis, "test")
+    names = [f"g{k}" for k in range(groups)]
+    requests = [[_outbound(10 * n + i, names[n % groups]) for i in range(3)] for n in range(6)]
+    counts = await asyncio.gather(*(bus.publish_all(items) for items in requests))
+    assert counts == [3] * 6
+    again = await asyncio.gather(bus.publish_all(requests[0]), bus.publish_all(requests[1][:1]))
+    assert again == [0, 0]  # published before: nothing appended twice
+    for group in names:
+        texts = [fields[b"text"].decode() for _, fields in await redis.xrange(outbox_stream(group))]
+        expected = [i.text for items in requests for i in items if i.group == group]
+        assert texts == expected
+    await redis.aclose()
