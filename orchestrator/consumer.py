@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 
 from redis.exceptions import RedisError
 
@@ -27,7 +28,7 @@ from orchestrator.models import ChatMessage
 from orchestrator.pipeline import Pipeline
 from orchestrator.router import Router
 from orchestrator.settings import Settings
-from orchestrator.wire import PARTITIONS, parse_inbound, partition_stream
+from orchestrator.wire import PARTITIONS, parse_inbound, partition_of, partition_stream
 
 __all__ = ["Consumer"]
 
@@ -44,6 +45,10 @@ class _Work:
     entry: Entry
     partition: int
     message: ChatMessage
+
+
+def _in_partition(partition: int, group: str) -> bool:
+    return partition_of(group) == partition
 
 
 class Consumer:
@@ -95,6 +100,8 @@ class Consumer:
             try:
                 entries: list[Entry] = []
                 for partition in coordinator.fresh():
+                    # Another daemon may have answered its groups since this one last did.
+                    self.pipeline.forget(partial(_in_partition, partition))
                     entries += await self._resume(partition)
                     coordinator.resumed(partition)
                 readable = sorted(coordinator.readable)

@@ -164,7 +164,9 @@ async def run(
     drift = load_drift(settings)
     summaries = SummaryTrigger(redis, settings)
     store = HistoryStore(engine)
-    recent = RecentMessages(store, settings.history_limit)
+    # This daemon is the only writer of the groups of the partitions it holds; on taking a
+    # partition over, the consumer has it let go of that partition's groups.
+    recent = RecentMessages(store, settings.history_limit, verify=False)
     pipeline = Pipeline(
         team=team,
         store=store,

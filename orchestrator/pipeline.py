@@ -120,18 +120,20 @@ class _Draft:
     meta: dict[str, Any]
 
 
-def _closing(message: ChatMessage, tally: _Tally, decision: RouteDecision) -> Closing:
-    """The message's final record: done, or failed when an agent could not answer."""
-    meta: dict[str, Any] = {"replies": tally.replies}
+def _closing(opened: StoredMessage, tally: _Tally, decision: RouteDecision) -> Closing:
+    """The message's final record: done, or failed when an agent could not answer. Its meta
+    is merged here with the stored one (nobody else writes a message while it is handled)."""
+    meta: dict[str, Any] = {**opened.meta, "replies": tally.replies}
     if tally.hop_limit_reached:
         meta["hop_limit_reached"] = tally.hop_limit_reached
     if tally.failures:
         meta["failures"] = tally.failures
     return Closing(
-        message_id=message.id,
+        message_id=opened.message.id,
         status="failed" if tally.failures else "done",
         route=decision.as_dict(),
         meta=meta,
+        replace=True,
     )
 
 
@@ -183,6 +185,12 @@ class Pipeline:
         self.recent = recent
         self._slots = {a.id: asyncio.Semaphore(a.max_concurrency) for a in team.agents}
 
+    def forget(self, groups: Callable[[str], bool]) -> None:
+        """Let go of what is kept in memory of the history of the groups ``groups`` accepts
+        (another daemon may have answered them meanwhile)."""
+        if self.recent is not None:
+            self.recent.forget(groups)
+
     async def _open(self, message: ChatMessage) -> Opened:
         """Store a person's message with its token count (counted once, here) unless it is
         stored; with the replies an earlier attempt left."""
@@ -208,9 +216,9 @@ class Pipeline:
             return len(opened.replies)
         decision = route(message.text, self.team.agents)
         earlier = {r.message.id: r for r in opened.replies}
-        tally = await self._run_hops(message, decision, earlier)
+        tally = await self._run_hops(opened.stored, decision, earlier)
         if not tally.closed:  # no agent to answer
-            closing = _closing(message, tally, decision)
+            closing = _closing(opened.stored, tally, decision)
             await self._store_hop([], closing)
         if tally.failures:
             await self._dead_letter(message, tally)
@@ -238,10 +246,11 @@ class Pipeline:
         return tally.replies
 
     async def _run_hops(
-        self, message: ChatMessage, decision: RouteDecision, earlier: Mapping[str, StoredMessage]
+        self, opened: StoredMessage, decision: RouteDecision, earlier: Mapping[str, StoredMessage]
     ) -> _Tally:
         """Run the hops, storing each hop's replies in one step (the last hop's together with
         the message's final record); replies an earlier attempt stored are reused."""
+        message = opened.message
         tally = _Tally()
         targets: list[str] = list(decision.agents)
         triggers: dict[str, ChatMessage] = dict.fromkeys(targets, message)
@@ -260,7 +269,7 @@ class Pipeline:
                     ",".join(targets),
                 )
                 tally.hop_limit_reached = targets
-            closing = _closing(message, tally, decision) if last else None
+            closing = _closing(opened, tally, decision) if last else None
             stored = await self._store_hop(results, closing)
             if last:
                 tally.unsent = stored

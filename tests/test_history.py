@@ -155,3 +155,15 @@ def test_record_stores_a_hop_and_closes_the_message_in_one_step(store: HistorySt
     again = store.record(replies)
     assert again == stored
     assert store.count() == 3
+
+
+def test_a_replacing_closing_writes_the_meta_it_is_given(store: HistoryStore):
+    from orchestrator.memory.history import Closing
+
+    store.open(_msg(1))
+    store.update("1-0", meta={"seen": True, "old": 1})
+    closing = Closing(message_id="1-0", status="failed", meta={"seen": True}, replace=True)
+    store.record([], closing=closing)
+    person = store.get("1-0")
+    assert person.status == "failed"
+    assert person.meta == {"seen": True}  # written as given, not merged

@@ -82,3 +82,19 @@ def test_least_recently_used_groups_are_let_go_and_big_limits_go_to_the_store(st
     recent.recent("a", 2)  # let go when "c" came in
     assert recent.reads == 4
     assert len(recent.recent("a", 50)) == 1  # more than it keeps: read from the store
+
+
+def test_an_owning_cache_skips_the_check_until_told_to_forget(store: HistoryStore):
+    """The daemon holding a group's partition is its only writer: no lookup per turn. When it
+    takes a partition over, it lets go of that partition's groups and reads them again."""
+    recent = RecentMessages(store, 10, verify=False)
+    store.save(_msg(1))
+    store.save(_msg(2, group="other"))
+    assert _texts(recent.recent("g", 10)) == ["message 1"]
+    assert _texts(recent.recent("other", 10)) == ["message 2"]
+    store.save(_msg(3))  # written elsewhere while another daemon held the partition
+    assert _texts(recent.recent("g", 10)) == ["message 1"]  # trusted, not checked
+    assert recent.forget(lambda group: group == "g") == 1
+    assert _texts(recent.recent("g", 10)) == ["message 1", "message 3"]
+    assert _texts(recent.recent("other", 10)) == ["message 2"]
+    assert recent.reads == 3

@@ -165,12 +165,15 @@ class NewReply:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Closing:
-    """The final record of a person's message: its status, route and meta (merged)."""
+    """The final record of a person's message: its status, route and meta (merged into the
+    stored meta; with ``replace``, written as it is, for a caller that knows the stored meta
+    and merged it already)."""
 
     message_id: str
     status: str
     route: dict[str, Any] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    replace: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -286,7 +289,10 @@ class HistoryStore:
                     tokens=reply.tokens,
                 )
             )
-        if closing is not None:
+        if closing is not None and closing.replace:
+            changes = {"status": closing.status, "route": closing.route, "meta": closing.meta}
+            conn.execute(_UPDATE_BY_ID, {"message_id": closing.message_id, **changes})
+        elif closing is not None:
             self._update(
                 conn,
                 closing.message_id,

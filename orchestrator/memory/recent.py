@@ -2,10 +2,12 @@
 
 Each turn shows an agent up to ``ARENA_HISTORY_LIMIT`` recent messages of its group; reading
 them from the database every time costs more than the rest of the turn. The daemon's pipeline
-hands every message it stores to :meth:`RecentMessages.remember`; before a cached group is used,
+hands every message it stores to :meth:`RecentMessages.remember`. Before a cached group is used,
 its newest stored ``seq`` is compared with the database's (one indexed lookup), and a group
-someone else wrote to meanwhile is read again. Thread-safe: turns gather their context in
-worker threads.
+someone else wrote to meanwhile is read again; a cache whose owner is the only writer of its
+groups (``verify=False``: the daemon holding the groups' partition) skips that lookup and is
+told with :meth:`RecentMessages.forget` when it may have missed writes (on taking a partition
+over). Thread-safe: turns gather their context in worker threads.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import bisect
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from orchestrator.memory.history import HistoryStore, StoredMessage
@@ -33,12 +36,15 @@ class RecentMessages:
     """The ``limit`` newest messages of up to ``max_groups`` groups (the least recently used
     are let go)."""
 
-    def __init__(self, store: HistoryStore, limit: int, *, max_groups: int = 1024) -> None:
+    def __init__(
+        self, store: HistoryStore, limit: int, *, max_groups: int = 1024, verify: bool = True
+    ) -> None:
         if limit < 1 or max_groups < 1:
             raise ValueError("limit and max_groups must be at least 1")
         self.store = store
         self.limit = limit
         self.max_groups = max_groups
+        self.verify = verify
         self._groups: OrderedDict[str, _Group] = OrderedDict()
         self._lock = threading.Lock()
         self.reads = 0  # how often a group had to be read from the database
@@ -62,10 +68,10 @@ class RecentMessages:
             return []
         if limit > self.limit:
             return self.store.recent(group, limit)
-        newest = self.store.newest_seq(group)
+        newest = self.store.newest_seq(group) if self.verify else None
         with self._lock:
             cached = self._groups.get(group)
-            if cached is not None and cached.newest == newest:
+            if cached is not None and (not self.verify or cached.newest == newest):
                 self._groups.move_to_end(group)
                 return cached.messages[-limit:]
         messages = self.store.recent(group, self.limit)
@@ -76,3 +82,12 @@ class RecentMessages:
             while len(self._groups) > self.max_groups:
                 self._groups.popitem(last=False)
         return messages[-limit:]
+
+    def forget(self, which: Callable[[str], bool]) -> int:
+        """Let go of the groups ``which`` accepts (their history may have been written
+        elsewhere); how many were let go."""
+        with self._lock:
+            gone = [group for group in self._groups if which(group)]
+            for group in gone:
+                del self._groups[group]
+        return len(gone)
