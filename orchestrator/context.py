@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Any, Protocol
 
 from orchestrator.budget import BudgetRequest, ContextPlan, HistoryItem, LayerBudgets, RecallItem
@@ -128,53 +129,54 @@ def _label(message: ChatMessage) -> str:
     return f"[{message.sender} ({message.kind.value})]: {neutralise(message.text)}"
 
 
-class _Labels:
-    """Token counts of the "[sender (kind)]: " prefixes, counted once per prefix."""
+def _prefix_tokens(message: ChatMessage, counter: TokenCounter) -> int:
+    """Tokens of the "[sender (kind)]: " prefix (the counter remembers the few there are)."""
+    return counter.count(f"[{message.sender} ({message.kind.value})]: ")
 
-    def __init__(self, counter: TokenCounter) -> None:
-        self._counter = counter
-        self._counts: dict[str, int] = {}
 
-    def tokens(self, message: ChatMessage) -> int:
-        prefix = f"[{message.sender} ({message.kind.value})]: "
-        if prefix not in self._counts:
-            self._counts[prefix] = self._counter.count(prefix)
-        return self._counts[prefix]
+@lru_cache(maxsize=8192)
+def _history_item(
+    agent_id: str, message: ChatMessage, tokens: int, counter: TokenCounter
+) -> HistoryItem:
+    """A stored message as ``agent_id`` sees it: its own replies as they are, everything else
+    labelled. Remembered, because a group's recent messages are shown again at every turn."""
+    agent_reply = message.kind is MessageKind.AGENT
+    if agent_reply and message.sender == agent_id:
+        return HistoryItem(
+            id=message.id, text=message.text, tokens=tokens, own_reply=True, agent_reply=True
+        )
+    return HistoryItem(
+        id=message.id,
+        text=_label(message),
+        tokens=tokens + _prefix_tokens(message, counter),
+        agent_reply=agent_reply,
+    )
 
 
 def _history_items(
     agent_id: str,
     history: Sequence[PastMessage],
     trigger: ChatMessage,
-    labels: _Labels,
     counter: TokenCounter,
 ) -> tuple[list[HistoryItem], dict[str, str]]:
     """Planner items (trigger last) and each item's role."""
-    ordered = [p for p in history if p.message.id != trigger.id]
-    trigger_tokens = next((p.tokens for p in history if p.message.id == trigger.id), None)
     items: list[HistoryItem] = []
     roles: dict[str, str] = {}
-    for past in ordered:
-        m = past.message
-        own = m.kind is MessageKind.AGENT and m.sender == agent_id
-        text = m.text if own else _label(m)
-        tokens = past.tokens if own else past.tokens + labels.tokens(m)
-        items.append(
-            HistoryItem(
-                id=m.id,
-                text=text,
-                tokens=tokens,
-                own_reply=own,
-                agent_reply=m.kind is MessageKind.AGENT,
-            )
-        )
-        roles[m.id] = "assistant" if own else "user"
+    trigger_tokens = None
+    for past in history:
+        if past.message.id == trigger.id:
+            if trigger_tokens is None:
+                trigger_tokens = past.tokens
+            continue
+        item = _history_item(agent_id, past.message, past.tokens, counter)
+        items.append(item)
+        roles[item.id] = "assistant" if item.own_reply else "user"
     base = trigger_tokens if trigger_tokens is not None else counter.count(trigger.text)
     items.append(
         HistoryItem(
             id=trigger.id,
             text=_label(trigger),
-            tokens=base + labels.tokens(trigger),
+            tokens=base + _prefix_tokens(trigger, counter),
             agent_reply=trigger.kind is MessageKind.AGENT,
         )
     )
@@ -232,8 +234,7 @@ def build_context(
         "tz": tz,
     }
     empty = _render(prompts, base, identity="", summary="", memory_md="", logs="", refs=[])
-    labels = _Labels(counter)
-    items, roles = _history_items(agent.id, layers.history, trigger, labels, counter)
+    items, roles = _history_items(agent.id, layers.history, trigger, counter)
     recall = [
         RecallItem(id=str(r.id), text=line, tokens=counter.count(line), score=r.score)
         for r in layers.recalled

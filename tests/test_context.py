@@ -153,3 +153,37 @@ def test_a_small_window_degrades_and_says_so(window, expected):
         assert built.plan.decisions == ()
     assert "ROLE" in built.request.system
     assert built.report["tokens"]["total"] <= window - 100
+
+
+def test_the_next_turn_over_the_same_layers_tokenises_nothing_again():
+    """A turn like the last one reuses its counts and labels, and builds the same request."""
+    history = [
+        _msg(1, "alex", MessageKind.HUMAN, "first"),
+        _msg(2, "dev", MessageKind.AGENT, "my answer"),
+        _msg(3, "alex", MessageKind.HUMAN, "@dev next?"),
+    ]
+    layers = Layers(
+        identity=Identity(claude="ROLE-TEXT"),
+        memory_md="- MEMORY-TEXT",
+        recalled=[_Ref(1, "RECALLED-TEXT")],
+        history=_past(*history),
+    )
+    counter = TokenCounter()
+    limits = ContextLimits(reserved_output=100)
+    turn = {
+        "agent": AGENTS[0],
+        "agents": AGENTS,
+        "layers": layers,
+        "trigger": history[-1],
+        "prompts": Prompts(REPO / "prompts"),
+        "now": T0,
+        "tz": "UTC",
+        "limits": limits,
+        "counter": counter,
+    }
+    first = build_context(**turn)
+    calls = counter.calls
+    second = build_context(**turn)
+    assert counter.calls == calls
+    assert second.request == first.request
+    assert second.report == first.report

@@ -48,6 +48,35 @@ def test_special_token_text_counts_as_plain_text():
     assert COUNTER.count("a <|endoftext|> b") > 3
 
 
+def test_a_text_counted_again_is_counted_from_memory():
+    """A repeated text is tokenised once; only the latest texts are remembered."""
+    counter = TokenCounter(remember=2)
+    assert counter.count("one two") == counter.count("one two") == 2
+    assert counter.calls == 1
+    counter.count("three")
+    counter.count("four")
+    assert counter.count("one two") == 2
+    assert counter.calls == 4
+
+
+def test_counts_from_many_threads_agree():
+    """Threads sharing a counter get the same counts as a counter of their own."""
+    shared = TokenCounter(remember=8)
+    words = [f"word{n} " * n for n in range(1, 40)]
+    results: list[list[int]] = []
+
+    def work() -> None:
+        results.append([shared.count(w) for w in words * 5])
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    expected = [TokenCounter().count(w) for w in words * 5]
+    assert results == [expected] * 4
+
+
 def test_calls_count_tokenised_texts():
     """``calls`` grows by one per tokenised text; empty text is free."""
     counter = TokenCounter()
