@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import pytest
 
 from orchestrator.errors import ValidationError
+from orchestrator.memory import fts
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.recall import RecallConfig, Recaller
 from orchestrator.memory.session import NewMemory, SessionMemory
@@ -259,3 +260,18 @@ def test_recall_config_validates():
         RecallConfig(relevance_floor=1.5)
     with pytest.raises(ValidationError):
         RecallConfig(max_entries=-1)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("We decided to use JWT tokens", {"we", "decid", "to", "use", "jwt", "token"}),
+        ("snake_case, x-y", {"snake", "case", "x", "y"}),
+        ("Bob's key: don't", {"bob", "key", "dont"}),
+        ("数据库 cache", {"数据", "据库", "cache"}),
+        ("Café ÉCOLE", {"café", "école"}),
+    ],
+)
+def test_words_are_stemmed_tokens_and_cjk_bigrams(text, expected):
+    """Plain text, apostrophes and CJK all give the same words coverage compares with."""
+    assert fts.words(text) == expected

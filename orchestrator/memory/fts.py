@@ -51,6 +51,7 @@ META_WEIGHT = 0.5
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _CJK_RUN_RE = re.compile(f"[{_CJK}]+")
 _TOKEN_RE = re.compile(rf"[{_CJK}]+|[^\W_]+(?:'[^\W_]+)*", re.UNICODE)
+_PLAIN_TOKEN_RE = re.compile(r"[^\W_]+", re.UNICODE)
 _SUFFIXES = ("ing", "ies", "ied", "ed", "es", "ly", "s")
 
 _STOP_TEXT = """
@@ -251,8 +252,13 @@ def query_terms(query: str) -> list[str]:
 
 def words(value: str) -> set[str]:
     """The stemmed words (and CJK bigrams) of a text, to compare with :func:`query_terms`."""
+    lowered = value.lower()
+    if "'" not in lowered and _CJK_RUN_RE.search(lowered) is None:
+        # Recall compares every candidate's text: most have neither CJK nor apostrophes,
+        # and then each token is a plain run of word characters.
+        return {stem(token) for token in _PLAIN_TOKEN_RE.findall(lowered)}
     found: set[str] = set()
-    for token in _TOKEN_RE.findall(value.lower()):
+    for token in _TOKEN_RE.findall(lowered):
         if _CJK_RUN_RE.fullmatch(token):
             found.update(_bigrams(token))
         else:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import Literal
 
 from orchestrator.errors import ValidationError
@@ -209,6 +210,7 @@ class Recaller:
     ) -> list[tuple[MemoryRecord, float]]:
         """Every candidate with its fused similarity in 0..1, best first."""
         terms = fts.query_terms(query)
+        stemmed = [(term, fts.stem(term)) for term in terms]
         records: dict[int, MemoryRecord] = {}
         text_hits = self.memory.search(query, scopes=scopes, limit=limit)
         best = max((score for _, score in text_hits), default=0.0)
@@ -216,7 +218,7 @@ class Recaller:
         for record, score in text_hits:
             records[record.id] = record
             relative = score / best if best > 0 else 0.0
-            coverage = _coverage(terms, record)
+            coverage = _coverage(stemmed, record)
             text_sim[record.id] = (1 - _COVERAGE_WEIGHT) * relative + _COVERAGE_WEIGHT * coverage
         vector_sim: dict[int, float] = {}
         if self.embedder is not None:
@@ -246,21 +248,37 @@ def _fuse(text: float, meaning: float) -> float:
     return _BEST_SIGNAL_WEIGHT * high + (1 - _BEST_SIGNAL_WEIGHT) * low
 
 
-def _coverage(terms: Sequence[str], record: MemoryRecord) -> float:
-    """The share of the query's words found in the entry's content or metadata."""
+@lru_cache(maxsize=8192)
+def _words(text: str) -> frozenset[str]:
+    """:func:`fts.words`, remembered: the same entries come back as candidates turn after
+    turn (and metadata texts such as a bare type repeat across entries)."""
+    return frozenset(fts.words(text))
+
+
+def _coverage(terms: Sequence[tuple[str, str]], record: MemoryRecord) -> float:
+    """The share of the query's words (each with its stem) found in the entry's content or
+    metadata."""
     if not terms:
         return 0.0
-    found = fts.words(record.content) | fts.words(
-        meta_text(record.type, record.key, record.tags, record.extra)
+    content = _words(record.content)
+    meta = _words(meta_text(record.type, record.key, record.tags, record.extra))
+    found = sum(
+        1
+        for term, stem in terms
+        if stem in content or term in content or stem in meta or term in meta
     )
-    return sum(1 for term in terms if fts.stem(term) in found or term in found) / len(terms)
+    return found / len(terms)
 
 
-def _authors(record: MemoryRecord) -> set[str]:
+def _authors(record: MemoryRecord) -> frozenset[str]:
     """Who wrote or said the entry: the names' words, lower-cased."""
     speaker = record.extra.get("speaker")
-    names = f"{record.agent} {speaker if isinstance(speaker, str) else ''}"
-    return {word for word in fts.query_terms(names) if len(word) > 2}
+    return _names(record.agent, speaker if isinstance(speaker, str) else "")
+
+
+@lru_cache(maxsize=1024)
+def _names(agent: str, speaker: str) -> frozenset[str]:
+    return frozenset(word for word in fts.query_terms(f"{agent} {speaker}") if len(word) > 2)
 
 
 def _snippet(record: MemoryRecord, score: float, similarity: float, now: datetime) -> Snippet:

@@ -69,7 +69,16 @@ _SAME_TEXT = select(_T.c.id).where(_ACTIVE_IN_SCOPE, _T.c.norm_hash == bindparam
 _SAME_KEY = select(_T).where(_ACTIVE_IN_SCOPE, _T.c.key == bindparam("key"))
 _INSERT = insert(_T)
 _BY_ID = select(_T).where(_T.c.id == bindparam("id"))
-_BY_IDS = select(_T).where(_T.c.id.in_(bindparam("ids", expanding=True)))
+# Search results need a record, not the texts kept only for the index and duplicate checks.
+_RECORD_COLUMNS = [
+    c for c in _T.c if c.name not in ("norm", "norm_hash", "search_body", "search_meta")
+]
+_BY_IDS = select(*_RECORD_COLUMNS).where(_T.c.id.in_(bindparam("ids", expanding=True)))
+_MARK_USED = (
+    update(_T)
+    .where(_T.c.id.in_(bindparam("ids", expanding=True)))
+    .values(last_used_at=bindparam("now"))
+)
 _WRITTEN_SINCE = select(func.count()).where(
     _T.c.agent == bindparam("agent"),
     _T.c.group_id == bindparam("group"),
@@ -292,9 +301,7 @@ class SessionMemory:
         wanted = builtins.list(ids)
         if wanted:
             with self._engine.begin() as conn:
-                conn.execute(
-                    update(_T).where(_T.c.id.in_(wanted)).values(last_used_at=db_time(now))
-                )
+                conn.execute(_MARK_USED, {"ids": wanted, "now": db_time(now)})
 
     # Reading --------------------------------------------------------------------------------
 
