@@ -31,7 +31,7 @@ from orchestrator.errors import ValidationError
 from orchestrator.memory import fts
 from orchestrator.memory.embeddings import Embedder
 from orchestrator.memory.records import Citation, MemoryRecord, meta_text
-from orchestrator.memory.session import SessionMemory
+from orchestrator.memory.session import SessionMemory, TextHit
 
 __all__ = ["Dropped", "RecallConfig", "RecallResult", "Recaller", "Snippet", "Trust"]
 
@@ -162,14 +162,25 @@ class Recaller:
         """
         scopes = [("session", group), ("personal", agent), ("global", "")]
         candidates = self._candidates(query, scopes, config.candidates)
+        # Only what passes the relevance floor is read in full (text hits come light).
+        full = self.memory.records(
+            c.id
+            for c, sim in candidates
+            if isinstance(c, TextHit) and _below_floor(sim, config) is None
+        )
         dropped: list[Dropped] = []
         kept: list[tuple[MemoryRecord, float]] = []
-        for record, similarity in candidates:
-            verdict = self._filter(record, similarity, config)
-            if verdict is None:
+        for candidate, similarity in candidates:
+            record = candidate if isinstance(candidate, MemoryRecord) else full.get(candidate.id)
+            verdict = (
+                _below_floor(similarity, config)
+                if record is None
+                else self._filter(record, similarity, config)
+            )
+            if verdict is not None:
+                dropped.append(Dropped(id=candidate.id, layer=verdict[0], reason=verdict[1]))
+            elif record is not None and record.status == "active":
                 kept.append((record, similarity))
-            else:
-                dropped.append(Dropped(id=record.id, layer=verdict[0], reason=verdict[1]))
         ranked = sorted(
             ((final_score(sim, record, now), sim, record) for record, sim in kept),
             key=lambda item: (-item[0], -item[2].id),
@@ -196,9 +207,8 @@ class Recaller:
     def _filter(
         record: MemoryRecord, similarity: float, config: RecallConfig
     ) -> tuple[Layer, str] | None:
-        if similarity < config.relevance_floor:
-            floor = config.relevance_floor
-            return "relevance_floor", f"similarity {similarity:.2f} is below {floor:.2f}"
+        if (verdict := _below_floor(similarity, config)) is not None:
+            return verdict
         if config.exclude_untrusted and (why := untrusted_reason(record)) is not None:
             return "untrusted", why
         if config.require_source and not record.source_message_id:
@@ -207,19 +217,19 @@ class Recaller:
 
     def _candidates(
         self, query: str, scopes: Sequence[tuple[str, str]], limit: int
-    ) -> list[tuple[MemoryRecord, float]]:
+    ) -> list[tuple[MemoryRecord | TextHit, float]]:
         """Every candidate with its fused similarity in 0..1, best first."""
         terms = fts.query_terms(query)
         stemmed = [(term, fts.stem(term)) for term in terms]
-        records: dict[int, MemoryRecord] = {}
-        text_hits = self.memory.search(query, scopes=scopes, limit=limit)
-        best = max((score for _, score in text_hits), default=0.0)
+        records: dict[int, MemoryRecord | TextHit] = {}
+        text_hits = self.memory.search_hits(query, scopes=scopes, limit=limit)
+        best = max((hit.score for hit in text_hits), default=0.0)
         text_sim: dict[int, float] = {}
-        for record, score in text_hits:
-            records[record.id] = record
-            relative = score / best if best > 0 else 0.0
-            coverage = _coverage(stemmed, record)
-            text_sim[record.id] = (1 - _COVERAGE_WEIGHT) * relative + _COVERAGE_WEIGHT * coverage
+        for hit in text_hits:
+            records[hit.id] = hit
+            relative = hit.score / best if best > 0 else 0.0
+            coverage = _coverage(stemmed, hit)
+            text_sim[hit.id] = (1 - _COVERAGE_WEIGHT) * relative + _COVERAGE_WEIGHT * coverage
         vector_sim: dict[int, float] = {}
         if self.embedder is not None:
             vector = self.embedder.embed([query])[0]
@@ -228,17 +238,24 @@ class Recaller:
                 vector_sim[record.id] = max(0.0, min(1.0, cosine))
         named = set(terms)
         fused: dict[int, float] = {}
-        for entry_id, record in records.items():
+        for entry_id, candidate in records.items():
             value = text_sim.get(entry_id, 0.0)
             if self.embedder is not None:
                 value = _fuse(value, vector_sim.get(entry_id, 0.0))
-            if named & _authors(record):
+            if named & _authors(candidate):
                 value += AUTHOR_BONUS
             fused[entry_id] = value
         top = max(fused.values(), default=1.0)
         scale = 1.0 / top if top > 1.0 else 1.0
         order = sorted(fused, key=lambda i: (-fused[i], -i))
         return [(records[i], fused[i] * scale) for i in order]
+
+
+def _below_floor(similarity: float, config: RecallConfig) -> tuple[Layer, str] | None:
+    if similarity < config.relevance_floor:
+        floor = config.relevance_floor
+        return "relevance_floor", f"similarity {similarity:.2f} is below {floor:.2f}"
+    return None
 
 
 def _fuse(text: float, meaning: float) -> float:
@@ -255,7 +272,7 @@ def _words(text: str) -> frozenset[str]:
     return frozenset(fts.words(text))
 
 
-def _coverage(terms: Sequence[tuple[str, str]], record: MemoryRecord) -> float:
+def _coverage(terms: Sequence[tuple[str, str]], record: MemoryRecord | TextHit) -> float:
     """The share of the query's words (each with its stem) found in the entry's content or
     metadata."""
     if not terms:
@@ -270,7 +287,7 @@ def _coverage(terms: Sequence[tuple[str, str]], record: MemoryRecord) -> float:
     return found / len(terms)
 
 
-def _authors(record: MemoryRecord) -> frozenset[str]:
+def _authors(record: MemoryRecord | TextHit) -> frozenset[str]:
     """Who wrote or said the entry: the names' words, lower-cased."""
     speaker = record.extra.get("speaker")
     return _names(record.agent, speaker if isinstance(speaker, str) else "")

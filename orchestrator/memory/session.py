@@ -14,7 +14,8 @@ race: the loser of a race retries and finds the winner's row.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -51,6 +52,7 @@ __all__ = [
     "MemoryRecord",
     "NewMemory",
     "SessionMemory",
+    "TextHit",
     "WriteOutcome",
     "normalise",
 ]
@@ -74,6 +76,23 @@ _RECORD_COLUMNS = [
     c for c in _T.c if c.name not in ("norm", "norm_hash", "search_body", "search_meta")
 ]
 _BY_IDS = select(*_RECORD_COLUMNS).where(_T.c.id.in_(bindparam("ids", expanding=True)))
+# What recall needs to judge a full-text hit's relevance; the full record is read only for
+# the hits that pass (most of a search's candidates do not).
+_HIT_COLUMNS = (
+    "id",
+    "scope",
+    "scope_id",
+    "status",
+    "type",
+    "content",
+    "key",
+    "tags",
+    "extra",
+    "agent",
+)
+_HITS_BY_IDS = select(*(_T.c[name] for name in _HIT_COLUMNS)).where(
+    _T.c.id.in_(bindparam("ids", expanding=True))
+)
 _MARK_USED = (
     update(_T)
     .where(_T.c.id.in_(bindparam("ids", expanding=True)))
@@ -84,6 +103,21 @@ _WRITTEN_SINCE = select(func.count()).where(
     _T.c.group_id == bindparam("group"),
     _T.c.created_at >= bindparam("since"),
 )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TextHit:
+    """A full-text hit with the fields that say what it is about and who wrote it; read the
+    whole entry with :meth:`SessionMemory.records`."""
+
+    id: int
+    type: str
+    content: str
+    key: str | None
+    tags: tuple[str, ...]
+    extra: Mapping[str, Any]
+    agent: str
+    score: float
 
 
 class _Retry(Exception):
@@ -342,6 +376,47 @@ class SessionMemory:
             for record, score in found
             if record.status == "active" and (record.scope, record.scope_id) in wanted
         ]
+
+    def search_hits(
+        self, query: str, *, scopes: Sequence[tuple[str, str]], limit: int = 50
+    ) -> builtins.list[TextHit]:
+        """:meth:`search`, reading only what a hit's relevance depends on (see
+        :class:`TextHit`): cheaper when most hits are then left out."""
+        terms = fts.query_terms(query)
+        wanted = set(scopes)
+        with self._engine.connect() as conn:
+            scored = fts.search_ids(conn, terms, scopes, limit)
+            if not scored:
+                return []
+            rows = conn.execute(_HITS_BY_IDS, {"ids": [i for i, _ in scored]}).mappings()
+            found = {
+                row["id"]: row
+                for row in rows
+                if row["status"] == "active" and (row["scope"], row["scope_id"]) in wanted
+            }
+        return [
+            TextHit(
+                id=entry_id,
+                type=row["type"],
+                content=row["content"],
+                key=row["key"],
+                tags=tuple(row["tags"] or ()),
+                extra=dict(row["extra"] or {}),
+                agent=row["agent"],
+                score=score,
+            )
+            for entry_id, score in scored
+            if (row := found.get(entry_id)) is not None
+        ]
+
+    def records(self, ids: Iterable[int]) -> dict[int, MemoryRecord]:
+        """The entries with these ids that exist, whatever their status, by id."""
+        wanted = builtins.list(ids)
+        if not wanted:
+            return {}
+        with self._engine.connect() as conn:
+            rows = conn.execute(_BY_IDS, {"ids": wanted}).mappings()
+            return {row["id"]: to_record(row) for row in rows}
 
     def search_similar(
         self, vector: Sequence[float], *, scopes: Sequence[tuple[str, str]], limit: int = 50
