@@ -167,3 +167,45 @@ def test_a_replacing_closing_writes_the_meta_it_is_given(store: HistoryStore):
     person = store.get("1-0")
     assert person.status == "failed"
     assert person.meta == {"seen": True}  # written as given, not merged
+
+
+def test_stored_values_read_back_exactly(store: HistoryStore):
+    """Rows written on the per-message path read back as they were given: the time to the
+    microsecond, in UTC, and the JSON fields as dicts."""
+    from orchestrator.memory.history import Closing, NewReply
+
+    when = datetime(2026, 3, 4, 5, 6, 7, 891011, tzinfo=UTC)
+    person = ChatMessage(
+        id="7-0", group="g", sender="alex", kind=MessageKind.HUMAN, text="héllo", created_at=when
+    )
+    opened = store.open(person, tokens=3)
+    assert opened.new
+    reply = NewReply(
+        message=ChatMessage(
+            id="7-0:1:ping",
+            group="g",
+            sender="ping",
+            kind=MessageKind.AGENT,
+            text="answer",
+            created_at=when,
+            in_reply_to="7-0",
+            hop=1,
+        ),
+        meta={"agent": "ping", "usage": {"input_tokens": 5}, "note": "ünïcode"},
+        tokens=1,
+    )
+    closing = Closing(
+        message_id="7-0",
+        status="done",
+        route={"reason": "mention"},
+        meta={"replies": 1},
+        replace=True,
+    )
+    store.record([reply], closing=closing)
+    got = store.get("7-0")
+    assert got.message == person
+    assert got.tokens == 3
+    assert (got.status, got.route, got.meta) == ("done", {"reason": "mention"}, {"replies": 1})
+    answer = store.get("7-0:1:ping")
+    assert answer.message == reply.message
+    assert answer.meta == reply.meta

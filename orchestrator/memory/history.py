@@ -6,6 +6,7 @@ stored once. Rows are deleted only by retention (:mod:`orchestrator.retention`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -196,6 +197,7 @@ class HistoryStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._insert = _insert_ignoring_duplicates(engine)
+        self._sqlite = engine.dialect.name == "sqlite"
 
     def _values(
         self,
@@ -222,6 +224,14 @@ class HistoryStore:
 
     def _add(self, conn: Connection, values: dict[str, Any]) -> int | None:
         """Insert a row unless its id is taken; its ``seq``, or None when it was there."""
+        if self._sqlite:
+            # The hottest statement of all, sent straight to sqlite3 within the same
+            # transaction: the values converted as SQLAlchemy's types convert them.
+            cursor = conn.connection.driver_connection.execute(  # type: ignore[union-attr]
+                _SQLITE_INSERT, _sqlite_row(values)
+            )
+            row = cursor.fetchone()
+            return int(row[0]) if row is not None else None
         inserted = conn.execute(self._insert, values)
         seq = inserted.scalar()
         return int(seq) if seq is not None else None
@@ -290,8 +300,7 @@ class HistoryStore:
                 )
             )
         if closing is not None and closing.replace:
-            changes = {"status": closing.status, "route": closing.route, "meta": closing.meta}
-            conn.execute(_UPDATE_BY_ID, {"message_id": closing.message_id, **changes})
+            self._close(conn, closing)
         elif closing is not None:
             self._update(
                 conn,
@@ -301,6 +310,22 @@ class HistoryStore:
                 meta=closing.meta,
             )
         return stored
+
+    def _close(self, conn: Connection, closing: Closing) -> None:
+        """Write a replacing closing's status, route and meta."""
+        if self._sqlite:
+            conn.connection.driver_connection.execute(  # type: ignore[union-attr]
+                _SQLITE_CLOSE,
+                (
+                    closing.status,
+                    json.dumps(closing.route),
+                    json.dumps(closing.meta),
+                    closing.message_id,
+                ),
+            )
+            return
+        changes = {"status": closing.status, "route": closing.route, "meta": closing.meta}
+        conn.execute(_UPDATE_BY_ID, {"message_id": closing.message_id, **changes})
 
     def open(self, message: ChatMessage, *, tokens: int | None = None) -> Opened:
         """Store a person's message unless it is stored, and return it with its replies so
@@ -445,6 +470,28 @@ class HistoryStore:
             deleted += done.rowcount
             if done.rowcount < _DELETE_BATCH:
                 return deleted
+
+
+_INSERTED = (
+    "id", "group_id", "sender", "kind", "text", "in_reply_to", "hop", "created_at", "status",
+    "route", "meta", "tokens",
+)  # fmt: skip
+_SQLITE_INSERT = (
+    f"INSERT INTO messages ({', '.join(_INSERTED)}) VALUES ({', '.join('?' * len(_INSERTED))}) "
+    "ON CONFLICT (id) DO NOTHING RETURNING seq"
+)
+
+_SQLITE_CLOSE = "UPDATE messages SET status = ?, route = ?, meta = ? WHERE id = ?"
+
+
+def _sqlite_row(values: dict[str, Any]) -> tuple[Any, ...]:
+    """A row's values as SQLAlchemy stores them in SQLite: datetimes as naive ISO text with
+    microseconds, JSON as text (None as ``null``)."""
+    row = dict(values)
+    row["created_at"] = values["created_at"].strftime("%Y-%m-%d %H:%M:%S.%f")
+    row["route"] = json.dumps(values["route"])
+    row["meta"] = json.dumps(values["meta"])
+    return tuple(row[name] for name in _INSERTED)
 
 
 def _insert_ignoring_duplicates(engine: Engine) -> Insert:
