@@ -301,8 +301,23 @@ def _render(
     logs: str,
     refs: Sequence[str],
 ) -> tuple[str, str]:
-    system = prompts.render("system.md.j2", **base, identity=identity).strip()
-    tail = prompts.render(
-        "turn.md.j2", **base, summary=summary, memory_md=memory_md, logs=logs, references=refs
+    agent: AgentSpec = base["agent"]
+    roster = tuple((m["id"], m["name"], m["role"]) for m in base["roster"])
+    # The texts are reused while what the templates use is the same (often every turn for
+    # the system prompt, and for the turn part when the agent has no notes or references).
+    who = (agent.id, agent.name, agent.role, base["group"])
+    system = prompts.render_keyed(
+        "system.md.j2", (who, roster, identity), **base, identity=identity
+    ).strip()
+    answering = base["trigger"].sender != agent.id
+    tail_key = (who, base["now"], base["tz"], answering, summary, memory_md, logs, tuple(refs))
+    tail = prompts.render_keyed(
+        "turn.md.j2",
+        tail_key,
+        **base,
+        summary=summary,
+        memory_md=memory_md,
+        logs=logs,
+        references=refs,
     ).strip()
     return system, tail
