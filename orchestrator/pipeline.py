@@ -163,12 +163,11 @@ class Pipeline:
         summaries: SummaryHook | None = None,
         dead_letters: DeadLetters | None = None,
         recent: RecentMessages | None = None,
-        writes: BatchedWrites | None = None,
     ) -> None:
         self.team = team
         self.store = store
         # Many groups' messages are stored together: one thread hand-off, one transaction.
-        self.writes = writes or BatchedWrites(store.engine)
+        self.writes = BatchedWrites(store.engine)
         self.outbox = outbox
         self.events = events
         self.llm = llm
