@@ -4,7 +4,10 @@ Inbound (``arena:inbox``, one stream for every group, posted to with a plain ``X
 are UTF-8 strings:
 
     group   the group id, ``^[a-z0-9][a-z0-9_-]{0,63}$``
-    text    the message, non-empty, at most ``ARENA_MAX_MESSAGE_BYTES`` bytes of UTF-8
+    text    the message, non-empty, at most ``ARENA_MAX_MESSAGE_BYTES`` bytes of UTF-8, with
+            no control character but tab, line feed and carriage return, and no bidirectional
+            embedding, override or isolate (U+202A-U+202E, U+2066-U+2069; see
+            :func:`character_problem`, which the memory gate applies too)
     sender  optional, who wrote it (default ``user``)
 
 Outbound (``arena:group:{group}:outbox``, one stream per group) and MQTT
@@ -32,7 +35,7 @@ A new version of an agent's ``MEMORY.md`` is announced on ``arena/agents/{agent}
 from __future__ import annotations
 
 import json
-import unicodedata
+import re
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -49,6 +52,7 @@ __all__ = [
     "PARTITIONS",
     "Outbound",
     "Post",
+    "character_problem",
     "daemon_key",
     "daemons_key",
     "deadletter_stream",
@@ -79,7 +83,12 @@ CONSUMER_GROUP = "arena"
 # Part of the wire format: changing it reorders groups between partitions.
 PARTITIONS = 16
 DEFAULT_SENDER = "user"
-_ALLOWED_CONTROL = {"\n", "\r", "\t"}
+# C0 and C1 controls but tab, line feed and carriage return; lone surrogates (not UTF-8); the
+# bidirectional embeddings, overrides and isolates, which make text display in another order
+# than it is read in. The marks (LRM, RLM, ALM) are allowed: right-to-left writing needs them.
+_FORBIDDEN_RE = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\u202a-\u202e\u2066-\u2069]"
+)
 
 
 def inbox_stream() -> str:
@@ -186,21 +195,42 @@ def validate_sender(sender: str) -> str:
     return sender
 
 
+def character_problem(text: str) -> str | None:
+    """What makes ``text`` unacceptable to store or show, character by character, if anything.
+
+    The one rule for text from outside (people's messages on the wire, agents' memories at the
+    gate): no control character but tab, line feed and carriage return (C0 and C1, NUL and
+    ESC included), no lone surrogate, and no bidirectional embedding, override or isolate
+    (U+202A-U+202E, U+2066-U+2069), which can show text in an order other than its own.
+
+    Args:
+        text: the text to check.
+
+    Returns:
+        ``None`` if every character is acceptable, else the first problem, e.g.
+        ``"control character 0x00 is not allowed"``.
+    """
+    found = _FORBIDDEN_RE.search(text)
+    if found is None:
+        return None
+    code = ord(found.group())
+    if 0xD800 <= code <= 0xDFFF:
+        return "not valid UTF-8 (a lone surrogate)"
+    if code > 0xFF:
+        return f"bidirectional control character U+{code:04X} is not allowed"
+    return f"control character {code:#04x} is not allowed"
+
+
 def validate_text(text: str, max_bytes: int) -> str:
-    """Return ``text`` if it is a postable message."""
+    """Return ``text`` if it is a postable message (see :func:`character_problem`)."""
     if not text.strip():
         raise ValidationError("text", "the message is empty")
     size = len(text.encode("utf-8", errors="surrogatepass"))
     if size > max_bytes:
         raise ValidationError("text", f"the message is {size} bytes; the limit is {max_bytes}")
-    for char in text:
-        if char in _ALLOWED_CONTROL:
-            continue
-        category = unicodedata.category(char)
-        if category == "Cc":
-            raise ValidationError("text", f"control character {ord(char):#04x} is not allowed")
-        if category == "Cs":
-            raise ValidationError("text", "the message is not valid UTF-8")
+    problem = character_problem(text)
+    if problem is not None:
+        raise ValidationError("text", problem)
     return text
 
 

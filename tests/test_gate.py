@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from orchestrator.errors import ValidationError
 from orchestrator.memory.gate import GateConfig, Rejection, check, normalise
+from orchestrator.wire import validate_text
 
 CONFIG = GateConfig()
 
@@ -91,10 +93,59 @@ def test_zero_daily_limit_refuses_everything():
 
 
 def test_reason_order():
-    """Length beats secrets, secrets beat confidence, confidence beats the rate limit."""
+    """Length beats secrets, secrets beat characters, characters beat confidence, confidence
+    beats the rate limit."""
     assert reason("pw", confidence=0.1, written=99) == "too_short"
-    assert reason("password: hunter2", confidence=0.1, written=99) == "secret"
+    assert reason("password: hunter2\x00", confidence=0.1, written=99) == "secret"
+    assert reason("We use \x00 JWT", confidence=0.1, written=99) == "control_character"
     assert reason(confidence=0.1, written=99) == "low_confidence"
+
+
+@pytest.mark.parametrize(
+    ("char", "detail"),
+    [
+        ("\x00", "control character 0x00 is not allowed"),
+        ("\x07", "control character 0x07 is not allowed"),
+        ("\x1b", "control character 0x1b is not allowed"),
+        ("\x7f", "control character 0x7f is not allowed"),
+        ("\x9b", "control character 0x9b is not allowed"),
+        ("\u202a", "bidirectional control character U+202A is not allowed"),
+        ("\u202e", "bidirectional control character U+202E is not allowed"),
+        ("\u2066", "bidirectional control character U+2066 is not allowed"),
+        ("\u2069", "bidirectional control character U+2069 is not allowed"),
+    ],
+)
+def test_forbidden_characters_are_refused(char: str, detail: str):
+    """NUL, other C0 and C1 controls and bidirectional overrides and isolates are refused."""
+    result = gate(f"We use {char}JWT for sessions")
+    assert result == Rejection(reason="control_character", detail=detail)
+
+
+def test_tab_newline_and_right_to_left_marks_pass():
+    """Tab, line breaks and the marks right-to-left writing needs are ordinary text."""
+    assert gate("We use JWT\tfor\nsessions\r\n") is None
+    assert gate("\u05e9\u05dc\u05d5\u05dd JWT\u200f \u200e ok") is None
+
+
+def _wire_problem(text: str) -> str | None:
+    try:
+        validate_text(text, max_bytes=100_000)
+    except ValidationError as exc:
+        return exc.problem
+    return None
+
+
+odd_characters = st.sampled_from(["\x00", "\x1b", "\x85", "\t", "\r", "\u202e", "\u2067", "\u200f"])
+
+
+@settings(max_examples=300, database=None)
+@given(st.lists(st.one_of(st.characters(), odd_characters), max_size=30).map("".join))
+def test_same_character_rule_as_the_wire(text: str):
+    """The gate refuses a memory's characters exactly as the wire refuses a message's."""
+    content = f"Note: {text} ok"
+    result = gate(content)
+    assume(result is None or result.reason == "control_character")
+    assert _wire_problem(content) == (None if result is None else result.detail)
 
 
 def test_messages_read_well():

@@ -108,6 +108,11 @@ def test_parse_inbound_raw_bytes_raise_only_validation_errors(fields):
         ("demo", "esc \x1b[31m", "user", "text", "control character 0x1b"),
         ("demo", "del \x7f", "user", "text", "control character 0x7f"),
         ("demo", "half \ud800", "user", "text", "not valid UTF-8"),
+        ("demo", "c1 \x9b31m", "user", "text", "control character 0x9b"),
+        ("demo", "file\u202egnp.exe", "user", "text", "bidirectional control character U+202E"),
+        ("demo", "lre \u202a", "user", "text", "bidirectional control character U+202A"),
+        ("demo", "iso \u2066x\u2069", "user", "text", "bidirectional control character U+2066"),
+        ("demo", "pdi \u2069", "user", "text", "bidirectional control character U+2069"),
         ("..", "hi", "user", "group", "not a valid group id"),
         ("a/b", "hi", "user", "group", "not a valid group id"),
         ("de\x00mo", "hi", "user", "group", "not a valid group id"),
@@ -133,6 +138,7 @@ def test_each_bad_post_gets_one_clear_error(group, text, sender, field, problem)
         ({b"group": b"de\xffmo", b"text": b"hi"}, "group"),
         ({b"group": b"demo", b"text": b"hi", b"sender": b"\xc3"}, "sender"),
         ({b"group": b"demo", b"text": b"\xed\xa0\x80"}, "text"),  # an encoded surrogate
+        ({b"group": b"demo", b"text": "a\u202eb".encode()}, "text"),  # a right-to-left override
         ({b"group": b"demo"}, "text"),
         ({b"text": b"hi"}, "group"),
         ({b"group": b"demo\n", b"text": b"hi"}, "group"),
@@ -144,6 +150,12 @@ def test_bad_raw_entries_name_the_field(raw, field):
     with pytest.raises(ValidationError) as caught:
         parse_inbound("1-0", raw, 64, NOW)
     assert caught.value.field == field
+
+
+def test_right_to_left_writing_is_accepted():
+    """The marks right-to-left writing needs (RLM, LRM, ALM) are ordinary text on the wire."""
+    text = "\u05e9\u05dc\u05d5\u05dd\u200f 1.0 \u200e \u0645\u0631\u062d\u0628\u0627\u061c"
+    assert validate_post("demo", text, "user", max_bytes=256).text == text
 
 
 # Agent files ------------------------------------------------------------------------------------

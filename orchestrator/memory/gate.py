@@ -1,7 +1,9 @@
 """The memory gate: the last check before a memory is stored, and the key for duplicates.
 
-:func:`check` refuses content that is too short or too long, a confidence below the floor,
-anything that looks like a credential, and writes beyond the daily limit. It is pure: the
+:func:`check` refuses content that is too short or too long, anything that looks like a
+credential, characters people's messages may not hold either (control characters, NUL and
+ESC included, and bidirectional overrides: :func:`orchestrator.wire.character_problem`), a
+confidence below the floor, and writes beyond the daily limit. It is pure: the
 caller counts what was written today and passes the number in. :func:`normalise` gives the form
 in which two memories count as the same.
 """
@@ -14,10 +16,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from orchestrator.memory.secrets import find_secret
+from orchestrator.wire import character_problem
 
 __all__ = ["GateConfig", "RejectReason", "Rejection", "check", "normalise"]
 
-RejectReason = Literal["too_short", "too_long", "low_confidence", "secret", "rate_limited"]
+RejectReason = Literal[
+    "too_short", "too_long", "secret", "control_character", "low_confidence", "rate_limited"
+]
 
 _SPACE_RE = re.compile(r"\s+")
 
@@ -59,7 +64,7 @@ def check(
     """Decide whether a memory may be stored.
 
     The checks run in this order and the first failure is returned: length (too short, too
-    long), secrets, confidence, then the daily limit, so the reason given is the most
+    long), secrets, characters, confidence, then the daily limit, so the reason given is the most
     informative one and a secret is reported even when another rule would refuse it later.
 
     Args:
@@ -85,6 +90,9 @@ def check(
     kind = find_secret(text)
     if kind is not None:
         return Rejection(reason="secret", detail=f"looks like {_article(kind)} {kind}")
+    problem = character_problem(text)
+    if problem is not None:
+        return Rejection(reason="control_character", detail=problem)
     if not confidence >= config.min_confidence:  # written so that NaN is refused too
         return Rejection(
             reason="low_confidence",

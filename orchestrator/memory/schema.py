@@ -14,18 +14,25 @@ A personal note (``SAVE_TO_PERSONAL``)::
 
     {"content": "Ask for the expected load first", "type": "lesson"}   # type: default "note"
 
-Unknown fields are errors, so a typo never silently drops data. ``null`` counts as absent for
-the optional fields. Booleans are not numbers. The checks are pure and only about shape: length
-limits, confidence thresholds, secrets and rate limits belong to :mod:`orchestrator.memory.gate`.
+Unknown fields are errors, so a typo never silently drops data; an error names such a field
+only when its name is a short plain word that does not look like a credential, since errors are
+kept on the reply's metadata. ``null`` counts as absent for the optional fields. Booleans are not
+numbers. ``key``, ``tags`` and ``task_id`` follow the character rule of people's messages
+(:func:`orchestrator.wire.character_problem`). The checks are pure and only about shape: the
+content's length and characters, confidence thresholds, secrets and rate limits belong to
+:mod:`orchestrator.memory.gate`.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.errors import ValidationError
+from orchestrator.memory.secrets import find_secret
+from orchestrator.wire import character_problem
 
 __all__ = [
     "MEMORY_TYPES",
@@ -61,6 +68,7 @@ MAX_TAG_CHARS = 40
 _TASK_ID_INT_BOUND = 10**MAX_TASK_ID_CHARS
 _MEMORY_FIELDS = ("type", "content", "key", "confidence", "tags", "task_id")
 _PERSONAL_FIELDS = ("content", "type")
+_PLAIN_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
 
 
 class MarkerSchemaError(ValidationError):
@@ -156,11 +164,19 @@ def _check_fields(payload: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
             raise MarkerSchemaError(f"unknown field {_quote(name)}")
 
 
-def _quote(name: object) -> str:
-    text = str(name)
-    if len(text) > 40:
-        text = text[:40] + "…"
-    return f'"{text}"'
+def _quote(name: str) -> str:
+    """The field's name in quotes, or only its length if it could be anything but a typo."""
+    if _PLAIN_NAME_RE.fullmatch(name) and find_secret(name) is None:
+        return f'"{name}"'
+    return f"of {len(name)} characters"
+
+
+def _checked(name: str, value: str) -> str:
+    """``value`` if it has no forbidden character (the rule of people's messages)."""
+    problem = character_problem(value)
+    if problem is not None:
+        raise MarkerSchemaError(f'"{name}": {problem}')
+    return value
 
 
 def _content(payload: Mapping[str, Any]) -> str:
@@ -195,7 +211,7 @@ def _short_text(payload: Mapping[str, Any], name: str, limit: int) -> str | None
         return None
     if not isinstance(value, str) or len(value.strip()) > limit:
         raise MarkerSchemaError(f'"{name}" must be a string of at most {limit} characters')
-    return value.strip() or None
+    return _checked(name, value.strip()) or None
 
 
 def _task_id(payload: Mapping[str, Any]) -> str | None:
@@ -208,7 +224,7 @@ def _task_id(payload: Mapping[str, Any]) -> str | None:
         raise MarkerSchemaError(
             f'"task_id" must be a string or an integer of at most {MAX_TASK_ID_CHARS} characters'
         )
-    return value.strip() or None
+    return _checked("task_id", value.strip()) or None
 
 
 def _confidence(payload: Mapping[str, Any]) -> float:
@@ -235,6 +251,6 @@ def _tags(payload: Mapping[str, Any]) -> tuple[str, ...]:
     for tag in value:
         if not isinstance(tag, str) or len(tag.strip()) > MAX_TAG_CHARS:
             raise MarkerSchemaError(problem)
-        tags.append(tag.strip())
+        tags.append(_checked("tags", tag.strip()))
     # Blank tags carry nothing and repeats add nothing: drop them, keep the order.
     return tuple(dict.fromkeys(tag for tag in tags if tag))
