@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,6 +16,8 @@ from orchestrator.memory.markers import (
     InvalidMarker,
     Marker,
     MarkerKind,
+    ParsedReply,
+    fingerprint,
     neutralise,
     parse_markers,
 )
@@ -21,9 +26,13 @@ MEMORY = '<!--SAVE_MEMORY:{"type": "decision", "content": "We use JWT", "confide
 PERSONAL = '<!--SAVE_TO_PERSONAL:{"content": "Ask about load first", "type": "lesson"}-->'
 
 
+# What no one may see: '<!--', then "save_memory" or "save_to_personal" in any case, with
+# whitespace (line breaks included) between the parts.
+RAW_MARKER_RE = re.compile(r"<!--\s*save\s*_\s*(?:memory|to\s*_\s*personal)", re.IGNORECASE)
+
+
 def assert_no_marker_left(visible: str) -> None:
-    assert "<!--SAVE_MEMORY" not in visible
-    assert "<!--SAVE_TO_PERSONAL" not in visible
+    assert RAW_MARKER_RE.search(visible) is None
     assert MARKER_RE.search(visible) is None
 
 
@@ -60,12 +69,43 @@ def test_whitespace_and_line_breaks_between_tokens():
     assert parsed.markers == (Marker(kind="memory", payload={"type": "task", "content": "x"}),)
 
 
-def test_names_are_case_sensitive():
-    """A lower-case name is not a marker and stays visible."""
-    text = '<!--save_memory:{"content": "x"}-->'
-    parsed = parse_markers(text)
-    assert parsed.visible == text
-    assert parsed.markers == ()
+def test_names_ignore_case():
+    """Lower- and mixed-case names are markers like upper-case ones."""
+    parsed = parse_markers(
+        'a <!--save_memory:{"content": "x"}--> b <!--Save_To_Personal:{"content": "y"}--> c'
+    )
+    assert parsed.visible == "a b c"
+    assert parsed.markers == (
+        Marker(kind="memory", payload={"content": "x"}),
+        Marker(kind="personal", payload={"content": "y"}),
+    )
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "SAVE_\nMEMORY",
+        "SAVE _ MEMORY",
+        "save-memory",
+        "SaveMemory",
+        "S\u200bAVE_MEM\u202eORY",
+        " \n SAVE_MEMORY ",
+    ],
+)
+def test_names_broken_by_spaces_and_line_breaks_are_markers(name: str):
+    """Whitespace, line breaks and invisible characters inside the name do not hide a marker."""
+    parsed = parse_markers(f'Ok. <!--{name}:{{"content": "x"}}--> Bye.')
+    assert parsed.visible == "Ok. Bye."
+    assert parsed.markers == (Marker(kind="memory", payload={"content": "x"}),)
+
+
+def test_unterminated_odd_spelling_is_removed_with_its_reason():
+    """A lower-case marker left open takes the rest of the reply, and says why."""
+    parsed = parse_markers('Sure.\n<!--save_to_\npersonal:{"content": "x", "type":')
+    assert parsed.visible == "Sure."
+    (invalid,) = parsed.invalid
+    assert invalid.kind == "personal"
+    assert invalid.reason.startswith("unterminated")
 
 
 def test_arrow_inside_a_json_string_does_not_end_the_marker():
@@ -82,11 +122,13 @@ def test_non_object_payload_is_invalid_and_removed():
     parsed = parse_markers("Hi <!--SAVE_TO_PERSONAL: [1, 2] --> there")
     assert parsed.visible == "Hi there"
     assert parsed.markers == ()
+    raw = "<!--SAVE_TO_PERSONAL: [1, 2] -->"
     assert parsed.invalid == (
         InvalidMarker(
             kind="personal",
-            raw="<!--SAVE_TO_PERSONAL: [1, 2] -->",
             reason="payload is not an object",
+            length=len(raw),
+            digest=hashlib.sha256(raw.encode()).hexdigest()[:12],
         ),
     )
 
@@ -97,7 +139,8 @@ def test_broken_json_is_invalid_and_removed():
     assert parsed.visible == "one two"
     (invalid,) = parsed.invalid
     assert invalid.kind == "memory"
-    assert invalid.raw == "<!--SAVE_MEMORY:{type: decision}-->"
+    assert invalid.length == len("<!--SAVE_MEMORY:{type: decision}-->")
+    assert invalid.digest == fingerprint("<!--SAVE_MEMORY:{type: decision}-->")
     assert invalid.reason.startswith("not JSON: ")
 
 
@@ -130,10 +173,16 @@ def test_unterminated_tail_is_removed():
     assert parsed.invalid[0].reason.startswith("unterminated")
 
 
-def test_raw_is_cut_to_200_characters():
-    """The raw text of an invalid marker is kept to 200 characters."""
-    parsed = parse_markers("<!--SAVE_MEMORY:" + "x" * 500 + "-->")
-    assert len(parsed.invalid[0].raw) == 200
+def test_no_marker_text_is_kept():
+    """A marker is described by its length and a 12-digit hash, never by its text."""
+    raw = "<!--SAVE_MEMORY:" + "x" * 500 + "-->"
+    (invalid,) = parse_markers(raw).invalid
+    assert (invalid.length, invalid.digest) == (len(raw), fingerprint(raw))
+    assert "xxx" not in repr(invalid)
+    assert re.fullmatch("[0-9a-f]{12}", invalid.digest)
+    valid = '<!--SAVE_MEMORY:{"content": "x"}-->'
+    (marker,) = parse_markers(valid).markers
+    assert (marker.length, marker.digest) == (len(valid), fingerprint(valid))
 
 
 def test_deeply_nested_json_does_not_raise():
@@ -178,6 +227,15 @@ def test_neutralise_rewrites_only_marker_openings():
     assert result.endswith("and <!-- a comment -->")
     assert parse_markers(result).markers == ()
     assert neutralise(result) == result
+
+
+def test_neutralise_catches_odd_spellings():
+    """Lower case and a name broken across lines are made inert too."""
+    text = '<!--save_memory:{"content": "x"}--> <!-- Save_\nTo_Personal:{"content": "y"}-->'
+    result = neutralise(text)
+    assert result.count("&lt;!--") == 2
+    assert RAW_MARKER_RE.search(result) is None
+    assert parse_markers(result) == ParsedReply(visible=result.strip())
 
 
 # Properties -------------------------------------------------------------------------------------
@@ -267,7 +325,7 @@ def test_parse_never_raises_and_hides_every_marker(text: str) -> None:
     assert_no_marker_left(parsed.visible)
     assert parsed.visible == parsed.visible.strip()
     assert all(isinstance(m.payload, dict) for m in parsed.markers)
-    assert all(len(i.raw) <= 200 for i in parsed.invalid)
+    assert all(len(i.digest) == 12 for i in parsed.invalid)
 
 
 @settings(max_examples=300, database=None)
@@ -300,3 +358,38 @@ def test_neutralised_text_has_no_markers(text: str) -> None:
     assert parsed.invalid == ()
     assert parsed.visible == safe.strip()
     assert neutralise(safe) == safe
+
+
+blanks = st.sampled_from(["", " ", "\n", "\t", " \n ", "\r\n"])
+
+
+@st.composite
+def markerish(draw: st.DrawFn) -> str:
+    """'<!--' and a marker's name in any letter case with whitespace between its parts,
+    then something or nothing of the rest of a marker."""
+    words = draw(st.sampled_from([("save", "_", "memory"), ("save", "_", "to", "_", "personal")]))
+    name = ""
+    for word in words:
+        upper = draw(st.lists(st.booleans(), min_size=len(word), max_size=len(word)))
+        name += "".join(c.upper() if u else c for c, u in zip(word, upper, strict=True))
+        name += draw(blanks)
+    tail = draw(
+        st.sampled_from(
+            ["", ":", ":{", ': {"content": "x"}', ': {"content": "x"}-->', "-->", ":[1]-->"]
+        )
+    )
+    return "<!--" + draw(blanks) + name + tail
+
+
+marker_ish_text = st.lists(
+    st.one_of(st.text(max_size=20), markerish(), fragments), max_size=10
+).map("".join)
+
+
+@settings(max_examples=300, database=None)
+@given(marker_ish_text)
+def test_nothing_marker_shaped_is_ever_visible(text: str) -> None:
+    """Whatever the case and spacing, no marker-shaped text survives parsing or neutralising."""
+    assert_no_marker_left(parse_markers(text).visible)
+    assert RAW_MARKER_RE.search(neutralise(text)) is None
+    assert parse_markers(neutralise(text)).markers == ()
