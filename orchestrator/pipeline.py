@@ -26,7 +26,7 @@ from orchestrator.memory.db import BatchedWrites
 from orchestrator.memory.history import Closing, HistoryStore, NewReply, Opened, StoredMessage
 from orchestrator.memory.recall import RecallResult
 from orchestrator.memory.recent import RecentMessages
-from orchestrator.memory.writer import MemoryWriter, Origin
+from orchestrator.memory.writer import MemoryWriter, Origin, WriteReport, marker_meta
 from orchestrator.models import AgentSpec, ChatMessage, Completion, MessageKind, RouteDecision
 from orchestrator.prompts import Prompts
 from orchestrator.routing import handoff_targets, route
@@ -392,6 +392,7 @@ class Pipeline:
             meta["error"] = {"kind": "internal", "problem": f"{exc.__class__.__name__}: {exc}"}
             return self._notice(agent, root, reply_id, hop, "an internal error"), meta
         meta.update(_turn_meta(result))
+        report: WriteReport | None = None
         if self.memory is not None and result.markers:
             origin = Origin(
                 agent=agent.id,
@@ -401,7 +402,8 @@ class Pipeline:
                 now=self.clock(),
             )
             report = await asyncio.to_thread(self.memory.apply, result.markers, origin)
-            meta["memory"] = report.as_dict()
+        # Never more than a few KB, and nothing the gate refused: see marker_meta.
+        meta.update(marker_meta(result.invalid, report))
         await self._count(meta)
         reply = ChatMessage(
             id=reply_id,
@@ -429,10 +431,11 @@ class Pipeline:
         if self.counters is None:
             return
         memory = meta.get("memory") or {}
+        truncated = meta.get("truncated") or {}
         amounts = {
-            "markers_invalid": len(meta.get("invalid_markers") or []),
-            "memory_saved": len(memory.get("saved") or []),
-            "memory_rejected": len(memory.get("rejected") or []),
+            "markers_invalid": len(meta["invalid_markers"]) + truncated.get("invalid_markers", 0),
+            "memory_saved": len(memory.get("saved") or []) + truncated.get("saved", 0),
+            "memory_rejected": len(memory.get("rejected") or []) + truncated.get("rejected", 0),
         }
         if any(amounts.values()):
             await self.counters.count(amounts)
@@ -491,6 +494,4 @@ def _turn_meta(result: TurnResult) -> dict[str, Any]:
             "cache_read_tokens": usage.cache_read_tokens,
             "cache_creation_tokens": usage.cache_creation_tokens,
         },
-        "markers": [{"kind": m.kind, "payload": m.payload} for m in result.markers],
-        "invalid_markers": [{"kind": m.kind, "reason": m.reason} for m in result.invalid],
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -119,7 +120,8 @@ async def test_handling_twice_replies_once(tmp_path, store, fake_llm):
 
 
 async def test_markers_are_stripped_and_recorded(tmp_path, store, fake_llm):
-    """Markers in a reply never reach people; they are kept on the reply's metadata."""
+    """Markers in a reply never reach people; without a memory writer nothing is stored, so
+    only the broken marker's reason (not its text) is kept on the reply's metadata."""
     fake_llm.reply_fn = lambda r: (
         'Noted. <!--SAVE_MEMORY:{"type": "decision", "content": "Use JWT"}--> '
         "<!--SAVE_MEMORY:{broken-->"
@@ -131,10 +133,10 @@ async def test_markers_are_stripped_and_recorded(tmp_path, store, fake_llm):
     assert reply.text == "Noted."
     assert b"SAVE_MEMORY" not in events.events[0][1]
     meta = store.get(reply.id).meta  # type: ignore[union-attr]
-    assert meta["markers"] == [
-        {"kind": "memory", "payload": {"type": "decision", "content": "Use JWT"}}
-    ]
-    assert len(meta["invalid_markers"]) == 1
+    assert meta["markers"] == []
+    (invalid,) = meta["invalid_markers"]
+    assert invalid["reason"].startswith("not JSON")
+    assert "broken" not in json.dumps(meta)
 
 
 async def test_marker_in_human_message_is_neutralised_before_the_model(tmp_path, store, fake_llm):

@@ -2,10 +2,17 @@
 
 Only markers parsed from an agent's own reply in its own turn come here; everything that
 cannot be stored is reported with its reason, never raised.
+
+What a reply keeps of its markers (:func:`marker_meta`) never holds anything the gate refused:
+a marker that could not be read or was refused is kept as its kind, reason, length and a short
+hash of its text (:func:`orchestrator.memory.markers.fingerprint`), and only the payloads of
+stored markers are kept. Each list keeps at most :data:`MAX_ENTRIES` entries and all of them
+together at most :data:`MAX_META_BYTES` bytes of JSON; ``truncated`` counts what was left out.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,7 +21,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from orchestrator.memory.gate import GateConfig, check
-from orchestrator.memory.markers import Marker
+from orchestrator.memory.markers import InvalidMarker, Marker
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.records import Citation, NewMemory
 from orchestrator.memory.schema import (
@@ -25,11 +32,17 @@ from orchestrator.memory.schema import (
 )
 from orchestrator.memory.session import SessionMemory
 
-__all__ = ["MemoryWriter", "Origin", "WriteReport"]
+__all__ = ["MAX_ENTRIES", "MAX_META_BYTES", "MemoryWriter", "Origin", "WriteReport", "marker_meta"]
 
 logger = logging.getLogger(__name__)
 
 CHECKPOINT_TYPES = ("decision", "task")
+MAX_ENTRIES = 20
+"""At most this many entries of each list a reply keeps about its markers."""
+MAX_META_BYTES = 16 * 1024
+"""At most this many bytes of JSON for all of those lists together."""
+# The order in which the lists get the room: what happened first, the payloads last.
+_LISTS = ("saved", "rejected", "invalid_markers", "markers")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,14 +58,69 @@ class Origin:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WriteReport:
-    """What became of each marker (stored on the reply's metadata)."""
+    """What became of each marker: ``saved`` and ``rejected`` entries, and the markers stored."""
 
     saved: tuple[dict[str, Any], ...] = ()
     rejected: tuple[dict[str, Any], ...] = ()
+    stored: tuple[Marker, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
+        """JSON-ready form, unbounded (a reply keeps :func:`marker_meta` instead)."""
         return {"saved": list(self.saved), "rejected": list(self.rejected)}
+
+
+def marker_meta(invalid: Sequence[InvalidMarker], report: WriteReport | None) -> dict[str, Any]:
+    """What a reply keeps of its markers, within :data:`MAX_ENTRIES` and :data:`MAX_META_BYTES`.
+
+    Args:
+        invalid: the markers that could not be read.
+        report: what the writer did with the others; ``None`` if nothing was written (no
+            markers, or no memory), in which case no payload is kept.
+
+    Returns:
+        ``markers`` (kind and payload of each stored marker), ``invalid_markers`` (kind, reason,
+        length and ``sha256``, the hash's first 12 hex digits), with a report ``memory`` (its
+        ``saved`` and ``rejected`` entries), and ``truncated`` (entries left out, per list) if
+        anything was left out.
+    """
+    lists: dict[str, list[dict[str, Any]]] = {
+        "saved": list(report.saved) if report else [],
+        "rejected": list(report.rejected) if report else [],
+        "invalid_markers": [
+            {"kind": m.kind, "reason": m.reason, "length": m.length, "sha256": m.digest}
+            for m in invalid
+        ],
+        "markers": [{"kind": m.kind, "payload": m.payload} for m in report.stored]
+        if report
+        else [],
+    }
+    kept, truncated = _bounded(lists)
+    meta: dict[str, Any] = {"markers": kept["markers"], "invalid_markers": kept["invalid_markers"]}
+    if report is not None:
+        meta["memory"] = {"saved": kept["saved"], "rejected": kept["rejected"]}
+    if truncated:
+        meta["truncated"] = truncated
+    return meta
+
+
+def _bounded(
+    lists: dict[str, list[dict[str, Any]]],
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int]]:
+    """Keep the lists' first entries while they fit; count the rest per list."""
+    room = MAX_META_BYTES
+    kept: dict[str, list[dict[str, Any]]] = {}
+    truncated: dict[str, int] = {}
+    for name in _LISTS:
+        kept[name] = []
+        for entry in lists[name]:
+            size = len(json.dumps(entry, ensure_ascii=False).encode("utf-8")) + 2
+            if len(kept[name]) >= MAX_ENTRIES or size > room:
+                break
+            kept[name].append(entry)
+            room -= size
+        if len(kept[name]) < len(lists[name]):
+            truncated[name] = len(lists[name]) - len(kept[name])
+    return kept, truncated
 
 
 class MemoryWriter:
@@ -70,6 +138,7 @@ class MemoryWriter:
         """Store every acceptable marker; report the rest with their reasons."""
         saved: list[dict[str, Any]] = []
         rejected: list[dict[str, Any]] = []
+        stored: list[Marker] = []
         for marker in markers:
             try:
                 if marker.kind == "memory":
@@ -78,7 +147,12 @@ class MemoryWriter:
                     result = self._personal(marker.payload, origin)
             except MarkerSchemaError as exc:
                 result = {"kind": marker.kind, "reason": "schema", "detail": exc.problem}
-            (rejected if "reason" in result else saved).append(result)
+            if "reason" in result:
+                # Never the content: what was refused may be a secret, or megabytes.
+                rejected.append({**result, "length": marker.length, "sha256": marker.digest})
+            else:
+                saved.append(result)
+                stored.append(marker)
         if rejected:
             logger.info(
                 "reply %s: %d memory markers rejected (%s)",
@@ -86,7 +160,7 @@ class MemoryWriter:
                 len(rejected),
                 ", ".join(r["reason"] for r in rejected),
             )
-        return WriteReport(saved=tuple(saved), rejected=tuple(rejected))
+        return WriteReport(saved=tuple(saved), rejected=tuple(rejected), stored=tuple(stored))
 
     def _start_of_day(self, now: datetime) -> datetime:
         local = now.astimezone(self.tz)
