@@ -12,7 +12,7 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -52,6 +52,17 @@ class Outbox:
         return len(new)
 
 
+class Totals:
+    """Keeps the running totals ``arena status`` shows, as the Redis hash does."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, int] = {}
+
+    async def count(self, amounts: Mapping[str, int]) -> None:
+        for name, amount in amounts.items():
+            self.totals[name] = self.totals.get(name, 0) + amount
+
+
 class Events:
     def __init__(self) -> None:
         self.payloads: list[bytes] = []
@@ -68,7 +79,13 @@ def store(tmp_path: Path):
     engine.dispose()
 
 
-async def _handle(tmp_path: Path, store: HistoryStore, fake: FakeMessagesServer, text: str):
+async def _handle(
+    tmp_path: Path,
+    store: HistoryStore,
+    fake: FakeMessagesServer,
+    text: str,
+    totals: Totals | None = None,
+):
     """Handle one person's message with the real memory writer; the reply as stored."""
     settings = load_settings(
         agents_dir=write_team(tmp_path),
@@ -89,6 +106,7 @@ async def _handle(tmp_path: Path, store: HistoryStore, fake: FakeMessagesServer,
         briefing=make_briefing(settings, store.engine, team),
         counter=TokenCounter(),
         memory=make_writer(settings, store.engine),
+        counters=totals,
     )
     message = ChatMessage(
         id="1000-0",
@@ -174,14 +192,19 @@ async def test_huge_broken_marker_leaves_small_metadata(tmp_path, store, fake_ll
 
 
 async def test_many_markers_are_capped_with_a_count(tmp_path, store, fake_llm):
-    """Hundreds of markers in one reply keep a few entries each and count the rest."""
+    """Hundreds of markers in one reply keep a few entries each and count the rest; the
+    running totals count every one."""
     rejected = '<!--SAVE_MEMORY:{"type": "fact", "content": "x%d", "confidence": 0.1}-->'
     broken = "<!--SAVE_MEMORY:{nope %d}-->"
     long_note = '<!--SAVE_TO_PERSONAL:{"content": "note %d ' + "z" * 1900 + '"}-->'
     parts = [rejected % i for i in range(300)] + [broken % i for i in range(300)]
     parts += [long_note % i for i in range(60)]
     fake_llm.reply_fn = lambda r: "Many. " + " ".join(parts)
-    stored, _outbox, _events = await _handle(tmp_path, store, fake_llm, "@ping remember all")
+    totals = Totals()
+    stored, _outbox, _events = await _handle(
+        tmp_path, store, fake_llm, "@ping remember all", totals
+    )
+    assert totals.totals == {"markers_invalid": 300, "memory_saved": 60, "memory_rejected": 300}
     meta = stored.meta
     assert _meta_bytes(meta) < 32 * 1024
     assert len(meta["memory"]["rejected"]) < 300

@@ -58,15 +58,14 @@ class Origin:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WriteReport:
-    """What became of each marker: ``saved`` and ``rejected`` entries, and the markers stored."""
+    """What became of each marker: ``saved`` and ``rejected`` entries, and the markers stored.
+
+    Unbounded: what a reply keeps of it is :func:`marker_meta`.
+    """
 
     saved: tuple[dict[str, Any], ...] = ()
     rejected: tuple[dict[str, Any], ...] = ()
     stored: tuple[Marker, ...] = ()
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready form, unbounded (a reply keeps :func:`marker_meta` instead)."""
-        return {"saved": list(self.saved), "rejected": list(self.rejected)}
 
 
 def marker_meta(invalid: Sequence[InvalidMarker], report: WriteReport | None) -> dict[str, Any]:
