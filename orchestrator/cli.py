@@ -10,20 +10,18 @@ from __future__ import annotations
 import asyncio
 import functools
 import importlib
-import json
+import re
 import sys
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
 import click
-from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from orchestrator.agents import load_agents
-from orchestrator.client import ArenaClient
-from orchestrator.errors import OrchestratorError
+from orchestrator.cli_output import err, fail, json_text, out
+from orchestrator.errors import OrchestratorError, ValidationError
 from orchestrator.logs import configure
-from orchestrator.routing import route
 from orchestrator.settings import Settings, load_settings
 from orchestrator.wire import DEFAULT_SENDER, Outbound, validate_group
 
@@ -31,13 +29,8 @@ __all__ = ["main"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-out = Console(highlight=False, soft_wrap=True, emoji=False)
-err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
-
-
-def _fail(message: str, code: int = 1) -> None:
-    err.print(f"[bold red]arena:[/] {message}", markup=True)
-    sys.exit(code)
+# A Redis stream entry id, as `arena dead-letters` lists them.
+_ENTRY_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
 
 
 def handles_errors(func: F) -> F:
@@ -48,7 +41,7 @@ def handles_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except OrchestratorError as exc:
-            _fail(str(exc))
+            fail(str(exc))
         except KeyboardInterrupt:
             sys.exit(130)
 
@@ -61,17 +54,35 @@ def _settings(ctx: click.Context) -> Settings:
 
 
 class ArenaGroup(click.Group):
-    """The root command: our errors become one line on stderr; `memory` loads on demand."""
+    """The root command: our errors become one line on stderr. The commands in :attr:`lazy`
+    are imported only when they run; ``arena --help`` lists them from their summary here
+    (the tests check that each equals the command's own)."""
 
-    lazy: ClassVar[dict[str, str]] = {
-        "memory": "orchestrator.cli_memory",
-        "context": "orchestrator.cli_context",
-        "jobs": "orchestrator.cli_jobs",
-        "heartbeat": "orchestrator.cli_jobs",
-        "summarize": "orchestrator.cli_jobs",
-        "growth": "orchestrator.cli_growth",
-        "logs": "orchestrator.cli_growth",
-        "summary": "orchestrator.cli_growth",
+    lazy: ClassVar[dict[str, tuple[str, str]]] = {
+        "memory": ("orchestrator.cli_memory", "Inspect and manage the groups' session memory."),
+        "context": (
+            "orchestrator.cli_context",
+            "Show the context AGENT's next turn in GROUP would get: each layer with its "
+            "tokens, the budget decisions and the citations.",
+        ),
+        "jobs": (
+            "orchestrator.cli_jobs",
+            "List the daemon's schedule and recent background jobs with their outcome.",
+        ),
+        "heartbeat": (
+            "orchestrator.cli_jobs",
+            "Distil AGENT's daily log into a new MEMORY.md now (a background job).",
+        ),
+        "summarize": (
+            "orchestrator.cli_jobs",
+            "Update GROUP's rolling summary up to its latest message now (a background job).",
+        ),
+        "growth": (
+            "orchestrator.cli_growth",
+            "Show how AGENT's MEMORY.md grew: every version and every attempt that wrote none.",
+        ),
+        "logs": ("orchestrator.cli_growth", "Print AGENT's daily log."),
+        "summary": ("orchestrator.cli_growth", "Print GROUP's rolling summary."),
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -79,16 +90,30 @@ class ArenaGroup(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in self.lazy:
-            module = importlib.import_module(self.lazy[cmd_name])
+            module = importlib.import_module(self.lazy[cmd_name][0])
             command: click.Command = getattr(module, cmd_name)
             return command
         return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list, without importing the lazy commands."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows: list[tuple[str, str]] = []
+        for name in names:
+            if name in self.lazy:
+                summary = click.Command(name, help=self.lazy[name][1])
+                rows.append((name, summary.get_short_help_str(limit)))
+            elif (command := super().get_command(ctx, name)) is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except OrchestratorError as exc:
-            _fail(str(exc))
+            fail(str(exc))
 
 
 @click.group(cls=ArenaGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -104,7 +129,7 @@ def main(ctx: click.Context) -> None:
     try:
         ctx.obj = load_settings()
     except OrchestratorError as exc:
-        _fail(str(exc))
+        fail(str(exc))
 
 
 @main.command()
@@ -166,10 +191,10 @@ def worker(ctx: click.Context, burst: bool) -> None:
 
 def _print_item(item: Outbound) -> None:
     if item.type == "notice":
-        out.print(f"[yellow]! {item.text}[/]", markup=True)
+        out.print(f"! {item.text}", style="yellow")
     else:
-        out.print(f"[bold cyan]{item.sender}[/]: ", markup=True, end="")
-        out.print(item.text, markup=False)
+        out.print(f"{item.sender}: ", style="bold cyan", end="")
+        out.print(item.text)
 
 
 @main.command()
@@ -193,6 +218,8 @@ def post(ctx: click.Context, group: str, text: str, sender: str, wait_s: float |
     settings = _settings(ctx)
     if text == "-":
         text = sys.stdin.read()
+    from orchestrator.client import ArenaClient
+
     with ArenaClient.from_settings(settings) as client:
         after = client.last_reply_id(group) if wait_s is not None else "$"
         message_id = client.post(group, text, sender)
@@ -203,7 +230,7 @@ def post(ctx: click.Context, group: str, text: str, sender: str, wait_s: float |
             for item in client.replies(group, message_id, wait_s, after=after):
                 _print_item(item)
         except TimeoutError:
-            _fail(f"no complete answer within {wait_s:g}s; is the daemon running? (`arena status`)")
+            fail(f"no complete answer within {wait_s:g}s; is the daemon running? (`arena status`)")
 
 
 @main.command()
@@ -227,7 +254,7 @@ def history(ctx: click.Context, group: str, limit: int, as_json: bool) -> None:
         engine.dispose()
     if as_json:
         for stored in messages:
-            out.print(json.dumps(stored.as_dict(), ensure_ascii=False), markup=False)
+            out.print(json_text(stored.as_dict()))
         return
     if not messages:
         err.print(f"arena: no messages in group {group!r} yet")
@@ -235,8 +262,9 @@ def history(ctx: click.Context, group: str, limit: int, as_json: bool) -> None:
     for stored in messages:
         m = stored.message
         stamp = m.created_at.astimezone(settings.zone).strftime("%Y-%m-%d %H:%M:%S")
-        out.print(f"[dim]{stamp}[/] [bold]{m.sender}[/] ({m.kind.value}): ", markup=True, end="")
-        out.print(m.text, markup=False)
+        who = f"[dim]{stamp}[/] [bold]{escape(m.sender)}[/] ({escape(m.kind.value)}): "
+        out.print(who, markup=True, end="")
+        out.print(m.text)
 
 
 @main.command()
@@ -247,6 +275,8 @@ def tail(ctx: click.Context, group: str) -> None:
     """Follow GROUP's replies as they are published (Ctrl-C to stop)."""
     settings = _settings(ctx)
     validate_group(group)
+    from orchestrator.client import ArenaClient
+
     with ArenaClient.from_settings(settings) as client:
         client.ping()
         after = client.last_reply_id(group)
@@ -274,7 +304,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
 
     report = asyncio.run(checks.status(_settings(ctx)))
     if as_json:
-        out.print(json.dumps(report, ensure_ascii=False, indent=2), markup=False)
+        out.print(json_text(report, indent=2))
         if report["stuck"]:
             sys.exit(1)
         return
@@ -308,7 +338,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
     out.print(_storage_line(report["storage"]), markup=False)
     _print_daemons(s)
     for problem in report["stuck"]:
-        err.print(f"[bold red]stuck:[/] {problem}", markup=True)
+        err.print(f"[bold red]stuck:[/] {escape(problem)}", markup=True)
     if report["stuck"]:
         sys.exit(1)
 
@@ -401,7 +431,7 @@ def prune(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
     finally:
         engine.dispose()
     if as_json:
-        out.print(json.dumps(report, ensure_ascii=False), markup=False)
+        out.print(json_text(report))
         return
     verb = "would delete" if dry_run else "deleted"
     if report["history_before"] is None:
@@ -444,16 +474,17 @@ def check(ctx: click.Context) -> None:
 
 @main.command(name="dead-letters")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@click.option("--json", "as_json", is_flag=True, help="A JSON list ([] when there are none).")
 @click.pass_context
 @handles_errors
 def dead_letters(ctx: click.Context, limit: int, as_json: bool) -> None:
     """List messages that were rejected or could not be answered, with the reason."""
+    from orchestrator.client import ArenaClient
+
     with ArenaClient.from_settings(_settings(ctx)) as client:
         letters = client.dead_letters(limit)
     if as_json:
-        for letter in letters:
-            out.print(json.dumps(letter, ensure_ascii=False), markup=False)
+        out.print(json_text(letters, indent=2))
         return
     if not letters:
         out.print("no dead letters")
@@ -476,6 +507,12 @@ def dead_letters(ctx: click.Context, limit: int, as_json: bool) -> None:
 @handles_errors
 def retry(ctx: click.Context, dead_letter_id: str) -> None:
     """Post a dead letter's message again (see `arena dead-letters`); prints the new id."""
+    from orchestrator.client import ArenaClient
+
+    if not _ENTRY_ID.fullmatch(dead_letter_id):
+        raise ValidationError(
+            "id", f"not a message id: {dead_letter_id!r} (expected like 1700000000000-0)"
+        )
     with ArenaClient.from_settings(_settings(ctx)) as client:
         out.print(client.retry(dead_letter_id))
 
@@ -487,9 +524,12 @@ def retry(ctx: click.Context, dead_letter_id: str) -> None:
 @handles_errors
 def route_command(ctx: click.Context, text: str, as_json: bool) -> None:
     """Show which agents would answer TEXT, and why (a dry run over the real rules)."""
+    from orchestrator.agents import load_agents
+    from orchestrator.routing import route
+
     decision = route(text, load_agents(_settings(ctx).agents_dir))
     if as_json:
-        out.print(json.dumps(decision.as_dict(), ensure_ascii=False), markup=False)
+        out.print(json_text(decision.as_dict()))
         return
     out.print(f"agents:   {', '.join(decision.agents)}", markup=False)
     out.print(f"reason:   {decision.reason.value}", markup=False)

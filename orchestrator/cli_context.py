@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 
+from orchestrator.cli_output import json_text, out
 from orchestrator.context import build_context
 from orchestrator.daemon import load_drift, load_team, make_briefing
 from orchestrator.errors import ValidationError
@@ -22,8 +21,6 @@ from orchestrator.tokens import TokenCounter
 from orchestrator.wire import DEFAULT_SENDER, validate_group
 
 __all__ = ["context"]
-
-out = Console(highlight=False, soft_wrap=True, emoji=False)
 
 LAYERS = ("overhead", "identity", "summary", "memory_md", "logs", "recall", "history")
 
@@ -99,7 +96,7 @@ def context(
             "messages": [dict(m) for m in request.messages],
             "report": dict(built.report),
         }
-        out.print(json.dumps(data, ensure_ascii=False, indent=2), markup=False)
+        out.print(json_text(data, indent=2))
         return
     report = built.report
     tokens = report["tokens"]
@@ -125,5 +122,5 @@ def context(
     out.print(request.system_tail, markup=False)
     out.print(f"\n[bold]conversation[/] ({len(request.messages)} turns)", markup=True)
     for turn in request.messages:
-        out.print(f"[dim]{turn['role']}:[/] ", markup=True, end="")
-        out.print(turn["content"], markup=False)
+        out.print(f"{turn['role']}: ", style="dim", end="")
+        out.print(turn["content"])

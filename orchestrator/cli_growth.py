@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import difflib
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import date, datetime
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from orchestrator.agents import load_agents, workspace_dir
 from orchestrator.briefing import summary_path
+from orchestrator.cli_output import err, json_text, out, printable
 from orchestrator.errors import ValidationError
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.personal import PersonalLog
@@ -24,9 +23,6 @@ from orchestrator.settings import Settings
 from orchestrator.wire import validate_group
 
 __all__ = ["growth", "logs", "summary"]
-
-out = Console(highlight=False, soft_wrap=True, emoji=False)
-err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 _MINUS = "\u2212"  # a real minus sign, as wide as "+"
 _DIFF_STYLES = (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green"), ("-", "red"))
@@ -70,7 +66,7 @@ def growth(
         versions = store.history("memory_md", agent_id)
         runs = [r for r in store.runs("memory_md", agent_id) if r.status != "written"]
     if show_n is not None:
-        click.echo(_version(versions, show_n, agent_id).text, nl=False)
+        click.echo(printable(_version(versions, show_n, agent_id).text), nl=False)
         return
     if diff_n is not None:
         _print_diff(versions, diff_n, agent_id)
@@ -81,10 +77,10 @@ def growth(
             "versions": [v.as_dict() for v in versions],
             "attempts": [r.as_dict() for r in runs],
         }
-        click.echo(json.dumps(data, ensure_ascii=False, indent=2))
+        click.echo(json_text(data, indent=2))
         return
     if not versions and not runs:
-        err.print(f"arena: {agent_id} has no MEMORY.md versions yet", markup=False)
+        err.print(f"arena: {agent_id} has no MEMORY.md versions yet")
         return
     _print_timeline(settings, agent_id, versions, runs)
 
@@ -109,7 +105,7 @@ def _print_timeline(
 
 
 def _cell(value: object) -> Text:
-    return Text(str(value))
+    return Text(printable(str(value)))
 
 
 def _version(versions: list[Version], number: int, agent_id: str) -> Version:
@@ -132,7 +128,7 @@ def _print_diff(versions: list[Version], number: int, agent_id: str) -> None:
     for line in lines:
         text = line.rstrip("\n")
         style = next((s for prefix, s in _DIFF_STYLES if text.startswith(prefix)), None)
-        out.print(text, markup=False, emoji=False, style=style)
+        out.print(text, style=style)
 
 
 @click.command()
@@ -154,9 +150,9 @@ def logs(settings: Settings, agent_id: str, day: datetime | None) -> None:
     if not text:
         days = personal.days(agent_id)
         hint = f"; logs exist for {', '.join(d.isoformat() for d in days[-5:])}" if days else ""
-        err.print(f"arena: {agent_id} has no log for {wanted.isoformat()}{hint}", markup=False)
+        err.print(f"arena: {agent_id} has no log for {wanted.isoformat()}{hint}")
         return
-    click.echo(text, nl=False)
+    click.echo(printable(text), nl=False)
 
 
 @click.command()
@@ -170,6 +166,6 @@ def summary(settings: Settings, group: str) -> None:
     except FileNotFoundError:
         text = ""
     if not text.strip():
-        err.print(f"arena: group {group!r} has no summary yet", markup=False)
+        err.print(f"arena: group {group!r} has no summary yet")
         return
-    click.echo(text, nl=False)
+    click.echo(printable(text), nl=False)

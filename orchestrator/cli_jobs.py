@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -13,12 +12,14 @@ from typing import Any, TypeVar
 import click
 import redis
 from redis.exceptions import RedisError
-from rich.console import Console
+from rich import box
 from rich.table import Table
+from rich.text import Text
 from rq import Worker
 from rq.job import Job, JobStatus
 
 from orchestrator.agents import load_agents
+from orchestrator.cli_output import json_text, out, printable
 from orchestrator.errors import OrchestratorError, ServiceError, ValidationError
 from orchestrator.jobs import (
     QUEUE_NAMES,
@@ -39,9 +40,6 @@ from orchestrator.wire import validate_group
 __all__ = ["heartbeat", "jobs", "summarize"]
 
 FC = TypeVar("FC", bound=Callable[..., Any])
-
-out = Console(highlight=False, soft_wrap=True, emoji=False)
-err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 POLL_S = 0.2
 NO_WORKER_AFTER_S = 5.0
@@ -96,6 +94,23 @@ def _outcome_cell(row: dict[str, Any]) -> str:
     return row["error"] or ""
 
 
+def jobs_table(rows: list[dict[str, Any]], settings: Settings) -> Table:
+    """The jobs as a table that fits 80 columns: the outcome goes on its own lines under the
+    job's id, and one time per job (when it ended, or when it runs next, or was enqueued)."""
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("job / outcome", overflow="fold", ratio=1)
+    table.add_column("status", overflow="fold")
+    table.add_column("trigger", overflow="fold")
+    table.add_column("when", no_wrap=True)
+    for r in rows:
+        cell = Text(printable(r["id"]))
+        if outcome := _outcome_cell(r):
+            cell.append("\n" + printable(outcome), style="dim")
+        when = r["ended_at"] or r["next_run_at"] or r["enqueued_at"]
+        table.add_row(cell, r["status"], r["trigger"] or "", _local(when, settings))
+    return table
+
+
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (a JSON list).")
 @click.pass_obj
@@ -109,23 +124,9 @@ def jobs(settings: Settings, as_json: bool) -> None:
         times = {name: when.isoformat() for name, when in planned.items()}
         rows[:0] = schedule_rows(times, "not running")
     if as_json:
-        out.print(json.dumps(rows, ensure_ascii=False, indent=2), markup=False)
+        out.print(json_text(rows, indent=2))
         return
-    table = Table()
-    table.add_column("job", no_wrap=True)  # ids are what `arena heartbeat` reports
-    for header in ("status", "trigger", "enqueued / next", "ended", "outcome"):
-        table.add_column(header)
-    for r in rows:
-        when = r["next_run_at"] or r["enqueued_at"]
-        table.add_row(
-            r["id"],
-            r["status"],
-            r["trigger"] or "",
-            _local(when, settings),
-            _local(r["ended_at"], settings),
-            _outcome_cell(r),
-        )
-    out.print(table)
+    out.print(jobs_table(rows, settings))
 
 
 def _wait_option(default_s: float) -> Callable[[FC], FC]:

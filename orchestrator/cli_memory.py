@@ -9,21 +9,23 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 
+from orchestrator.cli_output import json_text, out
 from orchestrator.errors import ValidationError
 from orchestrator.files import write_atomic
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.history import HistoryStore
-from orchestrator.memory.records import MemoryRecord
+from orchestrator.memory.records import STATUSES, MemoryRecord
+from orchestrator.memory.schema import MEMORY_TYPES, PERSONAL_TYPES
 from orchestrator.memory.session import SessionMemory
 from orchestrator.settings import Settings
 from orchestrator.wire import validate_group
 
 __all__ = ["memory"]
 
-out = Console(highlight=False, soft_wrap=True, emoji=False)
+# Session and personal memories share the store, so both kinds of type can be listed.
+TYPES = tuple(dict.fromkeys((*MEMORY_TYPES, *PERSONAL_TYPES)))
 
 
 @contextmanager
@@ -36,17 +38,26 @@ def _stores(settings: Settings) -> Iterator[tuple[SessionMemory, HistoryStore]]:
         engine.dispose()
 
 
-def _row(record: MemoryRecord, score: float | None = None) -> dict[str, Any]:
-    data = record.as_dict()
-    if score is not None:
-        data["score"] = round(score, 4)
-    return data
+def _row(record: MemoryRecord) -> dict[str, Any]:
+    return record.as_dict()
+
+
+def _hit_rows(hits: list[tuple[MemoryRecord, float]]) -> list[dict[str, Any]]:
+    """Search hits, best first, with their rank and full-text score."""
+    return [_row(record) | {"rank": n, "score": score} for n, (record, score) in enumerate(hits, 1)]
+
+
+def _score(value: float) -> str:
+    """Three significant digits: the score is comparable within one search only (BM25 on
+    SQLite, where a word found in most entries scores next to nothing), so a fixed number of
+    decimals would show a real hit as 0.000."""
+    return f"{value:.3g}"
 
 
 def _table(rows: list[dict[str, Any]], with_score: bool = False) -> Table:
-    table = Table("id", "type", "group", "agent", "status", "content")
-    if with_score:
-        table.add_column("score")
+    table = Table("rank", "score") if with_score else Table()
+    for header in ("id", "type", "group", "agent", "status", "content"):
+        table.add_column(header)
     for r in rows:
         cells = [
             str(r["id"]),
@@ -57,7 +68,7 @@ def _table(rows: list[dict[str, Any]], with_score: bool = False) -> Table:
             r["content"],
         ]
         if with_score:
-            cells.append(f"{r['score']:.3f}")
+            cells[:0] = [str(r["rank"]), _score(r["score"])]
         table.add_row(*cells)
     return table
 
@@ -65,7 +76,7 @@ def _table(rows: list[dict[str, Any]], with_score: bool = False) -> Table:
 def _emit(rows: list[dict[str, Any]], as_json: bool, with_score: bool = False) -> None:
     if as_json:
         for r in rows:
-            out.print(json.dumps(r, ensure_ascii=False), markup=False)
+            out.print(json_text(r))
     elif rows:
         out.print(_table(rows, with_score))
     else:
@@ -96,18 +107,15 @@ def search(
     with _stores(settings) as (session, _):
         scopes = [("session", validate_group(group))] if group is not None else session.scopes()
         hits = session.search(query, scopes=scopes, limit=limit * 4 if agent else limit)
-    rows = [_row(r, s) for r, s in hits if agent is None or r.agent == agent][:limit]
+    rows = _hit_rows([(r, s) for r, s in hits if agent is None or r.agent == agent][:limit])
     _emit(rows, as_json, with_score=True)
 
 
 @memory.command(name="list")
 @click.option("--group", default=None, help="Only this group's memory.")
-@click.option("--type", "type_", default=None, help="Only this type (decision, task, …).")
+@click.option("--type", "type_", default=None, type=click.Choice(TYPES), help="Only this type.")
 @click.option(
-    "--status",
-    default="active",
-    show_default=True,
-    type=click.Choice(["active", "superseded", "archived", "any"]),
+    "--status", default="active", show_default=True, type=click.Choice([*STATUSES, "any"])
 )
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 100_000))
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
@@ -154,7 +162,7 @@ def show(settings: Settings, entry_id: int, as_json: bool) -> None:
     data["cited_message"] = cited.as_dict() if cited else None
     data["answering"] = trigger.as_dict() if trigger else None
     if as_json:
-        out.print(json.dumps(data, ensure_ascii=False, indent=2), markup=False)
+        out.print(json_text(data, indent=2))
         return
     for name in (
         "id",
@@ -213,7 +221,7 @@ def stats(settings: Settings, as_json: bool) -> None:
     with _stores(settings) as (session, _):
         numbers = session.stats()
     if as_json:
-        out.print(json.dumps(numbers, indent=2), markup=False)
+        out.print(json_text(numbers, indent=2))
         return
     out.print(f"total: {numbers['total']}")
     for name in ("by_scope", "by_type", "by_status"):
@@ -234,8 +242,11 @@ def stats(settings: Settings, as_json: bool) -> None:
 def export(settings: Settings, group: str, target: Path | None) -> None:
     """Write every session memory of GROUP (any status) as JSON."""
     validate_group(group)
-    with _stores(settings) as (session, _):
+    with _stores(settings) as (session, history):
         entries = session.export(group)
+        unknown = not entries and not history.recent(group, 1)
+    if unknown:
+        raise ValidationError("group", f"no group {group!r}: it has no messages and no memories")
     path = target or settings.data_dir / "memory" / f"session_{group}.json"
     write_atomic(path, json.dumps(entries, ensure_ascii=False, indent=2) + "\n")
     out.print(f"{len(entries)} memories of {group} written to {path}", markup=False)

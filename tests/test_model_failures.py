@@ -101,7 +101,7 @@ async def test_failed_message_is_dead_lettered_and_retried(
             )
             assert [r.type for r in replies] == ["notice"]
             listed = CliRunner().invoke(main, ["dead-letters", "--json"])
-            letters = [json.loads(line) for line in listed.output.splitlines()]
+            letters = json.loads(listed.output)
             assert [(d["entry_id"], d["group"], d["text"]) for d in letters] == [
                 (message_id, "ops", "@ping status?")
             ]
@@ -115,7 +115,7 @@ async def test_failed_message_is_dead_lettered_and_retried(
             )
             client.close()
         assert [a.type for a in answers] == ["reply"]
-        assert CliRunner().invoke(main, ["dead-letters", "--json"]).output.strip() == ""
+        assert json.loads(CliRunner().invoke(main, ["dead-letters", "--json"]).output) == []
         missing = CliRunner().invoke(main, ["retry", "1-1"])
         assert missing.exit_code == 1
         assert "no dead letter" in missing.output
