@@ -187,3 +187,27 @@ def test_the_next_turn_over_the_same_layers_tokenises_nothing_again():
     assert counter.calls == calls
     assert second.request == first.request
     assert second.report == first.report
+
+
+def test_two_turns_in_a_row_name_each_ones_sender():
+    """An agent asked by a person, then by a colleague's hand-off within the same minute, is
+    told who is asking each time (the rendered tail is not reused across senders)."""
+    prompts = Prompts(REPO / "prompts")
+    person = _msg(1, "alex", MessageKind.HUMAN, "@dev can you check?")
+    handoff = _msg(2, "qa", MessageKind.AGENT, "@dev over to you")
+    tails = []
+    for trigger, seen in ((person, [person]), (handoff, [person, handoff])):
+        built = build_context(
+            agent=AGENTS[0],
+            agents=AGENTS,
+            layers=Layers(identity=Identity(claude="x"), history=_past(*seen)),
+            trigger=trigger,
+            prompts=prompts,
+            now=T0,
+            tz="UTC",
+            limits=ContextLimits(reserved_output=100),
+            counter=TokenCounter(),
+        )
+        tails.append(built.request.system_tail)
+    assert "answer the last message, from alex." in tails[0]
+    assert "answer the last message, from qa." in tails[1]

@@ -1,4 +1,4 @@
-"""Prompt templates: rendered texts are reused for the same key, until the file changes."""
+"""Prompt templates: every render reads the current files and the values given."""
 
 from __future__ import annotations
 
@@ -11,33 +11,32 @@ from orchestrator.errors import TemplateError
 from orchestrator.prompts import Prompts
 
 
-def _write(folder: Path, text: str, bump: int = 0) -> None:
-    path = folder / "t.j2"
+def _write(folder: Path, text: str, bump: int = 0, name: str = "t.j2") -> None:
+    path = folder / name
     path.write_text(text, encoding="utf-8")
     stat = path.stat()
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + bump * 1_000_000_000))
 
 
-def test_a_keyed_render_is_reused_for_its_key_only(tmp_path: Path):
-    _write(tmp_path, "hello {{ who }}")
+def test_a_changed_template_or_include_is_rendered_anew(tmp_path: Path):
+    """Editing a template, or a template it includes, takes effect at the next render."""
+    _write(tmp_path, "hello {{ who }} / {% include 'part.j2' %}")
+    _write(tmp_path, "part", name="part.j2")
     prompts = Prompts(tmp_path)
-    assert prompts.render_keyed("t.j2", "a", who="ada") == "hello ada"
-    # Same key: the text rendered before (the caller promised the key stands for the values).
-    assert prompts.render_keyed("t.j2", "a", who="bob") == "hello ada"
-    assert prompts.render_keyed("t.j2", "b", who="bob") == "hello bob"
-    assert prompts.render("t.j2", who="cy") == "hello cy"  # no key: always rendered
+    assert prompts.render("t.j2", who="ada") == "hello ada / part"
+    _write(tmp_path, "bye {{ who }} / {% include 'part.j2' %}", bump=5)
+    _write(tmp_path, "new part", bump=5, name="part.j2")
+    assert prompts.render("t.j2", who="ada") == "bye ada / new part"
 
 
-def test_a_changed_template_is_rendered_anew(tmp_path: Path):
-    _write(tmp_path, "hello {{ who }}")
-    prompts = Prompts(tmp_path)
-    assert prompts.render_keyed("t.j2", "a", who="ada") == "hello ada"
-    _write(tmp_path, "bye {{ who }}", bump=5)
-    assert prompts.render_keyed("t.j2", "a", who="ada") == "bye ada"
-
-
-def test_a_keyed_render_reports_template_errors(tmp_path: Path):
+def test_template_errors_are_reported(tmp_path: Path):
+    """An undefined name, a syntax error or a missing file is a TemplateError."""
     _write(tmp_path, "hello {{ missing }}")
     prompts = Prompts(tmp_path)
     with pytest.raises(TemplateError, match="undefined"):
-        prompts.render_keyed("t.j2", "a")
+        prompts.render("t.j2")
+    with pytest.raises(TemplateError, match="not found"):
+        prompts.render("nope.j2")
+    _write(tmp_path, "hello {{ broken", name="b.j2")
+    with pytest.raises(TemplateError, match="line 1"):
+        prompts.render("b.j2")
