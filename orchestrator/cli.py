@@ -1,8 +1,11 @@
 """The ``arena`` command. Each subcommand parses, loads ``Settings``, calls one function and
 returns an exit code; errors are one clear line on stderr, never a traceback.
 
-The daemon's modules (the model SDK above all) take seconds to import, so commands that do
-not run the daemon import only what they use: ``arena post`` starts quickly.
+The daemon's modules (the model SDK above all) take seconds to import, so each command
+imports what it uses when it runs, and ``arena --help`` lists the commands of
+:attr:`ArenaGroup.lazy` without importing their modules: ``--help`` and ``arena post`` start
+quickly (``tests/test_cli_startup.py`` keeps the heavy libraries out of both). What the
+commands print goes through :mod:`orchestrator.cli_output`.
 """
 
 from __future__ import annotations

@@ -286,9 +286,9 @@ def test_jobs_table_puts_the_outcome_under_the_job(settings):
         "result": None,
         "error": "LLMError: the model failed after 3 attempts: 529 overloaded, try later",
     }
-    console = Console(width=80, file=io.StringIO(), highlight=False)
-    console.print(jobs_table([row], settings))
-    lines = console.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    buffer = io.StringIO()
+    Console(width=80, file=buffer, highlight=False).print(jobs_table([row], settings))
+    lines = buffer.getvalue().splitlines()
     assert max(len(line) for line in lines) <= 80
     at = next(n for n, line in enumerate(lines) if "summary_team_42" in line)
     assert re.search(r"summary_team_42\s+failed\s+idle\s+2026-04-01 \d\d:01", lines[at])
@@ -308,7 +308,7 @@ def _publish(url: str, group: str, reply_to: str, texts: list[tuple[str, str]]) 
                 kind="agent",
                 text=text,
             )
-            raw.xadd(outbox_stream(group), item.fields())  # type: ignore[arg-type]
+            raw.xadd(outbox_stream(group), item.fields())
 
 
 def _spawn(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
