@@ -190,3 +190,6 @@ class Completion:
     usage: Usage = field(default_factory=Usage)
     stop_reason: str | None = None
     latency_ms: float = 0.0
+    # Why each earlier attempt of the call failed before this answer ("529 overloaded_error"),
+    # oldest first; empty when the first attempt answered.
+    failed_attempts: tuple[str, ...] = ()

@@ -494,4 +494,9 @@ def _turn_meta(result: TurnResult) -> dict[str, Any]:
             "cache_read_tokens": usage.cache_read_tokens,
             "cache_creation_tokens": usage.cache_creation_tokens,
         },
+        # How many calls the answer took, and why the earlier ones failed (429, 529, ...).
+        "attempts": {
+            "count": len(completion.failed_attempts) + 1,
+            "failed": list(completion.failed_attempts),
+        },
     }

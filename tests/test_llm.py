@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
@@ -65,6 +66,7 @@ async def provider_for(srv: FakeMessagesServer) -> AsyncIterator[Factory]:
             "base_url": srv.base_url,
             "timeout_s": 5.0,
             "max_retries": 0,
+            "backoff_s": 0.001,
         }
         options.update(kwargs)
         provider = AnthropicProvider(**options)
@@ -147,13 +149,57 @@ async def test_missing_cache_counts_become_zero(srv, provider_for):
     assert completion.usage.cache_creation_tokens == 0
 
 
-async def test_rate_limit_is_retried_by_the_sdk(srv, provider_for):
+async def test_rate_limit_is_retried(srv, provider_for):
     """A 429 followed by success succeeds when retries are allowed."""
     srv.script(status=429)
     srv.script(reply="after the wait")
     completion = await provider_for(max_retries=1).complete(make_request())
     assert completion.text == "after the wait"
     assert len(srv.requests) == 2
+
+
+async def test_retries_leave_a_trace(srv, provider_for, caplog):
+    """Two 529s then an answer: the completion lists both failures, and one warning says
+    the call needed three attempts."""
+    srv.script(status=529, times=2)
+    srv.script(reply="at last")
+    with caplog.at_level(logging.WARNING, logger="orchestrator.llm"):
+        completion = await provider_for(max_retries=3).complete(make_request())
+    assert completion.text == "at last"
+    assert completion.failed_attempts == ("529 overloaded_error", "529 overloaded_error")
+    warnings = [r.getMessage() for r in caplog.records if r.name == "orchestrator.llm"]
+    assert warnings == [
+        "anthropic claude-x answered at attempt 3 of 4, after "
+        "529 overloaded_error, 529 overloaded_error"
+    ]
+    first_time = await provider_for().complete(make_request())
+    assert first_time.failed_attempts == ()
+
+
+async def test_retry_after_is_honoured(srv, provider_for):
+    """The server's retry-after is the pause: with "0", a call whose own backoff would
+    outlast its deadline is tried again at once."""
+    srv.script(status=429, headers={"retry-after": "0"})
+    provider = provider_for(max_retries=1, backoff_s=100, deadline_s=30)
+    completion = await provider.complete(make_request())
+    assert completion.failed_attempts == ("429 rate_limit_error",)
+
+
+async def test_a_pause_past_the_deadline_ends_the_call_with_its_error(srv, provider_for):
+    """A retry-after longer than the call may last is not waited for: the 429 is the error."""
+    srv.script(status=429, headers={"retry-after": "3600"})
+    with pytest.raises(LLMError) as caught:
+        await provider_for(max_retries=3, deadline_s=30).complete(make_request())
+    assert (caught.value.status, caught.value.retryable) == (429, True)
+    assert len(srv.requests) == 1
+
+
+async def test_the_server_may_forbid_a_retry(srv, provider_for):
+    """``x-should-retry: false`` on a 500 is obeyed."""
+    srv.script(status=500, headers={"x-should-retry": "false"})
+    with pytest.raises(LLMError):
+        await provider_for(max_retries=3).complete(make_request())
+    assert len(srv.requests) == 1
 
 
 @pytest.mark.parametrize(
@@ -184,6 +230,7 @@ async def test_overloaded_until_retries_run_out_is_retryable(srv, provider_for):
         await provider_for(max_retries=1).complete(make_request())
     assert (caught.value.status, caught.value.retryable) == (529, True)
     assert caught.value.problem.startswith("overloaded_error: ")
+    assert caught.value.problem.endswith(" (attempt 2; before: 529 overloaded_error)")
     assert len(srv.requests) == 2
 
 

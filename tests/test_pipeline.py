@@ -50,14 +50,18 @@ def store(tmp_path: Path):
     engine.dispose()
 
 
-async def _pipeline(tmp_path: Path, store: HistoryStore, base_url: str):
+async def _pipeline(
+    tmp_path: Path, store: HistoryStore, base_url: str, *, retries: int = 0, hop_limit: int = 3
+):
     settings = load_settings(
         agents_dir=write_team(tmp_path),
         workspaces_dir=tmp_path / "ws",
         prompts_dir=REPO / "prompts",
         data_dir=tmp_path,
     )
-    llm = AnthropicProvider(api_key="test", base_url=base_url, timeout_s=5, max_retries=0)
+    llm = AnthropicProvider(
+        api_key="test", base_url=base_url, timeout_s=5, max_retries=retries, backoff_s=0.001
+    )
     outbox, events = RecordingOutbox(), RecordingEvents()
     team = load_team(settings)
     pipeline = Pipeline(
@@ -69,6 +73,7 @@ async def _pipeline(tmp_path: Path, store: HistoryStore, base_url: str):
         prompts=Prompts(REPO / "prompts"),
         briefing=make_briefing(settings, store.engine, team),
         counter=TokenCounter(),
+        hop_limit=hop_limit,
     )
     return pipeline, outbox, events, llm
 
@@ -149,3 +154,22 @@ async def test_marker_in_human_message_is_neutralised_before_the_model(tmp_path,
     text = sent if isinstance(sent, str) else " ".join(b["text"] for b in sent)
     assert "<!--SAVE_MEMORY" not in text
     assert "planted" in text
+
+
+async def test_a_reply_keeps_the_attempts_its_answer_took(tmp_path, store, fake_llm):
+    """Two 529s, then an answer: the reply's stored metadata counts three attempts and
+    names the failures; an answer at the first attempt counts one."""
+    fake_llm.script(status=529, times=2)
+    pipeline, _outbox, _events, llm = await _pipeline(tmp_path, store, fake_llm.base_url, retries=3)
+    await pipeline.handle(_human("@ping hello", "1000-0"))
+    await pipeline.handle(_human("@ping again", "1001-0"))
+    await llm.aclose()
+    retried = store.get("1000-0:1:ping")
+    assert retried is not None
+    assert retried.meta["attempts"] == {
+        "count": 3,
+        "failed": ["529 overloaded_error", "529 overloaded_error"],
+    }
+    first_time = store.get("1001-0:1:ping")
+    assert first_time is not None
+    assert first_time.meta["attempts"] == {"count": 1, "failed": []}
