@@ -20,6 +20,7 @@ from orchestrator.bus import Bus
 from orchestrator.consumer import Consumer
 from orchestrator.context import Identity
 from orchestrator.coordinator import Coordinator
+from orchestrator.errors import ConfigError
 from orchestrator.events import MqttPublisher
 from orchestrator.files import write_atomic
 from orchestrator.leases import Leases
@@ -44,6 +45,7 @@ from orchestrator.turns import LLM
 
 __all__ = [
     "build_llm",
+    "ensure_data_dir",
     "load_drift",
     "load_team",
     "make_briefing",
@@ -92,6 +94,22 @@ def make_writer(settings: Settings, engine: Engine) -> MemoryWriter:
         ),
         settings.zone,
     )
+
+
+def ensure_data_dir(settings: Settings) -> None:
+    """Create the data folder (and its parents) if it does not exist yet.
+
+    Raises:
+        ConfigError: naming ARENA_DATA_DIR and why the folder cannot be made.
+    """
+    folder = settings.data_dir
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ConfigError("ARENA_DATA_DIR", f"{folder} exists and is not a folder") from None
+    except OSError as exc:
+        reason = exc.strerror or exc.__class__.__name__
+        raise ConfigError("ARENA_DATA_DIR", f"cannot create {folder}: {reason}") from None
 
 
 def _drift_path(settings: Settings) -> Path:
@@ -144,6 +162,7 @@ async def run(
     Raises:
         OrchestratorError: when configuration or a service is wrong at start.
     """
+    ensure_data_dir(settings)
     team = load_team(settings)
     prompts = Prompts(settings.prompts_dir)
     await ping_redis(settings.effective_redis_url, timeout_s=5)

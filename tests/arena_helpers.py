@@ -144,6 +144,8 @@ def spawn_daemon(
             env=values,
             stdout=out,
             stderr=subprocess.STDOUT,
+            # Its own process group, so that a test can end it and what it started at once.
+            start_new_session=True,
         )
 
 

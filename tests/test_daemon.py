@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import signal
 from pathlib import Path
 
 import aiomqtt
@@ -21,6 +22,7 @@ from tests.arena_helpers import (
     make_settings,
     outbox,
     running_daemon,
+    spawn_daemon,
     wait_for,
 )
 
@@ -253,3 +255,45 @@ async def test_more_groups_in_flight_than_redis_connections(
         items = outbox(embedded_redis_url, group)
         assert [i["in_reply_to"] for i in items if i["type"] == "reply"] == ids
     assert not [r for r in caplog.records if "interrupted" in r.getMessage()]
+
+
+async def test_daemon_creates_a_data_folder_that_does_not_exist(
+    tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str
+):
+    """`arena daemon` on an ARENA_DATA_DIR that does not exist yet creates it and answers."""
+    fresh = tmp_path / "not" / "yet" / "data"
+    settings = make_settings(tmp_path, embedded_redis_url, embedded_mqtt_url, None, data_dir=fresh)
+    log = tmp_path / "daemon.log"
+    proc = spawn_daemon(settings, log, "fresh")
+    try:
+        await wait_for(lambda: "arena: ready" in log.read_text() or proc.poll() is not None, 120)
+        assert proc.poll() is None, log.read_text()
+        with ArenaClient(embedded_redis_url) as client:
+            _, replies = await asyncio.to_thread(client.post_and_wait, "fresh", "hi", "alex", 60)
+        assert [r.type for r in replies] == ["reply"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = await asyncio.to_thread(proc.wait, 60)
+    assert code == 0, log.read_text()
+    assert (fresh / "arena.db").is_file()
+
+
+async def test_daemon_says_why_it_cannot_make_the_data_folder(
+    tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str
+):
+    """A data folder under a plain file: one line naming ARENA_DATA_DIR and the reason."""
+    (tmp_path / "afile").write_text("not a folder")
+    bad = tmp_path / "afile" / "data"
+    settings = make_settings(tmp_path, embedded_redis_url, embedded_mqtt_url, None, data_dir=bad)
+    log = tmp_path / "daemon.log"
+    proc = spawn_daemon(settings, log, "bad")
+    try:
+        code = await asyncio.to_thread(proc.wait, 120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    said = log.read_text()
+    assert code == 1
+    assert f"arena: ARENA_DATA_DIR: cannot create {bad}: Not a directory" in said.splitlines()
+    assert "Traceback" not in said

@@ -4,10 +4,13 @@ daemon that dies hands its groups over. Real daemon processes, the offline model
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import re
 import signal
 import subprocess
 from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +22,32 @@ from orchestrator.settings import Settings
 from orchestrator.wire import PARTITIONS, lease_key, outbox_stream
 from tests.arena_helpers import environment, make_settings, spawn_daemon, wait_for
 
+# Real processes on a machine that may be busy: generous waits, and no test timeout shorter
+# than their sum.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+Spawn = Callable[..., subprocess.Popen[bytes]]
+
+
+@pytest.fixture
+def spawn() -> Iterator[Spawn]:
+    """``spawn_daemon``; every daemon still running when the test ends, however it ends, is
+    killed with its process group."""
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(settings: Settings, log: Path, consumer: str, **env: str) -> subprocess.Popen[bytes]:
+        proc = spawn_daemon(settings, log, consumer, **env)
+        procs.append(proc)
+        return proc
+
+    try:
+        yield start
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
 
 def _owners(url: str) -> Counter[str]:
     with redis.Redis.from_url(url, decode_responses=True) as client:
@@ -29,7 +58,7 @@ def _owners(url: str) -> Counter[str]:
 async def _wait_for_owners(url: str, expected: dict[str, int], logs: list[Path]) -> None:
     """Wait until the partitions are held as ``expected``; say who holds what if not."""
     try:
-        await wait_for(lambda: _owners(url) == expected, 60)
+        await wait_for(lambda: _owners(url) == expected, 180)
     except TimeoutError:
         tails = "\n".join(f"--- {log.name}\n{log.read_text()[-1500:]}" for log in logs)
         raise AssertionError(f"partitions held {dict(_owners(url))}\n{tails}") from None
@@ -66,9 +95,12 @@ def _check_order(url: str, posted: dict[str, list[str]]) -> None:
 
 
 def _stop(*procs: subprocess.Popen[bytes]) -> list[int]:
+    """SIGTERM each daemon and wait for its exit code (the ``spawn`` fixture kills any that
+    hangs)."""
     for proc in procs:
-        proc.send_signal(signal.SIGTERM)
-    return [proc.wait(timeout=30) for proc in procs]
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    return [proc.wait(timeout=120) for proc in procs]
 
 
 def _handled(log: Path) -> int:
@@ -83,13 +115,15 @@ def _status(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Result:
 
 
 async def test_two_daemons_share_1000_messages_over_50_groups_in_order(
-    tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str, monkeypatch
+    tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str, monkeypatch, spawn: Spawn
 ):
+    """Two daemons split the partitions, answer 1000 messages once each in order, both do a
+    share, and give every lease back on a clean stop."""
     settings = make_settings(tmp_path, embedded_redis_url, embedded_mqtt_url, None)
     logs = [tmp_path / "alpha.log", tmp_path / "beta.log"]
     procs = [
-        spawn_daemon(settings, logs[0], "alpha", ARENA_LEASE_TTL_S="1.5"),
-        spawn_daemon(settings, logs[1], "beta", ARENA_LEASE_TTL_S="1.5"),
+        spawn(settings, logs[0], "alpha", ARENA_LEASE_TTL_S="1.5"),
+        spawn(settings, logs[1], "beta", ARENA_LEASE_TTL_S="1.5"),
     ]
     try:
         await _wait_for_owners(embedded_redis_url, {"alpha": 8, "beta": 8}, logs)
@@ -98,7 +132,7 @@ async def test_two_daemons_share_1000_messages_over_50_groups_in_order(
         assert re.search(r"alpha: partitions (\d+,){7}\d+\b", shown.output)
         assert re.search(r"beta: partitions (\d+,){7}\d+\b", shown.output)
         posted = await asyncio.to_thread(_post, embedded_redis_url, 50, 1000)
-        await wait_for(lambda: _answered(embedded_redis_url, list(posted)) >= 1000, 240)
+        await wait_for(lambda: _answered(embedded_redis_url, list(posted)) >= 1000, 480)
     finally:
         codes = _stop(*procs)
     assert codes == [0, 0], logs[0].read_text()[-2000:] + logs[1].read_text()[-2000:]
@@ -111,20 +145,20 @@ async def test_two_daemons_share_1000_messages_over_50_groups_in_order(
 
 
 async def test_a_killed_daemon_hands_its_groups_over(
-    tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str
+    tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str, spawn: Spawn
 ):
     """Kill -9 one of two daemons mid-stream: within a few lease periods the other owns every
     partition, and every message is answered once, in order."""
     settings = make_settings(tmp_path, embedded_redis_url, embedded_mqtt_url, None)
     survivor_log, victim_log = tmp_path / "survivor.log", tmp_path / "victim.log"
-    survivor = spawn_daemon(settings, survivor_log, "survivor", ARENA_LEASE_TTL_S="1")
-    victim = spawn_daemon(settings, victim_log, "victim", ARENA_LEASE_TTL_S="1")
+    survivor = spawn(settings, survivor_log, "survivor", ARENA_LEASE_TTL_S="1")
+    victim = spawn(settings, victim_log, "victim", ARENA_LEASE_TTL_S="1")
     try:
         await _wait_for_owners(
             embedded_redis_url, {"survivor": 8, "victim": 8}, [survivor_log, victim_log]
         )
         posted = await asyncio.to_thread(_post, embedded_redis_url, 20, 150)
-        await wait_for(lambda: _answered(embedded_redis_url, list(posted)) >= 30, 60)
+        await wait_for(lambda: _answered(embedded_redis_url, list(posted)) >= 30, 180)
         victim.send_signal(signal.SIGKILL)
         victim.wait()
         more = await asyncio.to_thread(_post, embedded_redis_url, 20, 150, 150)
@@ -133,7 +167,7 @@ async def test_a_killed_daemon_hands_its_groups_over(
         )
         for group, ids in more.items():
             posted[group] += ids
-        await wait_for(lambda: _answered(embedded_redis_url, list(posted)) >= 300, 120)
+        await wait_for(lambda: _answered(embedded_redis_url, list(posted)) >= 300, 300)
     finally:
         codes = _stop(survivor)
     assert codes == [0], survivor_log.read_text()[-3000:]
@@ -142,14 +176,15 @@ async def test_a_killed_daemon_hands_its_groups_over(
 
 
 async def test_a_second_daemon_under_the_same_name_is_refused(
-    tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str
+    tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str, spawn: Spawn
 ):
+    """A second daemon under a name a live one holds exits 1 with one line."""
     settings = make_settings(tmp_path, embedded_redis_url, embedded_mqtt_url, None)
-    first = spawn_daemon(settings, tmp_path / "first.log", "same")
+    first = spawn(settings, tmp_path / "first.log", "same")
     try:
         await _wait_for_owners(embedded_redis_url, {"same": PARTITIONS}, [tmp_path / "first.log"])
-        second = spawn_daemon(settings, tmp_path / "second.log", "same")
-        assert await asyncio.to_thread(second.wait, 30) == 1
+        second = spawn(settings, tmp_path / "second.log", "same")
+        assert await asyncio.to_thread(second.wait, 120) == 1
     finally:
         codes = _stop(first)
     assert codes == [0]
