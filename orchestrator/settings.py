@@ -45,6 +45,10 @@ class Settings(BaseSettings):
     prompts_dir: Path = Path("prompts")
     tz: str = "UTC"
 
+    # Embedded Redis: besides its unix socket it listens on this loopback TCP port, so any
+    # Redis client can post (0: the socket only).
+    redis_port: int = Field(default=6379, ge=0, le=65535)
+
     # Embedded MQTT broker.
     mqtt_host: str = "127.0.0.1"
     mqtt_port: int = Field(default=1883, ge=1, le=65535)
@@ -185,6 +189,14 @@ class Settings(BaseSettings):
     def effective_redis_url(self) -> str:
         """The URL clients connect to: ``REDIS_URL`` or the embedded server's socket."""
         return self.redis_url or f"unix://{self.redis_socket.resolve()}"
+
+    @property
+    def public_redis_url(self) -> str:
+        """The URL people and other programs use: ``REDIS_URL``, else the embedded server's
+        loopback TCP port (its socket when ``redis_port`` is 0)."""
+        if self.redis_url is None and self.redis_port:
+            return f"redis://127.0.0.1:{self.redis_port}/0"
+        return self.effective_redis_url
 
     @property
     def effective_mqtt_url(self) -> str:

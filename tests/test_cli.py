@@ -51,6 +51,7 @@ def test_up_post_wait_history_and_clean_stop(tmp_path: Path, free_port: int):
         "PATH": os.environ.get("PATH", ""),
         "ARENA_DATA_DIR": str(tmp_path / "data"),
         "ARENA_MQTT_PORT": str(free_port),
+        "ARENA_REDIS_PORT": "0",  # the unix socket only: nothing else may need the port
         "ARENA_WORKERS": "1",
     }
     for round_ in range(2):

@@ -443,7 +443,12 @@ def test_describe_hides_a_database_password(monkeypatch):
 def test_describe_names_the_embedded_services_plainly(tmp_path):
     """With no URLs set, `arena up` says which embedded services it starts, as written."""
     lines = dict(describe(load_settings(data_dir=tmp_path)))
-    assert lines["redis"].startswith("embedded redis-server, unix socket ")
+    assert lines["redis"] == (
+        "embedded redis-server, redis://127.0.0.1:6379/0"
+        f" (and unix socket {tmp_path / 'redis.sock'})"
+    )
+    no_port = dict(describe(load_settings(data_dir=tmp_path, redis_port=0)))
+    assert no_port["redis"] == f"embedded redis-server, unix socket {tmp_path / 'redis.sock'}"
     assert lines["mqtt"] == "embedded broker, mqtt://127.0.0.1:1883"
     assert lines["database"] == f"SQLite {tmp_path.resolve() / 'arena.db'}"
 

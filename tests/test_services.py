@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
 import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import aiomqtt
@@ -103,6 +109,58 @@ def test_redis_server_that_dies_reports_its_log(tmp_path: Path, free_port: int) 
             server.start(timeout_s=5)
     assert "Address already in use" in caught.value.problem
     assert str(tmp_path.resolve() / "redis.log") in caught.value.hint
+
+
+_TIED_PARENT = """
+import sys, time
+from pathlib import Path
+from orchestrator.services import RedisServer
+folder = Path(sys.argv[1])
+server = RedisServer(folder, unix_socket=folder / "redis.sock", tied=True)
+server.start()
+print(server.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with contextlib.suppress(OSError):  # a zombie has ended
+        return ") Z " not in Path(f"/proc/{pid}/stat").read_text()
+    return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a Linux parent-death signal")
+def test_tied_redis_server_stops_when_its_parent_is_killed(tmp_path: Path) -> None:
+    """kill -9 of the process that started a tied server: the server gets SIGTERM (so it
+    flushes its AOF) and exits."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", _TIED_PARENT, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    pid = 0
+    try:
+        assert parent.stdout is not None
+        pid = int(parent.stdout.readline())
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 30
+        while _running(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _running(pid)
+        assert "Received SIGTERM" in (tmp_path / "redis.log").read_text()
+    finally:
+        parent.kill()
+        parent.wait()
+        if pid and _running(pid):
+            os.kill(pid, signal.SIGKILL)
+        if parent.stdout is not None:
+            parent.stdout.close()
 
 
 def test_find_redis_executable_prefers_the_bundled_binary() -> None:

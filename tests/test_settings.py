@@ -52,3 +52,34 @@ def test_secret_never_shows_in_repr(monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-very-secret")
     settings = load_settings()
     assert "sk-very-secret" not in repr(settings)
+
+
+def test_embedded_redis_listens_on_loopback_port_6379_by_default(tmp_path, monkeypatch):
+    """People reach the embedded Redis at redis://127.0.0.1:6379/0; the daemon uses the socket."""
+    monkeypatch.setenv("ARENA_DATA_DIR", str(tmp_path))
+    settings = load_settings()
+    assert settings.redis_port == 6379
+    assert settings.public_redis_url == "redis://127.0.0.1:6379/0"
+    assert settings.effective_redis_url == f"unix://{tmp_path / 'redis.sock'}"
+
+
+def test_redis_port_zero_means_the_socket_only(tmp_path, monkeypatch):
+    """ARENA_REDIS_PORT=0: the public URL is the unix socket."""
+    monkeypatch.setenv("ARENA_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("ARENA_REDIS_PORT", "0")
+    settings = load_settings()
+    assert settings.public_redis_url == f"unix://{tmp_path / 'redis.sock'}"
+
+
+def test_configured_redis_is_the_public_url(monkeypatch):
+    """With REDIS_URL set, people use it too."""
+    monkeypatch.setenv("REDIS_URL", "redis://example:6380/1")
+    monkeypatch.setenv("ARENA_REDIS_PORT", "7000")
+    assert load_settings().public_redis_url == "redis://example:6380/1"
+
+
+def test_bad_redis_port_names_the_variable(monkeypatch):
+    """A port out of range is one line naming ARENA_REDIS_PORT."""
+    monkeypatch.setenv("ARENA_REDIS_PORT", "70000")
+    with pytest.raises(ConfigError, match=r"^ARENA_REDIS_PORT:"):
+        load_settings()

@@ -1,0 +1,272 @@
+"""`arena up` that dies hard: its children go with it, the next `arena up` on the same data
+folder starts by itself and answers everything once, and a Redis child that dies is started
+again. Real `arena up` processes, the offline model."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from orchestrator.client import ArenaClient
+from orchestrator.services import RedisServer
+from orchestrator.wire import outbox_stream
+from tests.arena_helpers import REPO, write_team
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+GROUPS = [f"crash{n}" for n in range(4)]
+
+
+def _port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    with contextlib.suppress(OSError):
+        return ") Z " not in stat.read_text()  # a zombie has ended
+    return True
+
+
+def _wait_until(predicate, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+class Arena:
+    """`arena up` processes on one data folder, all ended when the test ends."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.data = tmp_path / "data"
+        self.redis_port = _port()
+        self.env = {
+            "PATH": os.environ.get("PATH", ""),
+            "ARENA_DATA_DIR": str(self.data),
+            "ARENA_AGENTS_DIR": str(write_team(tmp_path)),
+            "ARENA_WORKSPACES_DIR": str(tmp_path / "workspaces"),
+            "ARENA_PROMPTS_DIR": str(REPO / "prompts"),
+            "ARENA_MQTT_PORT": str(_port()),
+            "ARENA_REDIS_PORT": str(self.redis_port),
+            "ARENA_WORKERS": "1",
+            "ARENA_LEASE_TTL_S": "2",
+            "PYTHONUNBUFFERED": "1",
+        }
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.seen: set[int] = set()  # every pid any run recorded
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.redis_port}/0"
+
+    def log(self, n: int) -> Path:
+        return self.tmp_path / f"up-{n}.log"
+
+    def start(self) -> subprocess.Popen[bytes]:
+        """Start `arena up` and wait until it is ready."""
+        log = self.log(len(self.procs))
+        with log.open("ab") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "orchestrator", "up"],
+                cwd=REPO,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.procs.append(proc)
+        _wait_until(
+            lambda: "arena: ready" in log.read_text() or proc.poll() is not None, 120, "ready"
+        )
+        assert proc.poll() is None, log.read_text()[-3000:]
+        self.record()
+        return proc
+
+    def record(self) -> dict[str, object]:
+        """The pid file of the run on the data folder (its pids are remembered)."""
+        path = self.data / "arena-up.pid"
+        record: dict[str, object] = json.loads(path.read_text()) if path.exists() else {}
+        for value in record.values():
+            for pid in value if isinstance(value, list) else [value]:
+                if isinstance(pid, int):
+                    self.seen.add(pid)
+        return record
+
+    def close(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        self.record()
+        for pid in self.seen:
+            if _alive(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def arena(tmp_path: Path) -> Iterator[Arena]:
+    """`arena up` runs on a data folder of this test's; every process ends with the test."""
+    runs = Arena(tmp_path)
+    try:
+        yield runs
+    finally:
+        runs.close()
+
+
+def _post(url: str, count: int) -> dict[str, list[str]]:
+    posted: dict[str, list[str]] = {}
+    with redis.Redis.from_url(url, decode_responses=True) as client:
+        for n in range(count):
+            group = GROUPS[n % len(GROUPS)]
+            entry = client.xadd("arena:inbox", {"group": group, "sender": "alex", "text": f"n{n}"})
+            posted.setdefault(group, []).append(entry)
+    return posted
+
+
+def _answered(url: str) -> int:
+    with redis.Redis.from_url(url) as client:
+        dones = 0
+        for group in GROUPS:
+            dones += sum(
+                1 for _id, f in client.xrange(outbox_stream(group)) if f[b"type"] == b"done"
+            )
+        return dones
+
+
+def _check_each_answered_once_in_order(url: str, posted: dict[str, list[str]]) -> None:
+    with redis.Redis.from_url(url, decode_responses=True) as client:
+        for group, ids in posted.items():
+            items = [f for _id, f in client.xrange(outbox_stream(group))]
+            assert [i["in_reply_to"] for i in items if i["type"] == "reply"] == ids, group
+            assert [i["in_reply_to"] for i in items if i["type"] == "done"] == ids, group
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> int:
+    proc.send_signal(signal.SIGTERM)
+    return proc.wait(timeout=60)
+
+
+def test_killed_arena_up_takes_its_children_along_and_a_restart_answers_everything(
+    arena: Arena,
+):
+    """kill -9 of `arena up` mid-stream: its redis-server and worker exit; `arena up` alone
+    then answers all 200 messages exactly once, in order per group, and leaves nothing."""
+    first = arena.start()
+    children = arena.record()
+    assert children["up"] == first.pid
+    assert isinstance(children["redis"], int)
+    assert children["workers"]
+    posted = _post(arena.url, 200)
+    _wait_until(lambda: _answered(arena.url) >= 10, 120, "the first answers")
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait()
+    pids = [children["redis"], *children["workers"]]  # type: ignore[list-item]
+    _wait_until(lambda: not any(_alive(p) for p in pids), 60, "the children to exit")
+
+    second = arena.start()
+    _wait_until(lambda: _answered(arena.url) >= 200, 300, "every answer")
+    _check_each_answered_once_in_order(arena.url, posted)
+    children = arena.record()
+    assert _stop(second) == 0, arena.log(1).read_text()[-3000:]
+    said = arena.log(1).read_text()
+    assert "already running" not in said
+    assert "Traceback" not in said
+    assert not (arena.data / "arena-up.pid").exists()
+    pids = [children["redis"], *children["workers"]]  # type: ignore[list-item]
+    assert not any(_alive(p) for p in pids)
+
+
+def test_restart_stops_the_redis_a_crashed_run_left_and_refuses_a_live_one(arena: Arena):
+    """A redis-server left running by a dead `arena up` is stopped by the next one, which
+    starts normally; a second `arena up` on a folder in use is refused with one line."""
+    arena.data.mkdir()
+    orphan = RedisServer(arena.data, unix_socket=arena.data / "redis.sock")
+    orphan.start()
+    try:
+        assert orphan.pid is not None
+        gone = subprocess.Popen([sys.executable, "-c", "pass"])
+        gone.wait()
+        record = {"up": gone.pid, "redis": orphan.pid, "workers": []}
+        (arena.data / "arena-up.pid").write_text(json.dumps(record))
+        running = arena.start()
+        assert orphan.returncode is not None  # it got SIGTERM
+        said = arena.log(0).read_text()
+        assert f"stopped its redis-server {record['redis']}" in said
+
+        again = subprocess.run(
+            [sys.executable, "-m", "orchestrator", "up"],
+            cwd=REPO,
+            env=arena.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert again.returncode == 1
+        assert f"`arena up` (pid {running.pid}) is already running on" in again.stderr
+        assert "Traceback" not in again.stderr
+        assert _stop(running) == 0
+    finally:
+        orphan.stop()
+
+
+def test_redis_killed_under_arena_up_is_started_again(arena: Arena):
+    """kill -9 of the embedded redis-server: `arena up` starts it again, says so once, and a
+    message posted afterwards is answered."""
+    proc = arena.start()
+    victim = arena.record()["redis"]
+    assert isinstance(victim, int)
+    os.kill(victim, signal.SIGKILL)
+    _wait_until(
+        lambda: isinstance(arena.record()["redis"], int) and arena.record()["redis"] != victim,
+        60,
+        "a new redis-server",
+    )
+    with ArenaClient(arena.url) as client:
+        _, replies = client.post_and_wait(GROUPS[0], "still there?", "alex", 60)
+    assert [r.type for r in replies] == ["reply"]
+    assert _stop(proc) == 0
+    said = arena.log(0).read_text()
+    assert said.count("starting it again") == 1
+
+
+def test_a_busy_redis_port_is_one_line_naming_the_setting(arena: Arena):
+    """`arena up` with its Redis port taken says so in one line naming ARENA_REDIS_PORT."""
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        arena.env["ARENA_REDIS_PORT"] = str(taken.getsockname()[1])
+        result = subprocess.run(
+            [sys.executable, "-m", "orchestrator", "up"],
+            cwd=REPO,
+            env=arena.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    port = arena.env["ARENA_REDIS_PORT"]
+    assert result.returncode == 1
+    line = f"arena: redis: port {port} on 127.0.0.1 is already in use"
+    assert f"{line} (set ARENA_REDIS_PORT or REDIS_URL)" in result.stderr.splitlines()
+    assert "Traceback" not in result.stderr
