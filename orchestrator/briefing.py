@@ -123,10 +123,19 @@ class Briefing:
             correction=correction,
         )
 
-    def gather(self, agent: AgentSpec, trigger: ChatMessage, now: datetime) -> Gathered:
-        """Read every layer for ``agent``'s turn on ``trigger``."""
+    def gather(
+        self, agent: AgentSpec, trigger: ChatMessage, now: datetime, *, mark_used: bool = False
+    ) -> Gathered:
+        """Read every layer for ``agent``'s turn on ``trigger``.
+
+        Only reads, unless ``mark_used``: then the recalled memories are recorded as used at
+        ``now``, as they are when the turn is taken (a preview, such as ``arena context``,
+        writes nothing).
+        """
         folder = self.personal.workspace(agent.id)
         recall = self._recall(agent, trigger, now)
+        if recall is not None and mark_used and self.recaller is not None:
+            self.recaller.mark_used(recall, now)
         layers = Layers(
             identity=self.identities.get(agent.id, Identity()),
             summary=_read(summary_path(self.settings.data_dir, trigger.group)),

@@ -361,7 +361,9 @@ class Pipeline:
         meta: dict[str, Any] = {"agent": agent.id, "trigger": trigger.id}
         try:
             now = self.clock()
-            gathered = await asyncio.to_thread(self.briefing.gather, agent, trigger, now)
+            gathered = await asyncio.to_thread(
+                self.briefing.gather, agent, trigger, now, mark_used=True
+            )
             if gathered.recall is not None:
                 meta["recall"] = _recall_meta(gathered.recall)
             built = build_context(

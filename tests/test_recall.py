@@ -202,11 +202,14 @@ def test_recall_never_reaches_another_group(memory, recaller):
 
 
 def test_returned_snippets_are_marked_used(memory, recaller):
-    """Recall sets last_used_at on what it returns and on nothing it dropped."""
+    """Recall only reads; marking its result sets last_used_at on what it returned and on
+    nothing it dropped."""
     used = put(memory, "Code freeze starts on the 20th")
     skipped = put(memory, "Code freeze starts soon", key="draft_freeze")
     result = recall(recaller, "code freeze")
     assert [s.id for s in result.snippets] == [used]
+    assert memory.get(used).last_used_at is None
+    recaller.mark_used(result, NOW)
     assert memory.get(used).last_used_at == NOW
     assert memory.get(skipped).last_used_at is None
 

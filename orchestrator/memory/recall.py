@@ -151,14 +151,15 @@ class Recaller:
     def recall(
         self, query: str, *, group: str, agent: str, config: RecallConfig, now: datetime
     ) -> RecallResult:
-        """The best memories for ``query``, after every layer; marks them as used.
+        """The best memories for ``query``, after every layer. Only reads: a turn that shows
+        them to an agent records that with :meth:`mark_used` (a preview must not).
 
         Args:
             query: What the agent is asked (a message, or a question).
             group: The group of the turn; only its session memory is searched.
             agent: The agent whose personal memory is searched.
             config: The layers' settings.
-            now: The current time, for recency and ``last_used_at``.
+            now: The current time, for recency.
         """
         scopes = [("session", group), ("personal", agent), ("global", "")]
         candidates = self._candidates(query, scopes, config.candidates)
@@ -200,8 +201,11 @@ class Recaller:
             else:
                 used += len(record.content)
                 snippets.append(_snippet(record, score, similarity, now))
-        self.memory.mark_used([s.id for s in snippets], now)
         return RecallResult(snippets=tuple(snippets), dropped=tuple(dropped))
+
+    def mark_used(self, result: RecallResult, now: datetime) -> None:
+        """Record that ``result``'s memories were shown to an agent at ``now``."""
+        self.memory.mark_used([s.id for s in result.snippets], now)
 
     @staticmethod
     def _filter(

@@ -1,0 +1,105 @@
+"""`arena context` is a dry run: previewing a turn writes nothing, taking it marks what it
+recalled as used."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from orchestrator.cli import main
+from orchestrator.daemon import load_team, make_briefing
+from orchestrator.llm import AnthropicProvider
+from orchestrator.memory.db import make_engine
+from orchestrator.memory.history import HistoryStore
+from orchestrator.memory.session import NewMemory, SessionMemory
+from orchestrator.models import ChatMessage, MessageKind
+from orchestrator.pipeline import Pipeline, Team
+from orchestrator.prompts import Prompts
+from orchestrator.tokens import TokenCounter
+from orchestrator.wire import Outbound
+from tests.arena_helpers import REPO, make_settings
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+QUESTION = "@ping when does the code freeze start?"
+
+
+class _Outbox:
+    async def publish_all(self, items: list[Outbound]) -> int:
+        return len(items)
+
+
+class _Events:
+    def publish(self, topic: str, payload: bytes) -> None:
+        pass
+
+
+async def _take_the_turn(settings, engine, team: Team, base_url: str) -> None:
+    llm = AnthropicProvider(api_key="test", base_url=base_url, timeout_s=5, max_retries=0)
+    pipeline = Pipeline(
+        team=team,
+        store=HistoryStore(engine),
+        outbox=_Outbox(),
+        events=_Events(),
+        llm=llm,
+        prompts=Prompts(REPO / "prompts"),
+        briefing=make_briefing(settings, engine, team),
+        counter=TokenCounter(),
+        clock=lambda: T0,
+    )
+    message = ChatMessage(
+        id="1000-0",
+        group="plans",
+        sender="alex",
+        kind=MessageKind.HUMAN,
+        text=QUESTION,
+        created_at=T0,
+    )
+    await pipeline.handle(message)
+    await llm.aclose()
+
+
+async def test_a_preview_leaves_last_used_alone_and_a_turn_sets_it(
+    tmp_path: Path, monkeypatch, fake_llm
+):
+    """`arena context` recalls a memory without touching its last_used_at; the real turn
+    on the same message records it."""
+    settings = make_settings(
+        tmp_path, "redis://127.0.0.1:1", "mqtt://127.0.0.1:1", fake_llm.base_url
+    )
+    for name, value in {
+        "ARENA_DATA_DIR": str(settings.data_dir),
+        "ARENA_AGENTS_DIR": str(settings.agents_dir),
+        "ARENA_PROMPTS_DIR": str(REPO / "prompts"),
+        "ARENA_WORKSPACES_DIR": str(settings.workspaces_dir),
+    }.items():
+        monkeypatch.setenv(name, value)
+    engine = make_engine(settings.effective_database_url)
+    memory = SessionMemory(engine)
+    entry = memory.write(
+        NewMemory(
+            scope="session",
+            scope_id="plans",
+            type="decision",
+            content="The code freeze starts on the 20th",
+            now=T0,
+            confidence=0.9,
+            agent="ping",
+            group_id="plans",
+            source_message_id="999-0",
+        )
+    ).record.id
+    try:
+        preview = CliRunner().invoke(
+            main, ["context", "ping", "plans", "--message", QUESTION, "--json"]
+        )
+        assert preview.exit_code == 0, preview.output
+        cited = [c["id"] for c in json.loads(preview.output)["report"]["citations"]]
+        assert cited == [entry]  # the preview did recall it
+        assert memory.get(entry).last_used_at is None
+        await _take_the_turn(settings, engine, load_team(settings), fake_llm.base_url)
+        assert memory.get(entry).last_used_at == T0
+    finally:
+        engine.dispose()
