@@ -25,7 +25,7 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -377,6 +377,7 @@ class MqttBroker:
             },
         }
         broker = Broker(config)
+        broker.stream_connected = _closing_when_done(broker.stream_connected)
         try:
             await broker.start()
         except Exception as exc:
@@ -403,6 +404,21 @@ class MqttBroker:
         tb: TracebackType | None,
     ) -> None:
         await self.stop()
+
+
+def _closing_when_done(
+    connected: Callable[..., Awaitable[None]],
+) -> Callable[..., Awaitable[None]]:
+    """amqtt's connection handler, closing the connection when it returns: amqtt leaves it
+    open when a client goes before its CONNECT, and the socket leaks."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, **kw: Any) -> None:
+        try:
+            await connected(reader, writer, **kw)
+        finally:
+            writer.close()
+
+    return handle
 
 
 def check_port_free(service: str, host: str, port: int, hint: str) -> None:

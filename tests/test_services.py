@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import aiomqtt
@@ -294,3 +296,19 @@ async def test_ping_redis_with_a_missing_ca_file_names_it(free_port: int) -> Non
     """A CA file that does not exist is a setting error, before any connection."""
     with pytest.raises(ConfigError, match=r"ssl_ca_certs: no file at /no/ca\.pem"):
         await ping_redis(f"rediss://127.0.0.1:{free_port}/0?ssl_ca_certs=/no/ca.pem", 1)
+
+
+async def test_broker_closes_a_connection_that_leaves_before_connect(free_port: int) -> None:
+    """A client that connects and goes without a CONNECT packet leaves no socket open."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        async with MqttBroker(port=free_port):
+            for _ in range(3):
+                _, writer = await asyncio.open_connection("127.0.0.1", free_port)
+                writer.close()
+                await writer.wait_closed()
+            async with aiomqtt.Client("127.0.0.1", free_port):
+                pass  # served after the three above: they have been handled
+        gc.collect()
+    leaks = [w for w in caught if issubclass(w.category, ResourceWarning)]
+    assert not leaks, [str(w.message) for w in leaks]
