@@ -268,6 +268,10 @@ class Pipeline:
                     ",".join(targets),
                 )
                 tally.hop_limit_reached = targets
+                notices = self._hop_limit_notices(targets, triggers, message, hop)
+                results = [*results, *notices]
+                tally.replies += len(notices)
+                tally.texts.extend(n.message.text for n in notices)
             closing = _closing(opened, tally, decision) if last else None
             stored = await self._store_hop(results, closing)
             if last:
@@ -441,6 +445,32 @@ class Pipeline:
         }
         if any(amounts.values()):
             await self.counters.count(amounts)
+
+    def _hop_limit_notices(
+        self,
+        targets: Sequence[str],
+        triggers: Mapping[str, ChatMessage],
+        root: ChatMessage,
+        hop: int,
+    ) -> list[_Draft]:
+        """One notice per agent a reply handed the turn to after the last hop: the group sees
+        why the chain stopped. Each takes the id the agent's reply would have had."""
+        return [
+            _Draft(
+                message=ChatMessage(
+                    id=f"{root.id}:{hop + 1}:{target}",
+                    group=root.group,
+                    sender=NOTICE_SENDER,
+                    kind=MessageKind.NOTICE,
+                    text=f"hop limit ({self.hop_limit}) reached: @{target} was not asked to answer",
+                    created_at=self.clock(),
+                    in_reply_to=root.id,
+                    hop=hop + 1,
+                ),
+                meta={"notice": "hop_limit", "agent": target, "trigger": triggers[target].id},
+            )
+            for target in targets
+        ]
 
     def _notice(
         self, agent: AgentSpec, root: ChatMessage, reply_id: str, hop: int, problem: str

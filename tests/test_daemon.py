@@ -116,7 +116,8 @@ async def test_rule_routing_and_cjk_length_rule(
 async def test_handoff_stops_at_hop_limit(
     tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str, fake_llm
 ):
-    """Agents that keep mentioning each other stop after ``hop_limit`` replies."""
+    """Agents that keep mentioning each other stop after ``hop_limit`` replies, and a notice
+    says which agent was not asked."""
 
     def volley(request: dict) -> str:
         me = agent_of(request)
@@ -132,7 +133,13 @@ async def test_handoff_stops_at_hop_limit(
             client.post_and_wait, "volley", "@ping start the game", "alex", 20
         )
         client.close()
-    assert [(r.sender, r.hop) for r in replies] == [("ping", 1), ("pong", 2), ("ping", 3)]
+    assert [(r.sender, r.hop) for r in replies] == [
+        ("ping", 1),
+        ("pong", 2),
+        ("ping", 3),
+        ("arena", 4),
+    ]
+    assert replies[-1].text == "hop limit (3) reached: @pong was not asked to answer"
     assert len(fake_llm.requests) == 3
     stored = _history(settings, "volley")
     assert stored[0].meta["hop_limit_reached"] == ["pong"]

@@ -173,3 +173,37 @@ async def test_a_reply_keeps_the_attempts_its_answer_took(tmp_path, store, fake_
     first_time = store.get("1001-0:1:ping")
     assert first_time is not None
     assert first_time.meta["attempts"] == {"count": 1, "failed": []}
+
+
+async def test_the_hop_limit_says_who_was_not_asked(tmp_path, store, fake_llm):
+    """Agents handing the turn back and forth stop at the hop limit, and the group gets a
+    notice naming the agent that was not asked; handling the message again adds none."""
+
+    def volley(request: dict) -> str:
+        return "@pong your turn" if agent_of(request) == "ping" else "@ping back to you"
+
+    fake_llm.reply_fn = volley
+    pipeline, outbox, events, llm = await _pipeline(tmp_path, store, fake_llm.base_url, hop_limit=2)
+    message = _human("@ping start the game")
+    count = await pipeline.handle(message)
+    announced = len(events.events)
+    await pipeline.handle(message)  # after a crash: published again at most, never twice stored
+    await llm.aclose()
+    assert [(i.type, i.sender, i.hop) for i in outbox.items] == [
+        ("reply", "ping", 1),
+        ("reply", "pong", 2),
+        ("notice", "arena", 3),
+        ("done", "", 0),
+    ]
+    notice = outbox.items[2]
+    assert notice.text == "hop limit (2) reached: @ping was not asked to answer"
+    assert notice.id == "1000-0:3:ping"
+    assert notice.in_reply_to == message.id
+    assert count == outbox.items[-1].replies == 3
+    assert announced == 4
+    assert len(store.replies_to(message.id)) == 3
+    assert len(fake_llm.requests) == 2
+    stored = store.get(notice.id)
+    assert stored is not None
+    assert stored.message.kind is MessageKind.NOTICE
+    assert stored.meta["notice"] == "hop_limit"
