@@ -7,11 +7,11 @@ A log is Markdown, one heading and one bullet per note, dated in the configured 
     - 07:30 [lesson] Ask for the expected load first (source: demo/msg-42)
 
 Appends are atomic and never lose a line, across threads and processes: each takes an
-exclusive ``flock`` on a lock file beside the log (``.YYYY-MM-DD.md.lock``, kept afterwards,
-since deleting a lock file races with its next user), reads the log, writes the whole new
-text to a temporary file in the same folder, flushes it to disk, renames it over the log and
-flushes the folder. A reader sees the old file or the new one, never half of one, and a crash
-leaves one of the two. Everything here blocks: call it through ``asyncio.to_thread``.
+exclusive ``flock`` on the agent's ``memory/`` folder itself (no lock file is left in the
+workspace), reads the log, writes the whole new text to a temporary file in the same folder,
+flushes it to disk, renames it over the log and flushes the folder. A reader sees the old
+file or the new one, never half of one, and a crash leaves one of the two. Everything here
+blocks: call it through ``asyncio.to_thread``.
 """
 
 from __future__ import annotations
@@ -172,9 +172,10 @@ def _read(path: Path) -> str:
 
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock for ``path``, shared by every thread and process."""
-    lock_path = path.with_name(f".{path.name}.lock")
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    """Hold an exclusive lock for ``path``, shared by every thread and process: a ``flock``
+    on its folder, which every writer of the folder's logs takes (a lock file would stay
+    behind in the user's workspace; removing one races with its next user)."""
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -292,7 +292,7 @@ class VersionedFile:
     """A file whose every version is kept: an agent's ``MEMORY.md`` or a group's summary.
 
     Writers of one file, in any thread or process, take turns through an exclusive ``flock``
-    on a lock file beside it (``.<name>.lock``, kept afterwards). People editing the file by
+    on the folder that holds it (no lock file is left beside it). People editing the file by
     hand take no lock: :meth:`replace` re-reads the file under the lock and refuses to
     overwrite a change it did not start from.
     """
@@ -397,8 +397,8 @@ class VersionedFile:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        lock_path = self.path.with_name(f".{self.path.name}.lock")
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        # The folder, not a lock file: a lock file would stay in the user's workspace.
+        fd = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
