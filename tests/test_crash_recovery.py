@@ -23,7 +23,11 @@ from orchestrator.services import RedisServer
 from orchestrator.wire import outbox_stream
 from tests.arena_helpers import REPO, write_team
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(600),
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signals, /proc"),
+]
 
 GROUPS = [f"crash{n}" for n in range(4)]
 
@@ -43,6 +47,19 @@ def _alive(pid: int) -> bool:
     with contextlib.suppress(OSError):
         return ") Z " not in stat.read_text()  # a zombie has ended
     return True
+
+
+def _processes_on(data: Path) -> list[int]:
+    """Live processes started for ``data`` (their environment names it), zombies aside."""
+    wanted = os.fsencode(f"ARENA_DATA_DIR={data}")
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if wanted in (entry / "environ").read_bytes().split(b"\0") and _alive(int(entry.name)):
+                found.append(int(entry.name))
+    return found
 
 
 def _wait_until(predicate, timeout_s: float, what: str) -> None:
@@ -184,6 +201,7 @@ def test_killed_arena_up_takes_its_children_along_and_a_restart_answers_everythi
     first.wait()
     pids = [children["redis"], *children["workers"]]  # type: ignore[list-item]
     _wait_until(lambda: not any(_alive(p) for p in pids), 60, "the children to exit")
+    _wait_until(lambda: not _processes_on(arena.data), 60, "every process of the run to exit")
 
     second = arena.start()
     _wait_until(lambda: _answered(arena.url) >= 200, 300, "every answer")
@@ -196,6 +214,7 @@ def test_killed_arena_up_takes_its_children_along_and_a_restart_answers_everythi
     assert not (arena.data / "arena-up.pid").exists()
     pids = [children["redis"], *children["workers"]]  # type: ignore[list-item]
     assert not any(_alive(p) for p in pids)
+    assert _processes_on(arena.data) == []
 
 
 def test_restart_stops_the_redis_a_crashed_run_left_and_refuses_a_live_one(arena: Arena):
