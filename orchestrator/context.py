@@ -138,12 +138,15 @@ def _prefix_tokens(message: ChatMessage, counter: TokenCounter) -> int:
 def _history_item(
     agent_id: str, message: ChatMessage, tokens: int, counter: TokenCounter
 ) -> HistoryItem:
-    """A stored message as ``agent_id`` sees it: its own replies as they are, everything else
-    labelled. Remembered, because a group's recent messages are shown again at every turn."""
+    """A stored message as ``agent_id`` sees it: its own replies unlabelled, everything else
+    labelled, marker-shaped text neutralised in both (rows stored before markers of every
+    spelling were stripped may hold one). Remembered, because a group's recent messages are
+    shown again at every turn."""
     agent_reply = message.kind is MessageKind.AGENT
     if agent_reply and message.sender == agent_id:
+        text = neutralise(message.text)
         return HistoryItem(
-            id=message.id, text=message.text, tokens=tokens, own_reply=True, agent_reply=True
+            id=message.id, text=text, tokens=tokens, own_reply=True, agent_reply=True
         )
     return HistoryItem(
         id=message.id,

@@ -13,7 +13,8 @@ are UTF-8 strings:
 Outbound (``arena:group:{group}:outbox``, one stream per group) and MQTT
 (``arena/groups/{group}/messages``, QoS 1, the same fields as a JSON object):
 
-    type         ``reply`` (an agent answered), ``notice`` (an agent could not) or ``done``
+    type         ``reply`` (an agent answered), ``notice`` (an agent could not answer, or the hop
+                 limit stopped a hand-off) or ``done``
                  (every reply to ``in_reply_to`` has been published)
     id           the reply's id, ``{message id}:{hop}:{agent}``
     group, sender, kind, text, hop, created_at (ISO 8601)
