@@ -16,6 +16,7 @@ from orchestrator.errors import ValidationError
 from orchestrator.files import write_atomic
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.history import HistoryStore
+from orchestrator.memory.recall import text_relevance
 from orchestrator.memory.records import STATUSES, MemoryRecord
 from orchestrator.memory.schema import MEMORY_TYPES, PERSONAL_TYPES
 from orchestrator.memory.session import SessionMemory
@@ -42,20 +43,19 @@ def _row(record: MemoryRecord) -> dict[str, Any]:
     return record.as_dict()
 
 
-def _hit_rows(hits: list[tuple[MemoryRecord, float]]) -> list[dict[str, Any]]:
-    """Search hits, best first, with their rank and full-text score."""
-    return [_row(record) | {"rank": n, "score": score} for n, (record, score) in enumerate(hits, 1)]
-
-
-def _score(value: float) -> str:
-    """Three significant digits: the score is comparable within one search only (BM25 on
-    SQLite, where a word found in most entries scores next to nothing), so a fixed number of
-    decimals would show a real hit as 0.000."""
-    return f"{value:.3g}"
+def _hit_rows(query: str, hits: list[tuple[MemoryRecord, float]]) -> list[dict[str, Any]]:
+    """Search hits, best first, with their rank, recall's relevance (0..1, what the relevance
+    floor compares) and the raw full-text score (BM25: comparable within one search only)."""
+    return [
+        _row(record) | {"rank": n, "relevance": round(relevance, 3), "score": score}
+        for n, ((record, score), relevance) in enumerate(
+            zip(hits, text_relevance(query, hits), strict=True), 1
+        )
+    ]
 
 
 def _table(rows: list[dict[str, Any]], with_score: bool = False) -> Table:
-    table = Table("rank", "score") if with_score else Table()
+    table = Table("rank", "relevance") if with_score else Table()
     for header in ("id", "type", "group", "agent", "status", "content"):
         table.add_column(header)
     for r in rows:
@@ -68,7 +68,7 @@ def _table(rows: list[dict[str, Any]], with_score: bool = False) -> Table:
             r["content"],
         ]
         if with_score:
-            cells[:0] = [str(r["rank"]), _score(r["score"])]
+            cells[:0] = [str(r["rank"]), f"{r['relevance']:.2f}"]
         table.add_row(*cells)
     return table
 
@@ -107,7 +107,7 @@ def search(
     with _stores(settings) as (session, _):
         scopes = [("session", validate_group(group))] if group is not None else session.scopes()
         hits = session.search(query, scopes=scopes, limit=limit * 4 if agent else limit)
-    rows = _hit_rows([(r, s) for r, s in hits if agent is None or r.agent == agent][:limit])
+    rows = _hit_rows(query, [(r, s) for r, s in hits if agent is None or r.agent == agent][:limit])
     _emit(rows, as_json, with_score=True)
 
 

@@ -205,7 +205,7 @@ def test_memory_list_checks_type_and_status(settings, engine):
 
 def test_search_shows_rank_and_a_nonzero_score(settings, engine):
     """A word found in every entry scores next to nothing in BM25; hits still show a rank
-    and a score that is not 0.000."""
+    and recall's relevance (0..1), never 0.000."""
     for content in ("token refresh", "token schema", "token expiry"):
         _memory(engine, "team", content)
     rows = [
@@ -214,9 +214,19 @@ def test_search_shows_rank_and_a_nonzero_score(settings, engine):
     ]
     assert [r["rank"] for r in rows] == [1, 2, 3]
     assert all(r["score"] > 0 for r in rows)
+    # Recall's relevance: every entry holds the one word asked for, so each is fully relevant.
+    assert [r["relevance"] for r in rows] == [1.0, 1.0, 1.0]
     table = arena("memory", "search", "token").output
-    assert "0.000" not in table
-    assert "rank" in table
+    assert "0.00" not in table
+    assert "1.00" in table
+    assert "relevance" in table
+    partial = [
+        json.loads(line)
+        for line in arena("memory", "search", "token schema", "--json").output.splitlines()
+    ]
+    assert partial[0]["content"] == "token schema"
+    assert partial[0]["relevance"] == 1.0
+    assert all(0 < r["relevance"] < 1 for r in partial[1:])
 
 
 def test_retry_with_a_malformed_id_says_so_before_redis(settings):

@@ -33,7 +33,15 @@ from orchestrator.memory.embeddings import Embedder
 from orchestrator.memory.records import Citation, MemoryRecord, meta_text
 from orchestrator.memory.session import SessionMemory, TextHit
 
-__all__ = ["Dropped", "RecallConfig", "RecallResult", "Recaller", "Snippet", "Trust"]
+__all__ = [
+    "Dropped",
+    "RecallConfig",
+    "RecallResult",
+    "Recaller",
+    "Snippet",
+    "Trust",
+    "text_relevance",
+]
 
 Trust = Literal["verified", "sourced", "unsourced"]
 Layer = Literal["relevance_floor", "untrusted", "require_source", "max_entries", "char_budget"]
@@ -227,13 +235,10 @@ class Recaller:
         stemmed = [(term, fts.stem(term)) for term in terms]
         records: dict[int, MemoryRecord | TextHit] = {}
         text_hits = self.memory.search_hits(query, scopes=scopes, limit=limit)
-        best = max((hit.score for hit in text_hits), default=0.0)
         text_sim: dict[int, float] = {}
-        for hit in text_hits:
+        for hit, similarity in zip(text_hits, _text_similarities(stemmed, text_hits), strict=True):
             records[hit.id] = hit
-            relative = hit.score / best if best > 0 else 0.0
-            coverage = _coverage(stemmed, hit)
-            text_sim[hit.id] = (1 - _COVERAGE_WEIGHT) * relative + _COVERAGE_WEIGHT * coverage
+            text_sim[hit.id] = similarity
         vector_sim: dict[int, float] = {}
         if self.embedder is not None:
             vector = self.embedder.embed([query])[0]
@@ -253,6 +258,28 @@ class Recaller:
         scale = 1.0 / top if top > 1.0 else 1.0
         order = sorted(fused, key=lambda i: (-fused[i], -i))
         return [(records[i], fused[i] * scale) for i in order]
+
+
+def text_relevance(query: str, hits: Sequence[tuple[MemoryRecord, float]]) -> list[float]:
+    """Recall's relevance (0..1) of full-text hits ``(record, score)`` for ``query``, in order:
+    the measure the relevance floor compares against when no embedder is installed."""
+    stemmed = [(term, fts.stem(term)) for term in fts.query_terms(query)]
+    return _text_similarities(stemmed, [(record, score) for record, score in hits])
+
+
+def _text_similarities(
+    stemmed: Sequence[tuple[str, str]],
+    hits: Sequence[TextHit] | Sequence[tuple[MemoryRecord, float]],
+) -> list[float]:
+    """Each hit's score relative to the best one, blended with the share of the query's words
+    it holds: BM25 alone cannot tell a weak match from a word found in most entries."""
+    pairs = [(hit, hit.score) if isinstance(hit, TextHit) else hit for hit in hits]
+    best = max((score for _, score in pairs), default=0.0)
+    return [
+        (1 - _COVERAGE_WEIGHT) * (score / best if best > 0 else 0.0)
+        + _COVERAGE_WEIGHT * _coverage(stemmed, entry)
+        for entry, score in pairs
+    ]
 
 
 def _below_floor(similarity: float, config: RecallConfig) -> tuple[Layer, str] | None:
