@@ -26,8 +26,9 @@ import asyncio
 import importlib
 import json
 import logging
+import socket
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any, Protocol
@@ -58,6 +59,7 @@ __all__ = [
     "enqueue_prune",
     "enqueue_summary",
     "fetch_job",
+    "forget_workers",
     "list_jobs",
     "prune_job",
     "prune_job_id",
@@ -562,6 +564,26 @@ def _last_line(text: str) -> str:
 
 
 # The worker ------------------------------------------------------------------------------------
+
+
+def forget_workers(redis_url: str, pids: Collection[int]) -> list[str]:
+    """Unregister the RQ workers of this machine that ran as ``pids`` (a crashed run's
+    workers, known to be gone), so that nothing counts them as alive.
+
+    Returns:
+        The names of the workers forgotten.
+    """
+    host = socket.gethostname()
+    forgotten: list[str] = []
+    with redis.Redis.from_url(redis_url) as connection:
+        try:
+            for worker in Worker.all(connection=connection, serializer=JSONSerializer):
+                if worker.hostname == host and worker.pid in pids:
+                    worker.register_death()  # type: ignore[no-untyped-call]  # rq is untyped here
+                    forgotten.append(worker.name)
+        except redis.RedisError as exc:  # they expire by themselves within minutes
+            logger.warning("cannot unregister the workers that are gone: %s", exc)
+    return forgotten
 
 
 def run_worker(redis_url: str, *, burst: bool = False, name: str | None = None) -> bool:

@@ -21,11 +21,13 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator import daemon
 from orchestrator.errors import ServiceError
 from orchestrator.files import write_atomic
+from orchestrator.jobs import forget_workers
 from orchestrator.services import (
     MqttBroker,
     RedisServer,
@@ -167,14 +169,20 @@ def _end(pids: list[int], timeout_s: float) -> None:
             return
 
 
-def claim_data_dir(settings: Settings) -> str | None:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Previous:
+    """What an earlier ``arena up`` on the data folder left: ``stopped`` says, for people,
+    what was still running and has been stopped; ``workers`` are its workers' pids."""
+
+    stopped: str | None = None
+    workers: tuple[int, ...] = ()
+
+
+def claim_data_dir(settings: Settings) -> Previous:
     """Record this ``arena up`` as the one running on the data folder.
 
     Stops what a crashed earlier run left running there (verified to be its redis-server and
     workers). Blocks for up to a few seconds: call it through a thread.
-
-    Returns:
-        What was stopped, for people, or None.
 
     Raises:
         ServiceError: another live ``arena up`` runs on the data folder.
@@ -188,15 +196,18 @@ def claim_data_dir(settings: Settings) -> str | None:
                 f"`arena up` (pid {pid}) is already running on {data_dir}",
                 hint="stop it first, or set ARENA_DATA_DIR to another folder",
             )
+    workers = tuple(_pids(record.get("workers")))
     left = [(p, k) for k in ("redis", "workers") for p in _pids(record.get(k))]
     left = [(p, k) for p, k in left if _is_left_over(p, k, data_dir)]
     _write_record(settings, os.getpid(), None, [])
     if not left:
-        return None
+        return Previous(workers=workers)
     _end([p for p, _ in left], timeout_s=10)
     names = ", ".join(f"{'redis-server' if k == 'redis' else 'worker'} {p}" for p, k in left)
     logger.warning("stopped what the previous arena up left running: %s", names)
-    return f"the previous run ended without stopping; stopped its {names}"
+    return Previous(
+        stopped=f"the previous run ended without stopping; stopped its {names}", workers=workers
+    )
 
 
 def _write_record(settings: Settings, up: int, redis: int | None, workers: list[int]) -> None:
@@ -297,9 +308,9 @@ async def serve(
             could not be started again.
     """
     daemon.ensure_data_dir(settings)
-    stopped = await asyncio.to_thread(claim_data_dir, settings)
-    if stopped:
-        say(f"arena: {stopped}")
+    previous = await asyncio.to_thread(claim_data_dir, settings)
+    if previous.stopped:
+        say(f"arena: {previous.stopped}")
     redis_server: RedisServer | None = None
     broker: MqttBroker | None = None
     workers: list[asyncio.subprocess.Process] = []
@@ -313,6 +324,7 @@ async def serve(
             redis_server = _embedded_redis(settings)
             await _start_redis(redis_server)
             record()
+        await _forget_workers(settings, previous)
         if settings.mqtt_url is None:
             broker = MqttBroker(settings.mqtt_host, settings.mqtt_port)
             await broker.start()
@@ -326,6 +338,14 @@ async def serve(
         if redis_server is not None:
             await asyncio.to_thread(redis_server.stop)
         _release_data_dir(settings)
+
+
+async def _forget_workers(settings: Settings, previous: Previous) -> None:
+    # A crashed run's workers are gone (stopped above, or by the parent-death signal) but may
+    # still be registered: Redis was stopping too when they went.
+    gone = [pid for pid in previous.workers if not _alive(pid)]
+    if gone:
+        await asyncio.to_thread(forget_workers, settings.effective_redis_url, gone)
 
 
 def _embedded_redis(settings: Settings) -> RedisServer:

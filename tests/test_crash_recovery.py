@@ -17,8 +17,11 @@ from pathlib import Path
 
 import pytest
 import redis
+from rq import Worker
+from rq.serializers import JSONSerializer
 
 from orchestrator.client import ArenaClient
+from orchestrator.jobs import queue
 from orchestrator.services import RedisServer
 from orchestrator.wire import outbox_stream
 from tests.arena_helpers import REPO, write_team
@@ -206,6 +209,16 @@ def test_killed_arena_up_takes_its_children_along_and_a_restart_answers_everythi
     second = arena.start()
     _wait_until(lambda: _answered(arena.url) >= 200, 300, "every answer")
     _check_each_answered_once_in_order(arena.url, posted)
+    status = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "status", "--json"],
+        cwd=REPO,
+        env=arena.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert len(json.loads(status.stdout)["workers"]) == 1  # the dead run's worker is forgotten
     children = arena.record()
     assert _stop(second) == 0, arena.log(1).read_text()[-3000:]
     said = arena.log(1).read_text()
@@ -217,22 +230,45 @@ def test_killed_arena_up_takes_its_children_along_and_a_restart_answers_everythi
     assert _processes_on(arena.data) == []
 
 
+def _dead_pid() -> int:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    return gone.pid
+
+
+def _register_worker(url: str, pid: int) -> str:
+    """Register an RQ worker that ran as ``pid`` on this machine, as a crashed run leaves it."""
+    with redis.Redis.from_url(url) as connection:
+        worker = Worker([queue(connection)], connection=connection, serializer=JSONSerializer)
+        worker.pid = pid
+        worker.register_birth()
+        return str(worker.name)
+
+
+def _workers(url: str) -> list[str]:
+    with redis.Redis.from_url(url) as connection:
+        return [str(w.name) for w in Worker.all(connection=connection)]
+
+
 def test_restart_stops_the_redis_a_crashed_run_left_and_refuses_a_live_one(arena: Arena):
-    """A redis-server left running by a dead `arena up` is stopped by the next one, which
-    starts normally; a second `arena up` on a folder in use is refused with one line."""
+    """What a dead `arena up` left is cleaned up by the next one, which starts normally: its
+    redis-server still running is stopped, its gone worker no longer counted; a second
+    `arena up` on a folder in use is refused with one line."""
     arena.data.mkdir()
     orphan = RedisServer(arena.data, unix_socket=arena.data / "redis.sock")
     orphan.start()
     try:
         assert orphan.pid is not None
-        gone = subprocess.Popen([sys.executable, "-c", "pass"])
-        gone.wait()
-        record = {"up": gone.pid, "redis": orphan.pid, "workers": []}
+        worker_pid = _dead_pid()
+        stale = _register_worker(orphan.url, worker_pid)
+        record = {"up": _dead_pid(), "redis": orphan.pid, "workers": [worker_pid]}
         (arena.data / "arena-up.pid").write_text(json.dumps(record))
         running = arena.start()
         assert orphan.returncode is not None  # it got SIGTERM
         said = arena.log(0).read_text()
         assert f"stopped its redis-server {record['redis']}" in said
+        _wait_until(lambda: len(_workers(arena.url)) == 1, 120, "the new worker")
+        assert stale not in _workers(arena.url)
 
         again = subprocess.run(
             [sys.executable, "-m", "orchestrator", "up"],
