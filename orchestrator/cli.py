@@ -86,6 +86,10 @@ class ArenaGroup(click.Group):
         ),
         "logs": ("orchestrator.cli_growth", "Print AGENT's daily log."),
         "summary": ("orchestrator.cli_growth", "Print GROUP's rolling summary."),
+        "import": (
+            "orchestrator.cli_import",
+            "Bring an existing conversation into GROUP from FILE (JSON Lines; '-' reads stdin).",
+        ),
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:

@@ -1,0 +1,220 @@
+"""``arena import GROUP FILE``: an existing conversation brought into a group."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import redis
+from click.testing import CliRunner
+
+from orchestrator.cli import main
+from orchestrator.jobs import fetch_job
+from orchestrator.memory.db import make_engine
+from orchestrator.memory.history import HistoryStore
+from orchestrator.models import ChatMessage, MessageKind
+from orchestrator.wire import inbox_stream, outbox_stream
+from tests.arena_helpers import REPO, write_team
+
+GOOD = [
+    {"sender": "alice", "text": "We ship on Friday.", "created_at": "2024-03-01T09:15:00"},
+    {
+        "sender": "bob",
+        "text": "Then the API freezes on Wednesday.",
+        "created_at": "2024-03-01T09:16:30+00:00",
+        "id": "chat-2",
+    },
+    {"sender": "helper", "text": "Noted.", "created_at": "2024-03-02T10:00:00Z", "kind": "agent"},
+    {"sender": "alice", "text": "We ship on Friday.", "created_at": "2024-03-01T09:15:00+01:00"},
+]
+
+
+@pytest.fixture
+def env(tmp_path, embedded_redis_url, free_port, monkeypatch) -> dict[str, str]:
+    """An Agent Arena under ``tmp_path`` in the environment, its clock zone Paris."""
+    values = {
+        "REDIS_URL": embedded_redis_url,
+        "MQTT_URL": f"mqtt://127.0.0.1:{free_port}",
+        "ARENA_DATA_DIR": str(tmp_path / "data"),
+        "ARENA_AGENTS_DIR": str(write_team(tmp_path)),
+        "ARENA_WORKSPACES_DIR": str(tmp_path / "workspaces"),
+        "ARENA_PROMPTS_DIR": str(REPO / "prompts"),
+        "ARENA_TZ": "Europe/Paris",
+    }
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    (tmp_path / "data").mkdir()
+    return values
+
+
+def arena(*args: str, stdin: bytes | None = None):
+    """Run an `arena` subcommand in this process."""
+    return CliRunner().invoke(main, list(args), input=stdin, catch_exceptions=False)
+
+
+def jsonl(rows: list[object]) -> bytes:
+    return "".join(json.dumps(r) + "\n" for r in rows).encode()
+
+
+def stored(env: dict[str, str], group: str = "g1") -> list[ChatMessage]:
+    engine = make_engine(f"sqlite:///{env['ARENA_DATA_DIR']}/arena.db")
+    try:
+        return [s.message for s in HistoryStore(engine).recent(group, 1000)]
+    finally:
+        engine.dispose()
+
+
+def write(tmp_path: Path, content: bytes) -> str:
+    path = tmp_path / "chat.jsonl"
+    path.write_bytes(content)
+    return str(path)
+
+
+def test_a_good_file_is_stored_in_order_with_its_dates_and_ids(env, tmp_path):
+    """Every line becomes a message, in file order, dated as written (naive = ARENA_TZ)."""
+    result = arena("import", "g1", write(tmp_path, jsonl(GOOD[:3])))
+    assert result.exit_code == 0, result.output
+    assert "imported 3 messages (0 already there) into group g1" in result.output
+    messages = stored(env)
+    assert [(m.sender, m.kind) for m in messages] == [
+        ("alice", MessageKind.HUMAN),
+        ("bob", MessageKind.HUMAN),
+        ("helper", MessageKind.AGENT),
+    ]
+    assert [m.created_at for m in messages] == [
+        datetime(2024, 3, 1, 8, 15, tzinfo=UTC),  # 09:15 in Paris
+        datetime(2024, 3, 1, 9, 16, 30, tzinfo=UTC),
+        datetime(2024, 3, 2, 10, 0, tzinfo=UTC),
+    ]
+    assert messages[0].id.startswith("imp-")
+    assert messages[1].id == "chat-2"
+    assert messages[2].text == "Noted."
+
+
+def test_importing_the_same_file_twice_adds_nothing(env, tmp_path):
+    """Derived ids are the same each time, so a second import stores nothing new (a message
+    repeated word for word at the same time is two messages)."""
+    path = write(tmp_path, jsonl([GOOD[0], GOOD[3], GOOD[1], GOOD[2]]))
+    assert arena("import", "g1", path).exit_code == 0
+    again = arena("import", "g1", path)
+    assert again.exit_code == 0, again.output
+    assert "imported 0 messages (4 already there)" in again.output
+    assert len(stored(env)) == 4
+
+
+def test_a_longer_file_adds_only_its_new_lines(env, tmp_path):
+    """A conversation exported again with more messages adds just those."""
+    arena("import", "g1", write(tmp_path, jsonl(GOOD[:2])))
+    result = arena("import", "g1", write(tmp_path, jsonl(GOOD[:3])))
+    assert "imported 1 messages (2 already there)" in result.output
+    assert [m.sender for m in stored(env)] == ["alice", "bob", "helper"]
+
+
+def test_stdin_is_read_with_a_dash(env):
+    """'-' reads the file from stdin."""
+    result = arena("import", "g1", "-", stdin=jsonl(GOOD[:2]))
+    assert result.exit_code == 0, result.output
+    assert [m.text for m in stored(env)] == [GOOD[0]["text"], GOOD[1]["text"]]
+
+
+def _line(**changes: object) -> dict[str, object]:
+    return {**GOOD[0], **changes}
+
+
+BAD = {
+    "not json": (b'{"sender": "alice",\n', "line 1: not JSON"),
+    "not an object": (b"[1, 2]\n", "line 1: not a JSON object but list"),
+    "not utf-8": (b'{"sender": "al\xffice"}\n', "line 1: not valid UTF-8"),
+    "missing sender": (jsonl([{"text": "hi", "created_at": "2024-03-01"}]), "line 1: sender:"),
+    "bad sender": (jsonl([_line(sender="-x")]), "line 1: sender: '-x' is not a valid sender"),
+    "empty text": (jsonl([_line(text="  ")]), "line 1: text: the message is empty"),
+    "control text": (jsonl([_line(text="a\x1bb")]), "line 1: text: control character 0x1b"),
+    "bad date": (jsonl([_line(created_at="yesterday")]), "line 1: created_at: not an ISO 8601"),
+    "number date": (jsonl([_line(created_at=5)]), "line 1: created_at: not a string"),
+    "unknown field": (jsonl([_line(room="x")]), "line 1: room: unknown field"),
+    "bad id": (jsonl([_line(id="../x")]), "line 1: id: '../x' is not a safe id"),
+    "bad kind": (jsonl([_line(kind="notice")]), "line 1: kind: 'notice' is not"),
+    "agent kind from a person": (jsonl([_line(kind="agent")]), "line 1: kind: 'agent' needs"),
+    "duplicate id": (
+        jsonl([_line(id="a"), _line(id="a", text="x")]),
+        "line 2: id: 'a' is already the id of line 1",
+    ),
+    "back in time": (
+        jsonl([GOOD[2], GOOD[0]]),
+        "line 2: created_at: earlier than line 1's",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_a_bad_file_changes_nothing_and_names_the_line(env, tmp_path, name):
+    """Any bad line: exit 1, the line and field named, not one message written."""
+    content, expected = BAD[name]
+    result = arena("import", "g1", write(tmp_path, jsonl(GOOD[:2]) + content))
+    assert result.exit_code == 1
+    shifted = expected.replace("line 2:", "line 4:").replace("line 1", "line 3")
+    assert shifted in result.output
+    assert "nothing imported" in result.output
+    assert stored(env) == []
+
+
+@pytest.mark.parametrize("content", [b"", b"\n \n"])
+def test_an_empty_file_is_refused(env, tmp_path, content):
+    """A file with no message (blank lines are skipped) is an error, not a silent success."""
+    result = arena("import", "g1", write(tmp_path, content))
+    assert result.exit_code == 1
+    assert "the file holds no messages" in result.output
+
+
+def test_many_bad_lines_are_listed_up_to_twenty(env, tmp_path):
+    """Every problem counts; the first twenty are shown, then how many more."""
+    result = arena("import", "g1", write(tmp_path, jsonl([_line(sender="?")] * 25)))
+    assert result.exit_code == 1
+    assert "25 problem(s)" in result.output
+    assert "line 20: sender:" in result.output
+    assert "line 21:" not in result.output
+    assert "and 5 more" in result.output
+
+
+def test_messages_older_than_the_group_are_refused(env, tmp_path):
+    """The history stays in time order: nothing older than the group's newest goes in."""
+    arena("import", "g1", write(tmp_path, jsonl([GOOD[2]])))
+    result = arena("import", "g1", write(tmp_path, jsonl(GOOD[:2])))
+    assert result.exit_code == 1
+    assert "line 1: created_at: 2024-03-01T08:15:00+00:00 is older than" in result.output
+    assert len(stored(env)) == 1
+
+
+def test_an_id_of_another_group_is_refused(env, tmp_path):
+    """An explicit id already used elsewhere is named, not silently skipped."""
+    path = write(tmp_path, jsonl(GOOD[:2]))
+    arena("import", "g1", path)
+    result = arena("import", "g2", path)
+    assert result.exit_code == 1
+    assert "line 2: id: 'chat-2' is already a message of group 'g1'" in result.output
+    assert stored(env, "g2") == []
+
+
+def test_the_summary_catches_up_and_no_agent_replies(env, tmp_path):
+    """The group's summary job is queued; nothing reaches the inbox or the group's outbox."""
+    result = arena("import", "g1", write(tmp_path, jsonl(GOOD[:3])))
+    assert "summary: job summary_g1_latest enqueued" in result.output
+    with redis.Redis.from_url(env["REDIS_URL"]) as connection:
+        job = fetch_job(connection, "summary_g1_latest")
+        assert job is not None
+        assert job.meta["trigger"] == "import"
+        assert job.args == ["g1", None, "import"] or job.args == ("g1", None, "import")
+        assert connection.xlen(inbox_stream()) == 0
+        assert connection.xlen(outbox_stream("g1")) == 0
+
+
+def test_without_redis_the_import_still_succeeds(env, tmp_path, monkeypatch, free_port):
+    """Redis down: the messages are stored and the user is told how the summary catches up."""
+    monkeypatch.setenv("REDIS_URL", f"redis://127.0.0.1:{free_port}/0")
+    result = arena("import", "g1", write(tmp_path, jsonl(GOOD[:2])))
+    assert result.exit_code == 0, result.output
+    assert "Redis is not reachable" in result.output
+    assert "arena summarize g1" in result.output
+    assert len(stored(env)) == 2
