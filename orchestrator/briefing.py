@@ -133,7 +133,9 @@ class Briefing:
         writes nothing).
         """
         folder = self.personal.workspace(agent.id)
-        recall = self._recall(agent, trigger, now)
+        recent = self.store.recent(trigger.group, self.settings.history_limit)
+        # Recall searches the messages older than those the history layer shows.
+        recall = self._recall(agent, trigger, now, recent[0].seq if recent else None)
         if recall is not None and mark_used and self.recaller is not None:
             self.recaller.mark_used(recall, now)
         layers = Layers(
@@ -142,7 +144,9 @@ class Briefing:
             memory_md=_read(folder / "MEMORY.md"),
             logs=self._logs(agent.id, trigger.group, now),
             recalled=recall.snippets if recall else (),
-            history=self._history(trigger.group),
+            said=recall.messages if recall else (),
+            history=self._history(recent),
+            left_out=recall.dropped if recall else (),
         )
         return Gathered(layers=layers, recall=recall)
 
@@ -157,8 +161,7 @@ class Briefing:
         ]
         return "\n".join(lines)
 
-    def _history(self, group: str) -> list[PastMessage]:
-        stored = self.store.recent(group, self.settings.history_limit)
+    def _history(self, stored: list[StoredMessage]) -> list[PastMessage]:
         return [
             PastMessage(
                 message=s.message,
@@ -167,10 +170,17 @@ class Briefing:
             for s in stored
         ]
 
-    def _recall(self, agent: AgentSpec, trigger: ChatMessage, now: datetime) -> RecallResult | None:
+    def _recall(
+        self, agent: AgentSpec, trigger: ChatMessage, now: datetime, before_seq: int | None
+    ) -> RecallResult | None:
         config = self.recall_config(agent)
         if self.recaller is None or config.max_entries == 0:
             return None
         return self.recaller.recall(
-            trigger.text, group=trigger.group, agent=agent.id, config=config, now=now
+            trigger.text,
+            group=trigger.group,
+            agent=agent.id,
+            config=config,
+            now=now,
+            before_seq=before_seq,
         )

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
 from typing import Any, Protocol
+from zoneinfo import ZoneInfo
 
 from orchestrator.budget import BudgetRequest, ContextPlan, HistoryItem, LayerBudgets, RecallItem
 from orchestrator.budget import plan_context as plan_budget
@@ -32,6 +33,7 @@ __all__ = [
     "Layers",
     "PastMessage",
     "Reference",
+    "SaidReference",
     "build_context",
     "conversation",
 ]
@@ -72,6 +74,49 @@ class Reference(Protocol):
     def citation(self) -> Cited | None: ...
 
 
+class Spoken(Protocol):
+    """A stored message as a recalled reference shows it (``memory.history_index.Said``)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def sender(self) -> str: ...
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def created_at(self) -> datetime: ...
+
+
+class Left(Protocol):
+    """A candidate recall left out, and why (``memory.recall.Dropped`` is one)."""
+
+    @property
+    def id(self) -> int | str: ...
+
+    @property
+    def layer(self) -> str: ...
+
+    @property
+    def reason(self) -> str: ...
+
+
+class SaidReference(Protocol):
+    """An earlier message recalled for this turn, with the one before it when that helps
+    (``memory.recall.RecalledMessage`` is one)."""
+
+    @property
+    def said(self) -> Spoken: ...
+
+    @property
+    def previous(self) -> Spoken | None: ...
+
+    @property
+    def score(self) -> float: ...
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Identity:
     """An agent's identity files: CLAUDE.md (its role) and SOUL.md (its character)."""
@@ -101,7 +146,9 @@ class Layers:
     memory_md: str = ""
     logs: str = ""
     recalled: Sequence[Reference] = ()
+    said: Sequence[SaidReference] = ()
     history: Sequence[PastMessage] = ()
+    left_out: Sequence[Left] = ()  # what recall's layers dropped, for the cost report
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,35 +170,39 @@ class BuiltContext:
     report: Mapping[str, Any]
 
 
-def _label(message: ChatMessage) -> str:
+def stamp(moment: datetime, tz: str) -> str:
+    """A message's date and time as the agent sees it, in the configured zone."""
+    return moment.astimezone(ZoneInfo(tz)).strftime("%Y-%m-%d %H:%M")
+
+
+def _prefix(message: ChatMessage, tz: str) -> str:
+    """The label before a message: when, who and what ("[2026-03-01 14:05 alex (human)]: ")."""
+    when = stamp(message.created_at, tz)
     if message.kind is MessageKind.NOTICE:
-        return f"[arena notice]: {neutralise(message.text)}"
-    return f"[{message.sender} ({message.kind.value})]: {neutralise(message.text)}"
-
-
-def _prefix_tokens(message: ChatMessage, counter: TokenCounter) -> int:
-    """Tokens of the "[sender (kind)]: " prefix (the counter remembers the few there are)."""
-    return counter.count(f"[{message.sender} ({message.kind.value})]: ")
+        return f"[{when} arena notice]: "
+    return f"[{when} {message.sender} ({message.kind.value})]: "
 
 
 @lru_cache(maxsize=8192)
 def _history_item(
-    agent_id: str, message: ChatMessage, tokens: int, counter: TokenCounter
+    agent_id: str, message: ChatMessage, tokens: int, counter: TokenCounter, tz: str
 ) -> HistoryItem:
-    """A stored message as ``agent_id`` sees it: its own replies unlabelled, everything else
-    labelled, marker-shaped text neutralised in both (rows stored before markers of every
-    spelling were stripped may hold one). Remembered, because a group's recent messages are
-    shown again at every turn."""
+    """A stored message as ``agent_id`` sees it: its own replies unlabelled (a dated label
+    there would teach the model to start its replies with one), everything else labelled
+    with its date, time and sender, marker-shaped text neutralised in both (rows stored
+    before markers of every spelling were stripped may hold one). Remembered, because a
+    group's recent messages are shown again at every turn."""
     agent_reply = message.kind is MessageKind.AGENT
     if agent_reply and message.sender == agent_id:
         text = neutralise(message.text)
         return HistoryItem(
             id=message.id, text=text, tokens=tokens, own_reply=True, agent_reply=True
         )
+    prefix = _prefix(message, tz)
     return HistoryItem(
         id=message.id,
-        text=_label(message),
-        tokens=tokens + _prefix_tokens(message, counter),
+        text=prefix + neutralise(message.text),
+        tokens=tokens + counter.count(prefix),
         agent_reply=agent_reply,
     )
 
@@ -161,6 +212,7 @@ def _history_items(
     history: Sequence[PastMessage],
     trigger: ChatMessage,
     counter: TokenCounter,
+    tz: str,
 ) -> tuple[list[HistoryItem], dict[str, str]]:
     """Planner items (trigger last) and each item's role."""
     items: list[HistoryItem] = []
@@ -171,15 +223,16 @@ def _history_items(
             if trigger_tokens is None:
                 trigger_tokens = past.tokens
             continue
-        item = _history_item(agent_id, past.message, past.tokens, counter)
+        item = _history_item(agent_id, past.message, past.tokens, counter, tz)
         items.append(item)
         roles[item.id] = "assistant" if item.own_reply else "user"
     base = trigger_tokens if trigger_tokens is not None else counter.count(trigger.text)
+    prefix = _prefix(trigger, tz)
     items.append(
         HistoryItem(
             id=trigger.id,
-            text=_label(trigger),
-            tokens=base + _prefix_tokens(trigger, counter),
+            text=prefix + neutralise(trigger.text),
+            tokens=base + counter.count(prefix),
             agent_reply=trigger.kind is MessageKind.AGENT,
         )
     )
@@ -210,6 +263,54 @@ def _reference_line(ref: Reference) -> str:
     return f"({ref.type}, {ref.trust}, {day}, source: {source}) {neutralise(ref.content)}"
 
 
+def _said_line(said: Spoken, tz: str) -> str:
+    """One recalled message: its trust label (who said it, when) and its id as citation.
+    Its text on one line, so no line of it can pass for another reference."""
+    text = " ".join(neutralise(said.text).split())
+    return f"said by {said.sender} on {stamp(said.created_at, tz)} (message {said.id}): {text}"
+
+
+def _said_lines(ref: SaidReference, tz: str) -> str:
+    """A recalled message, after the message before it when that was recalled with it."""
+    line = _said_line(ref.said, tz)
+    if ref.previous is None:
+        return line
+    return f"{_said_line(ref.previous, tz)}\n    {line}"
+
+
+def _recall_items(layers: Layers, tz: str, counter: TokenCounter) -> list[RecallItem]:
+    """Recalled memories and messages as the planner takes them, ranked together."""
+    items = [
+        RecallItem(id=str(r.id), text=line, tokens=counter.count(line), score=r.score)
+        for r in layers.recalled
+        for line in [_reference_line(r)]
+    ]
+    items += [
+        RecallItem(id=_said_id(r), text=line, tokens=counter.count(line), score=r.score)
+        for r in layers.said
+        for line in [_said_lines(r, tz)]
+    ]
+    return items
+
+
+def _said_id(ref: SaidReference) -> str:
+    return f"message {ref.said.id}"
+
+
+def _citations(layers: Layers, kept: set[str]) -> list[dict[str, Any]]:
+    """What the references shown cite: a memory's source, or a message's id."""
+    citations: list[dict[str, Any]] = [
+        {"id": r.id, "ref": r.citation.ref if r.citation else None, "trust": r.trust}
+        for r in layers.recalled
+        if str(r.id) in kept
+    ]
+    for said in layers.said:
+        if _said_id(said) in kept:
+            shown = [said.previous, said.said] if said.previous else [said.said]
+            citations += [{"id": s.id, "ref": s.id, "trust": f"said by {s.sender}"} for s in shown]
+    return citations
+
+
 def build_context(
     *,
     agent: AgentSpec,
@@ -237,12 +338,8 @@ def build_context(
         "tz": tz,
     }
     empty = _render(prompts, base, identity="", summary="", memory_md="", logs="", refs=[])
-    items, roles = _history_items(agent.id, layers.history, trigger, counter)
-    recall = [
-        RecallItem(id=str(r.id), text=line, tokens=counter.count(line), score=r.score)
-        for r in layers.recalled
-        for line in [_reference_line(r)]
-    ]
+    items, roles = _history_items(agent.id, layers.history, trigger, counter, tz)
+    recall = _recall_items(layers, tz, counter)
     plan = plan_budget(
         BudgetRequest(
             window=limits.window,
@@ -268,18 +365,16 @@ def build_context(
         logs=neutralise(plan.logs),
         refs=[item.text for item in plan.recall],
     )
-    kept = {item.id for item in plan.recall}
-    citations = [
-        {"id": r.id, "ref": r.citation.ref if r.citation else None, "trust": r.trust}
-        for r in layers.recalled
-        if str(r.id) in kept
-    ]
+    citations = _citations(layers, {item.id for item in plan.recall})
     report = {
         "window": limits.window,
         "reserved_output": limits.reserved_output,
         "correction": limits.correction,
         **plan.as_dict(),
         "citations": citations,
+        "recall_dropped": [
+            {"id": d.id, "layer": d.layer, "reason": d.reason} for d in layers.left_out
+        ],
     }
     request = LLMRequest(
         agent=agent,

@@ -28,6 +28,7 @@ from orchestrator.llm import AnthropicProvider
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.gate import GateConfig
 from orchestrator.memory.history import HistoryStore
+from orchestrator.memory.history_index import BackgroundIndexing, HistoryIndex
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.recall import Recaller
 from orchestrator.memory.recent import RecentMessages
@@ -78,7 +79,7 @@ def make_briefing(
         identities=team.identities,
         store=recent or HistoryStore(engine),
         personal=PersonalLog(settings.workspaces_dir, settings.zone),
-        recaller=Recaller(session),
+        recaller=Recaller(session, history=HistoryIndex(engine)),
         counter=TokenCounter(),
     )
 
@@ -207,6 +208,8 @@ async def run(
     leases = Leases(redis, settings.consumer, int(settings.lease_ttl_s * 1000))
     coordinator = Coordinator(leases, consumer.idle)
     mqtt_task = asyncio.create_task(publisher.run(), name="orchestrator.events.publish")
+    # Messages stored before the history index existed are indexed while the daemon answers.
+    indexing = BackgroundIndexing(engine)
     schedule = None
     try:
         await bus.ensure_group()
@@ -235,5 +238,6 @@ async def run(
         await asyncio.gather(mqtt_task, return_exceptions=True)
         await provider.aclose()
         await redis.aclose()
+        await indexing.stop()
         engine.dispose()
         logger.info("daemon stopped after %d messages", consumer.handled)

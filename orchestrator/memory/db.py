@@ -12,7 +12,7 @@ from typing import Any, TypeVar, cast
 
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlmodel import SQLModel, create_engine
 
 from orchestrator.batching import Coalescer
@@ -62,16 +62,34 @@ def make_engine(url: str) -> Engine:
         engine = create_engine(url, **kwargs)
         if is_sqlite:
             event.listen(engine, "connect", _sqlite_pragmas)
-        # Import the table modules so their metadata is registered before create_all.
+        # Import the table modules so their metadata (and the history index's installer) is
+        # registered before create_all.
         import orchestrator.memory.history  # noqa: F401
+        from orchestrator.memory import history_index as _index  # noqa: F401
         from orchestrator.memory import session as _session  # noqa: F401
         from orchestrator.memory import versions as _versions  # noqa: F401
 
-        SQLModel.metadata.create_all(engine)
+        _create_tables(engine)
     except (SQLAlchemyError, ModuleNotFoundError) as exc:
         safe = url.split("@")[-1] if "@" in url else url
-        raise ServiceError("database", f"cannot open {safe}: {exc.__class__.__name__}") from exc
+        reason = exc.__class__.__name__
+        if isinstance(exc, DBAPIError) and str(exc.orig).strip():
+            reason += f" ({str(exc.orig).strip().splitlines()[0][:200]})"
+        raise ServiceError("database", f"cannot open {safe}: {reason}") from exc
     return engine
+
+
+def _create_tables(engine: Engine, attempts: int = 1) -> None:
+    # Daemons started together on a new database each create the tables; the check for
+    # what exists and the CREATE are not one step, so the one that loses the race sees
+    # "already exists" and looks again.
+    for attempt in range(attempts):
+        try:
+            SQLModel.metadata.create_all(engine)
+            return
+        except OperationalError as exc:
+            if "already exists" not in str(exc.orig) or attempt == attempts - 1:
+                raise
 
 
 _WRITE_LOCKS: weakref.WeakKeyDictionary[Engine, threading.Lock] = weakref.WeakKeyDictionary()

@@ -22,7 +22,7 @@ capped at 1.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
 from typing import Literal
@@ -30,6 +30,7 @@ from typing import Literal
 from orchestrator.errors import ValidationError
 from orchestrator.memory import fts
 from orchestrator.memory.embeddings import Embedder
+from orchestrator.memory.history_index import HistoryIndex, Said
 from orchestrator.memory.records import Citation, MemoryRecord, meta_text
 from orchestrator.memory.session import SessionMemory, TextHit
 
@@ -37,6 +38,7 @@ __all__ = [
     "Dropped",
     "RecallConfig",
     "RecallResult",
+    "RecalledMessage",
     "Recaller",
     "Snippet",
     "Trust",
@@ -49,6 +51,13 @@ Layer = Literal["relevance_floor", "untrusted", "require_source", "max_entries",
 SCOPE_PRIORITY = {"session": 1.0, "project": 0.8, "personal": 0.6, "user": 0.6, "global": 0.8}
 UNTRUSTED_PREFIXES = ("assistant_resp_", "ai_summary_", "generated_", "draft_", "untrusted_")
 AUTHOR_BONUS = 0.3
+# A message is raw: it ranks as an unsourced memory of this confidence and scope priority
+# would, below a curated, cited memory of the same relevance.
+MESSAGE_CONFIDENCE = 0.6
+MESSAGE_PRIORITY = 0.8
+MESSAGE_AUTHOR_BONUS = 0.1
+# The message before a recalled one is shown with it when at most this long.
+PREVIOUS_MAX_CHARS = 400
 _COVERAGE_WEIGHT = 0.3
 _BEST_SIGNAL_WEIGHT = 0.75
 
@@ -91,9 +100,9 @@ class Snippet:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Dropped:
-    """A candidate a layer left out, and why."""
+    """A candidate a layer left out, and why: a memory (its id) or a message (its id)."""
 
-    id: int
+    id: int | str
     layer: Layer
     reason: str
 
@@ -103,7 +112,61 @@ class RecallResult:
     """What recall returned, best first, and what it dropped on the way."""
 
     snippets: tuple[Snippet, ...] = ()
+    messages: tuple[RecalledMessage, ...] = ()
     dropped: tuple[Dropped, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecalledMessage:
+    """An earlier message of the group, with the one before it when that helps (a question
+    and its answer belong together)."""
+
+    said: Said
+    previous: Said | None
+    score: float
+    similarity: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Ranked:
+    """A candidate past the filters: a memory or a message, with its final score."""
+
+    score: float
+    similarity: float
+    order: int  # ties: the newer first
+    item: MemoryRecord | Said
+
+
+@dataclass(slots=True, kw_only=True)
+class _Fit:
+    """The entries and characters taken so far, against ``max_entries`` and ``char_budget``."""
+
+    config: RecallConfig
+    dropped: list[Dropped]
+    entries: int = 0
+    used: int = 0
+    shown: set[str] = field(default_factory=set)
+
+    def fits(self, size: int) -> bool:
+        return self.used + size <= self.config.char_budget
+
+    def take(self, item_id: int | str, size: int) -> bool:
+        """Count the candidate in, or record why it is left out."""
+        config = self.config
+        if self.entries >= config.max_entries:
+            reason = f"rank {self.entries + 1} is past the limit of {config.max_entries} entries"
+            self.dropped.append(Dropped(id=item_id, layer="max_entries", reason=reason))
+            return False
+        if not self.fits(size):
+            reason = (
+                f"{size} characters do not fit in the "
+                f"{config.char_budget - self.used} left of {config.char_budget}"
+            )
+            self.dropped.append(Dropped(id=item_id, layer="char_budget", reason=reason))
+            return False
+        self.entries += 1
+        self.used += size
+        return True
 
 
 def untrusted_reason(record: MemoryRecord) -> str | None:
@@ -143,6 +206,11 @@ def final_score(similarity: float, record: MemoryRecord, now: datetime) -> float
     return similarity * 0.5 + adjusted_confidence(record, now) * 0.3 + priority * 0.2
 
 
+def message_score(similarity: float) -> float:
+    """A message's rank, on the scale of :func:`final_score`."""
+    return similarity * 0.5 + MESSAGE_CONFIDENCE * 0.3 + MESSAGE_PRIORITY * 0.2
+
+
 class Recaller:
     """Finds the memories for one agent's turn in one group. Blocking: call from a thread.
 
@@ -150,26 +218,60 @@ class Recaller:
         memory: The session memory store.
         embedder: Embeds queries; defaults to the store's own embedder. Without one, recall
             uses the full-text index alone.
+        history: The index of the groups' messages; without it, only memories are recalled.
     """
 
-    def __init__(self, memory: SessionMemory, embedder: Embedder | None = None) -> None:
+    def __init__(
+        self,
+        memory: SessionMemory,
+        embedder: Embedder | None = None,
+        *,
+        history: HistoryIndex | None = None,
+    ) -> None:
         self.memory = memory
         self.embedder = embedder if embedder is not None else memory.embedder
+        self.history = history
 
     def recall(
-        self, query: str, *, group: str, agent: str, config: RecallConfig, now: datetime
+        self,
+        query: str,
+        *,
+        group: str,
+        agent: str,
+        config: RecallConfig,
+        now: datetime,
+        before_seq: int | None = None,
     ) -> RecallResult:
-        """The best memories for ``query``, after every layer. Only reads: a turn that shows
-        them to an agent records that with :meth:`mark_used` (a preview must not).
+        """The best memories and earlier messages for ``query``, after every layer. Only
+        reads: a turn that shows them to an agent records that with :meth:`mark_used` (a
+        preview must not).
 
         Args:
             query: What the agent is asked (a message, or a question).
-            group: The group of the turn; only its session memory is searched.
+            group: The group of the turn; only its session memory and its messages are
+                searched.
             agent: The agent whose personal memory is searched.
             config: The layers' settings.
             now: The current time, for recency.
+            before_seq: Only messages stored before this one are searched: the history layer
+                shows the newer ones (None: every message of the group).
         """
         scopes = [("session", group), ("personal", agent), ("global", "")]
+        dropped: list[Dropped] = []
+        ranked: list[_Ranked] = self._memories(query, scopes, config, now, dropped)
+        ranked += self._messages(query, group, before_seq, config, dropped)
+        ranked.sort(key=lambda item: (-item.score, item.order))
+        return self._fit(ranked, group, config, now, dropped)
+
+    def _memories(
+        self,
+        query: str,
+        scopes: Sequence[tuple[str, str]],
+        config: RecallConfig,
+        now: datetime,
+        dropped: list[Dropped],
+    ) -> list[_Ranked]:
+        """The memories past the floor and the filters, with their final score."""
         candidates = self._candidates(query, scopes, config.candidates)
         # Only what passes the relevance floor is read in full (text hits come light).
         full = self.memory.records(
@@ -177,8 +279,7 @@ class Recaller:
             for c, sim in candidates
             if isinstance(c, TextHit) and _below_floor(sim, config) is None
         )
-        dropped: list[Dropped] = []
-        kept: list[tuple[MemoryRecord, float]] = []
+        kept: list[_Ranked] = []
         for candidate, similarity in candidates:
             record = candidate if isinstance(candidate, MemoryRecord) else full.get(candidate.id)
             verdict = (
@@ -189,27 +290,91 @@ class Recaller:
             if verdict is not None:
                 dropped.append(Dropped(id=candidate.id, layer=verdict[0], reason=verdict[1]))
             elif record is not None and record.status == "active":
-                kept.append((record, similarity))
-        ranked = sorted(
-            ((final_score(sim, record, now), sim, record) for record, sim in kept),
-            key=lambda item: (-item[0], -item[2].id),
-        )
-        snippets: list[Snippet] = []
-        used = 0
-        for position, (score, similarity, record) in enumerate(ranked, start=1):
-            if position > config.max_entries:
-                reason = f"rank {position} is past the limit of {config.max_entries} entries"
-                dropped.append(Dropped(id=record.id, layer="max_entries", reason=reason))
-            elif used + len(record.content) > config.char_budget:
-                reason = (
-                    f"{len(record.content)} characters do not fit in the "
-                    f"{config.char_budget - used} left of {config.char_budget}"
+                score = final_score(similarity, record, now)
+                kept.append(
+                    _Ranked(score=score, similarity=similarity, order=-record.id, item=record)
                 )
-                dropped.append(Dropped(id=record.id, layer="char_budget", reason=reason))
-            else:
-                used += len(record.content)
-                snippets.append(_snippet(record, score, similarity, now))
-        return RecallResult(snippets=tuple(snippets), dropped=tuple(dropped))
+        return kept
+
+    def _messages(
+        self,
+        query: str,
+        group: str,
+        before_seq: int | None,
+        config: RecallConfig,
+        dropped: list[Dropped],
+    ) -> list[_Ranked]:
+        """The group's earlier messages past the floor, with their final score."""
+        if self.history is None:
+            return []
+        terms = fts.query_terms(query)
+        hits = self.history.search(
+            terms, group=group, before_seq=before_seq, limit=config.candidates
+        )
+        stemmed = [(term, fts.stem(term)) for term in terms]
+        kept: list[_Ranked] = []
+        for (said, _), similarity in zip(hits, _message_similarities(stemmed, hits), strict=True):
+            if (verdict := _below_floor(similarity, config)) is not None:
+                dropped.append(Dropped(id=said.id, layer=verdict[0], reason=verdict[1]))
+                continue
+            score = message_score(similarity)
+            kept.append(_Ranked(score=score, similarity=similarity, order=-said.seq, item=said))
+        return kept
+
+    def _fit(
+        self,
+        ranked: Sequence[_Ranked],
+        group: str,
+        config: RecallConfig,
+        now: datetime,
+        dropped: list[Dropped],
+    ) -> RecallResult:
+        """The best candidates within ``max_entries`` and ``char_budget``."""
+        fit = _Fit(config=config, dropped=dropped)
+        snippets: list[Snippet] = []
+        messages: list[RecalledMessage] = []
+        for candidate in ranked:
+            item = candidate.item
+            if isinstance(item, MemoryRecord):
+                if fit.take(item.id, len(item.content)):
+                    snippets.append(_snippet(item, candidate.score, candidate.similarity, now))
+                continue
+            if item.id in fit.shown:
+                continue  # shown already, as the message before another hit
+            previous = self._previous(item, group, fit)
+            if previous is not None and not fit.fits(len(item.text) + len(previous.text)):
+                previous = None
+            size = len(item.text) + (len(previous.text) if previous else 0)
+            if fit.take(item.id, size):
+                fit.shown.add(item.id)
+                if previous is not None:
+                    fit.shown.add(previous.id)
+                messages.append(
+                    RecalledMessage(
+                        said=item,
+                        previous=previous,
+                        score=round(candidate.score, 4),
+                        similarity=round(candidate.similarity, 4),
+                    )
+                )
+        return RecallResult(
+            snippets=tuple(snippets), messages=tuple(messages), dropped=tuple(dropped)
+        )
+
+    def _previous(self, said: Said, group: str, fit: _Fit) -> Said | None:
+        """The message before ``said`` when it helps: another sender's (a question and its
+        answer belong together), short, and not shown already."""
+        if self.history is None:
+            return None
+        previous = self.history.previous(group, said.seq)
+        if (
+            previous is None
+            or previous.sender == said.sender
+            or previous.id in fit.shown
+            or len(previous.text) > PREVIOUS_MAX_CHARS
+        ):
+            return None
+        return previous
 
     def mark_used(self, result: RecallResult, now: datetime) -> None:
         """Record that ``result``'s memories were shown to an agent at ``now``."""
@@ -280,6 +445,26 @@ def _text_similarities(
         + _COVERAGE_WEIGHT * _coverage(stemmed, entry)
         for entry, score in pairs
     ]
+
+
+def _message_similarities(
+    stemmed: Sequence[tuple[str, str]], hits: Sequence[tuple[Said, float]]
+) -> list[float]:
+    """Each message's relevance: as :func:`_text_similarities`, plus a small bonus when the
+    query names its sender."""
+    best = max((score for _, score in hits), default=0.0)
+    named = {term for term, _ in stemmed}
+    values = []
+    for said, score in hits:
+        words = _words(said.text)
+        found = sum(1 for term, stem in stemmed if stem in words or term in words)
+        coverage = found / len(stemmed) if stemmed else 0.0
+        value = (1 - _COVERAGE_WEIGHT) * (score / best if best > 0 else 0.0)
+        value += _COVERAGE_WEIGHT * coverage
+        if named & _names(said.sender, ""):
+            value += MESSAGE_AUTHOR_BONUS
+        values.append(min(1.0, value))
+    return values
 
 
 def _below_floor(similarity: float, config: RecallConfig) -> tuple[Layer, str] | None:
