@@ -79,7 +79,7 @@ def make_engine(url: str) -> Engine:
     return engine
 
 
-def _create_tables(engine: Engine, attempts: int = 1) -> None:
+def _create_tables(engine: Engine, attempts: int = 5) -> None:
     # Daemons started together on a new database each create the tables; the check for
     # what exists and the CREATE are not one step, so the one that loses the race sees
     # "already exists" and looks again.

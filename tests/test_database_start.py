@@ -1,0 +1,67 @@
+"""Opening the database: daemons started together on a new SQLite file, and the reason given
+when it cannot be opened."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator.errors import ServiceError
+from orchestrator.memory.db import make_engine
+from tests.arena_helpers import REPO
+
+_OPEN_AT = """
+import sys, time
+from orchestrator.errors import ServiceError
+from orchestrator.memory.db import make_engine
+start = float(sys.argv[2])
+while time.time() < start:
+    time.sleep(0.001)
+try:
+    make_engine(f"sqlite:///{sys.argv[1]}").dispose()
+except ServiceError as exc:
+    sys.exit(str(exc))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_processes_opening_a_new_database_together_all_succeed(tmp_path: Path):
+    """Several processes creating the tables of one new SQLite file at the same moment all
+    open it (the one that loses the race to create a table looks again)."""
+    for round_ in range(3):
+        database = tmp_path / f"arena-{round_}.db"
+        start = f"{time.time() + 5:.3f}"  # after every process has imported what it needs
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", _OPEN_AT, str(database), start],
+                cwd=REPO,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(4)
+        ]
+        try:
+            results = [proc.communicate(timeout=120) for proc in procs]
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        errors = [err for _out, err in results if err.strip()]
+        assert [p.returncode for p in procs] == [0, 0, 0, 0], errors
+
+
+def test_a_database_that_cannot_be_opened_says_why(tmp_path: Path):
+    """The error names the database and SQLite's reason, not only the exception's class."""
+    missing = tmp_path / "no" / "such" / "folder" / "arena.db"
+    with pytest.raises(ServiceError) as caught:
+        make_engine(f"sqlite:///{missing}")
+    assert str(caught.value) == (
+        f"database: cannot open sqlite:///{missing}:"
+        " OperationalError (unable to open database file)"
+    )
