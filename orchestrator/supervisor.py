@@ -37,7 +37,7 @@ from orchestrator.services import (
 )
 from orchestrator.settings import Settings
 
-__all__ = ["describe", "serve", "stop_on_signals"]
+__all__ = ["Previous", "claim_data_dir", "describe", "serve", "stop_on_signals"]
 
 logger = logging.getLogger(__name__)
 

@@ -222,7 +222,7 @@ def test_killed_arena_up_takes_its_children_along_and_a_restart_answers_everythi
     children = arena.record()
     assert _stop(second) == 0, arena.log(1).read_text()[-3000:]
     said = arena.log(1).read_text()
-    assert "already running" not in said
+    assert "is already running on" not in said
     assert "Traceback" not in said
     assert not (arena.data / "arena-up.pid").exists()
     pids = [children["redis"], *children["workers"]]  # type: ignore[list-item]
