@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import IO
 
 import click
@@ -24,6 +25,7 @@ from orchestrator.memory.importer import (
 )
 from orchestrator.services import ping_redis
 from orchestrator.settings import Settings
+from orchestrator.summary import MAX_MESSAGES
 from orchestrator.wire import validate_group
 
 __all__ = ["import_command"]
@@ -42,7 +44,13 @@ def _reporter(what: str, total_lines: int) -> Progress:
     return report
 
 
-def _summarise(settings: Settings, group: str) -> str:
+def _summary_points(seqs: Sequence[int]) -> list[int | None]:
+    """Where the summary jobs stop: one run folds in at most ``MAX_MESSAGES`` messages, so a
+    large import needs one run per that many, in order (the last up to the newest)."""
+    return [*seqs[MAX_MESSAGES - 1 : -1 : MAX_MESSAGES], None]
+
+
+def _summarise(settings: Settings, group: str, seqs: Sequence[int]) -> str:
     """Enqueue the group's rolling summary; what to tell the user about it."""
     later = (
         f"the summary is not updated yet: run `arena summarize {group}` while `arena up` runs "
@@ -54,12 +62,16 @@ def _summarise(settings: Settings, group: str) -> str:
             settings.effective_redis_url, socket_timeout=REDIS_TIMEOUT_S
         )
         try:
-            queued = enqueue_summary(connection, group, None, "import", settings=settings)
+            queued = [
+                enqueue_summary(connection, group, upto, "import", settings=settings)
+                for upto in _summary_points(seqs)
+            ]
         finally:
             connection.close()
     except (OrchestratorError, RedisError) as exc:
         return f"Redis is not reachable ({exc}); {later}"
-    return f"summary: job {queued.job_id} {queued.detail} (a background worker updates it)"
+    jobs = ", ".join(f"{q.job_id} {q.detail}" for q in queued)
+    return f"summary: {jobs} (a background worker updates it)"
 
 
 def _say(result: ImportResult, settings: Settings) -> None:
@@ -118,7 +130,7 @@ def import_command(settings: Settings, group: str, file: IO[bytes]) -> None:
         engine.dispose()
     _say(result, settings)
     if result.imported:
-        out.print(_summarise(settings, group), markup=False)
+        out.print(_summarise(settings, group, result.seqs), markup=False)
 
 
 globals()["import"] = import_command  # `arena import`: the lazy loader looks the name up

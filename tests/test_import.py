@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 import redis
 from click.testing import CliRunner
+from rq import SimpleWorker
+from rq.serializers import JSONSerializer
 
 from orchestrator.cli import main
-from orchestrator.jobs import fetch_job
+from orchestrator.jobs import fetch_job, queue
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.history import HistoryStore
+from orchestrator.memory.history import HistoryStore, StoredMessage
 from orchestrator.models import ChatMessage, MessageKind
 from orchestrator.wire import inbox_stream, outbox_stream
 from tests.arena_helpers import REPO, write_team
@@ -58,12 +60,16 @@ def jsonl(rows: list[object]) -> bytes:
     return "".join(json.dumps(r) + "\n" for r in rows).encode()
 
 
-def stored(env: dict[str, str], group: str = "g1") -> list[ChatMessage]:
+def stored_rows(env: dict[str, str], group: str = "g1") -> list[StoredMessage]:
     engine = make_engine(f"sqlite:///{env['ARENA_DATA_DIR']}/arena.db")
     try:
-        return [s.message for s in HistoryStore(engine).recent(group, 1000)]
+        return HistoryStore(engine).recent(group, 1000)
     finally:
         engine.dispose()
+
+
+def stored(env: dict[str, str], group: str = "g1") -> list[ChatMessage]:
+    return [s.message for s in stored_rows(env, group)]
 
 
 def write(tmp_path: Path, content: bytes) -> str:
@@ -200,7 +206,7 @@ def test_an_id_of_another_group_is_refused(env, tmp_path):
 def test_the_summary_catches_up_and_no_agent_replies(env, tmp_path):
     """The group's summary job is queued; nothing reaches the inbox or the group's outbox."""
     result = arena("import", "g1", write(tmp_path, jsonl(GOOD[:3])))
-    assert "summary: job summary_g1_latest enqueued" in result.output
+    assert "summary: summary_g1_latest enqueued" in result.output
     with redis.Redis.from_url(env["REDIS_URL"]) as connection:
         job = fetch_job(connection, "summary_g1_latest")
         assert job is not None
@@ -208,6 +214,30 @@ def test_the_summary_catches_up_and_no_agent_replies(env, tmp_path):
         assert job.args == ["g1", None, "import"] or job.args == ("g1", None, "import")
         assert connection.xlen(inbox_stream()) == 0
         assert connection.xlen(outbox_stream("g1")) == 0
+
+
+def test_a_large_import_is_summarised_to_its_last_message(env, tmp_path):
+    """One summary run folds in at most 200 messages: a 450-message import queues runs that
+    together reach its newest message."""
+    rows = [
+        {
+            "sender": "alice",
+            "text": f"point {n}",
+            "created_at": f"2024-03-01T09:{n // 60:02d}:{n % 60:02d}",
+        }
+        for n in range(450)
+    ]
+    result = arena("import", "g1", write(tmp_path, jsonl(rows)))
+    assert result.exit_code == 0, result.output
+    seqs = [s.seq for s in stored_rows(env)]
+    for job_id in (f"summary_g1_{seqs[199]}", f"summary_g1_{seqs[399]}", "summary_g1_latest"):
+        assert job_id in result.output
+    with redis.Redis.from_url(env["REDIS_URL"]) as connection:
+        SimpleWorker([queue(connection)], connection=connection, serializer=JSONSerializer).work(
+            burst=True, logging_level="ERROR"
+        )
+    summary = Path(env["ARENA_DATA_DIR"], "memory", "summary_g1.md").read_text()
+    assert "450 messages so far" in summary
 
 
 def test_without_redis_the_import_still_succeeds(env, tmp_path, monkeypatch, free_port):

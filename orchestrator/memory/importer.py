@@ -92,6 +92,7 @@ class ImportResult:
     already: int
     first_at: datetime | None
     last_at: datetime | None
+    seqs: tuple[int, ...] = ()  # of the messages stored now, in order
 
 
 def _created_at(value: Any, zone: tzinfo) -> datetime:
@@ -309,16 +310,16 @@ def import_messages(
         replies = [
             NewReply(message=m, meta={"imported": True, "line": n}, status=STATUS) for n, m in new
         ]
-        done = 0
+        seqs: list[int] = []
         for batch in _batches(replies, 1000):
-            store.record_in(conn, batch)
-            done += len(batch)
+            seqs.extend(s.seq for s in store.record_in(conn, batch))
             if progress is not None:
-                progress(done, len(replies))
+                progress(len(seqs), len(replies))
     return ImportResult(
         group=group,
         imported=len(new),
         already=len(messages) - len(new),
         first_at=messages[0][1].created_at,
         last_at=messages[-1][1].created_at,
+        seqs=tuple(seqs),
     )
