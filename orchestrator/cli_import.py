@@ -26,7 +26,7 @@ from orchestrator.memory.importer import (
 from orchestrator.services import ping_redis
 from orchestrator.settings import Settings
 from orchestrator.summary import MAX_MESSAGES
-from orchestrator.wire import validate_group
+from orchestrator.wire import lease_key, partition_of, validate_group
 
 __all__ = ["import_command"]
 
@@ -50,8 +50,10 @@ def _summary_points(seqs: Sequence[int]) -> list[int | None]:
     return [*seqs[MAX_MESSAGES - 1 : -1 : MAX_MESSAGES], None]
 
 
-def _summarise(settings: Settings, group: str, seqs: Sequence[int]) -> str:
-    """Enqueue the group's rolling summary; what to tell the user about it."""
+def _after(settings: Settings, result: ImportResult) -> list[str]:
+    """Enqueue the group's rolling summary; what to tell the user about it (and about a
+    daemon serving the group, whose window of recent messages is kept in memory)."""
+    group = result.group
     later = (
         f"the summary is not updated yet: run `arena summarize {group}` while `arena up` runs "
         "(it also catches up after the group's next messages)"
@@ -64,14 +66,21 @@ def _summarise(settings: Settings, group: str, seqs: Sequence[int]) -> str:
         try:
             queued = [
                 enqueue_summary(connection, group, upto, "import", settings=settings)
-                for upto in _summary_points(seqs)
+                for upto in _summary_points(result.seqs)
             ]
+            owner = connection.get(lease_key(f"p{partition_of(group)}"))
         finally:
             connection.close()
     except (OrchestratorError, RedisError) as exc:
-        return f"Redis is not reachable ({exc}); {later}"
+        return [f"Redis is not reachable ({exc}); {later}"]
     jobs = ", ".join(f"{q.job_id} {q.detail}" for q in queued)
-    return f"summary: {jobs} (a background worker updates it)"
+    lines = [f"summary: {jobs} (a background worker updates it)"]
+    if owner and result.earlier:
+        lines.append(
+            f"note: a running daemon serves group {group}; its agents see the imported "
+            "messages in their window of recent messages once it restarts"
+        )
+    return lines
 
 
 def _say(result: ImportResult, settings: Settings) -> None:
@@ -130,7 +139,8 @@ def import_command(settings: Settings, group: str, file: IO[bytes]) -> None:
         engine.dispose()
     _say(result, settings)
     if result.imported:
-        out.print(_summarise(settings, group, result.seqs), markup=False)
+        for line in _after(settings, result):
+            out.print(line, markup=False)
 
 
 globals()["import"] = import_command  # `arena import`: the lazy loader looks the name up

@@ -93,6 +93,7 @@ class ImportResult:
     first_at: datetime | None
     last_at: datetime | None
     seqs: tuple[int, ...] = ()  # of the messages stored now, in order
+    earlier: int = 0  # the group's messages from before, not in the file
 
 
 def _created_at(value: Any, zone: tzinfo) -> datetime:
@@ -263,6 +264,11 @@ def _conflicts(messages: Sequence[tuple[int, ChatMessage]], stored: dict[str, An
     return problems
 
 
+def _count(conn: Connection, group: str) -> int:
+    query = select(func.count()).select_from(_MESSAGES).where(_MESSAGES.c.group_id == group)
+    return int(conn.execute(query).scalar() or 0)
+
+
 def _newest_at(conn: Connection, group: str) -> datetime | None:
     newest = conn.execute(
         select(func.max(_MESSAGES.c.created_at)).where(_MESSAGES.c.group_id == group)
@@ -307,6 +313,7 @@ def import_messages(
         problems = _conflicts(messages, stored) + _too_old(new, _newest_at(conn, group))
         if problems:
             raise ImportProblems(problems)
+        earlier = _count(conn, group) - (len(messages) - len(new))
         replies = [
             NewReply(message=m, meta={"imported": True, "line": n}, status=STATUS) for n, m in new
         ]
@@ -322,4 +329,5 @@ def import_messages(
         first_at=messages[0][1].created_at,
         last_at=messages[-1][1].created_at,
         seqs=tuple(seqs),
+        earlier=earlier,
     )
