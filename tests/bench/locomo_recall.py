@@ -1,22 +1,32 @@
 """Recall quality on LoCoMo-format conversations, through the project's own store and recall.
 
     python tests/bench/locomo_recall.py --data FILE [--json OUT] [--limit-conversations N]
-                                        [--no-embeddings]
+                                        [--no-embeddings] [--ingest history|memory|both]
 
-Every dialog turn of each conversation becomes a session memory entry of its own group (one
-group per conversation), written with ``SessionMemory.write_many``: the turn's text (and the
-caption of a shared photo) is the content; the speaker, the session date and the neighbouring
-turns are metadata in ``extra``, searchable as such. Each question of categories 1-4 then goes
-through ``Recaller.recall`` for its own group, with an evaluation config: no relevance floor,
+Each conversation goes into a group of its own, one of two ways (``--ingest both``, the
+default, measures both and reports them side by side):
+
+    history   the real path: every turn is a person's message in the group's history, stored
+              as ``arena import`` stores it (its speaker as sender, the text as said, dated by
+              its session), and indexed by the history index as every stored message is
+    memory    the earlier figure: every turn becomes a session memory entry written with
+              ``SessionMemory.write_many`` (the turn's text and the caption of a shared photo
+              as content; the speaker, the session date and the neighbouring turns as
+              metadata in ``extra``, searchable as such), a path the daemon never takes
+
+Each question of categories 1-4 then goes through ``Recaller.recall`` (with the history index,
+as the daemon builds it) for its own group, with an evaluation config: no relevance floor,
 10 entries, no character budget, so the ranking itself is measured.
 
 Metrics, per question with valid evidence: recall@k is the share of its evidence turns among
-the turns of the top k entries (an entry that absorbed a duplicate turn stands for both);
+the turns of the top k entries (a memory that absorbed a duplicate turn stands for both; a
+recalled message stands for itself and the message shown before it, as the agent sees both);
 MRR@10 is the reciprocal rank of the first entry holding an evidence turn. Evidence ids are
 normalised when unambiguous ("D8:6; D9:17" is two ids, "D:11:26" is D11:26, "D30:05" is
 D30:5); ids naming no turn are skipped and counted. Prints a table, the ingest and per-query
 times, writes JSON with --json, and ends with one line
-``overall recall@1=… recall@5=… recall@10=… mrr@10=…``.
+``overall recall@1=… recall@5=… recall@10=… mrr@10=…`` for the first path measured (history
+by default), followed by ``memory_recall@5=… memory_recall@10=…`` when both are.
 """
 
 from __future__ import annotations
@@ -30,16 +40,20 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from sqlalchemy.engine import Engine
 
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.embeddings import load_embedder
-from orchestrator.memory.recall import RecallConfig, Recaller
+from orchestrator.memory.history import HistoryStore
+from orchestrator.memory.history_index import HistoryIndex
+from orchestrator.memory.importer import ImportSettings, import_messages, parse_lines
+from orchestrator.memory.recall import RecallConfig, Recaller, RecallResult
 from orchestrator.memory.session import Citation, NewMemory, SessionMemory
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -58,6 +72,7 @@ class Turn:
     text: str
     date: str
     session: int
+    said: str  # what was typed: the text without the photo's caption
 
 
 def turns_of(conversation: dict[str, Any]) -> list[Turn]:
@@ -71,10 +86,10 @@ def turns_of(conversation: dict[str, Any]) -> list[Turn]:
     for number, session in sorted(sessions):
         date = str(conversation.get(f"session_{number}_date_time", ""))
         for turn in session:
-            text = str(turn.get("text", ""))
+            said = text = str(turn.get("text", ""))
             if turn.get("blip_caption"):
                 text += f" [shares a photo: {turn['blip_caption']}]"
-            turns.append(Turn(str(turn["dia_id"]), str(turn["speaker"]), text, date, number))
+            turns.append(Turn(str(turn["dia_id"]), str(turn["speaker"]), text, date, number, said))
     return turns
 
 
@@ -128,6 +143,68 @@ def memories_of(sample_id: str, group: str, turns: list[Turn]) -> Iterator[NewMe
         )
 
 
+TURN_OFFSET_S = 30  # within a session, as tests/bench/long_chat.py dates the turns
+
+
+def _session_time(text: str) -> datetime:
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y")
+
+
+def history_file(sample_id: str, turns: list[Turn]) -> bytes:
+    """The conversation as ``arena import`` reads it (one JSON object per line)."""
+    lines = []
+    offset = 0
+    for n, turn in enumerate(turns):
+        offset = 0 if n == 0 or turns[n - 1].session != turn.session else offset + 1
+        at = _session_time(turn.date) + timedelta(seconds=TURN_OFFSET_S * offset)
+        row = {
+            "id": f"{sample_id}-{turn.dia_id}",
+            "sender": turn.speaker,
+            "text": turn.said,
+            "created_at": at.isoformat(),
+        }
+        lines.append(json.dumps(row, ensure_ascii=False))
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+class HistoryIngest:
+    """Turns as messages of the group's history, through the import path."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.store = HistoryStore(engine)
+
+    def ingest(self, sample_id: str, group: str, turns: list[Turn]) -> dict[str, set[str]]:
+        """Store the turns; each message id -> the dia_ids it stands for."""
+        config = ImportSettings(group=group, zone=UTC, max_bytes=10**6)
+        import_messages(self.store, parse_lines(history_file(sample_id, turns), config))
+        return {f"{sample_id}-{t.dia_id}": {t.dia_id} for t in turns}
+
+    @staticmethod
+    def ranked(result: RecallResult, ids: dict[str, set[str]]) -> list[set[str]]:
+        return [
+            ids.get(m.said.id, set()) | (ids.get(m.previous.id, set()) if m.previous else set())
+            for m in result.messages
+        ]
+
+
+class MemoryIngest:
+    """Turns as session memory entries (the earlier figure's path)."""
+
+    def __init__(self, memory: SessionMemory) -> None:
+        self.memory = memory
+
+    def ingest(self, sample_id: str, group: str, turns: list[Turn]) -> dict[int, set[str]]:
+        outcomes = self.memory.write_many(list(memories_of(sample_id, group, turns)))
+        dia_ids: dict[int, set[str]] = {}
+        for turn, outcome in zip(turns, outcomes, strict=True):
+            dia_ids.setdefault(outcome.record.id, set()).add(turn.dia_id)
+        return dia_ids
+
+    @staticmethod
+    def ranked(result: RecallResult, ids: dict[int, set[str]]) -> list[set[str]]:
+        return [ids.get(s.id, set()) for s in result.snippets]
+
+
 def _group(sample_id: str) -> str:
     return re.sub(r"[^a-z0-9_-]+", "-", sample_id.lower()).strip("-")[:64] or "conversation"
 
@@ -139,8 +216,7 @@ def _score(ranked: list[set[str]], evidence: set[str]) -> dict[str, float]:
     return scores
 
 
-def run(data: list[dict[str, Any]], memory: SessionMemory) -> dict[str, Any]:
-    recaller = Recaller(memory)
+def run(data: list[dict[str, Any]], recaller: Recaller, ingest: Any) -> dict[str, Any]:
     per_question: list[dict[str, Any]] = []
     query_ms: list[float] = []
     ingest_s = 0.0
@@ -150,11 +226,8 @@ def run(data: list[dict[str, Any]], memory: SessionMemory) -> dict[str, Any]:
         group = _group(sample_id)
         turns = turns_of(conversation["conversation"])
         start = time.perf_counter()
-        outcomes = memory.write_many(list(memories_of(sample_id, group, turns)))
+        dia_ids = ingest.ingest(sample_id, group, turns)
         ingest_s += time.perf_counter() - start
-        dia_ids: dict[int, set[str]] = {}
-        for turn, outcome in zip(turns, outcomes, strict=True):
-            dia_ids.setdefault(outcome.record.id, set()).add(turn.dia_id)
         counts["turns"] += len(turns)
         counts["entries"] += len(dia_ids)
         known = {t.dia_id for t in turns}
@@ -172,7 +245,7 @@ def run(data: list[dict[str, Any]], memory: SessionMemory) -> dict[str, Any]:
                 str(qa["question"]), group=group, agent="bench", config=EVAL_CONFIG, now=NOW
             )
             query_ms.append((time.perf_counter() - start) * 1000)
-            ranked = [dia_ids.get(s.id, set()) for s in result.snippets]
+            ranked = ingest.ranked(result, dia_ids)
             per_question.append({"category": category, **_score(ranked, evidence)})
         counts["questions"] = len(per_question)
     return {
@@ -181,6 +254,19 @@ def run(data: list[dict[str, Any]], memory: SessionMemory) -> dict[str, Any]:
         "query_ms": query_ms,
         "per_question": per_question,
     }
+
+
+def measure(data: list[dict[str, Any]], path: str, embedder: Any) -> dict[str, Any]:
+    """One ingest path, from an empty database."""
+    with tempfile.TemporaryDirectory(prefix="locomo-") as folder:
+        engine = make_engine(f"sqlite:///{folder}/memory.db")
+        try:
+            memory = SessionMemory(engine, embedder=embedder)
+            recaller = Recaller(memory, history=HistoryIndex(engine))
+            ingest = HistoryIngest(engine) if path == "history" else MemoryIngest(memory)
+            return run(data, recaller, ingest)
+        finally:
+            engine.dispose()
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, float]:
@@ -194,44 +280,19 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
-    parser.add_argument("--json", type=Path, help="write the results here")
-    parser.add_argument("--limit-conversations", type=int, default=None, metavar="N")
-    parser.add_argument("--no-embeddings", action="store_true", help="full text only")
-    args = parser.parse_args()
-    data = json.loads(args.data.read_text(encoding="utf-8"))[: args.limit_conversations]
-    console = Console()
-    embedder = None if args.no_embeddings else load_embedder()
-    mode = "full text + embeddings" if embedder else "full text (BM25)"
-    with tempfile.TemporaryDirectory(prefix="locomo-") as folder:
-        engine = make_engine(f"sqlite:///{folder}/memory.db")
-        try:
-            results = run(data, SessionMemory(engine, embedder=embedder))
-        finally:
-            engine.dispose()
+def _table(console: Console, path: str, results: dict[str, Any]) -> dict[str, Any]:
+    """Print one path's table and timing; its figures for the JSON report."""
     rows = results["per_question"]
     overall = summarise(rows)
     by_category = {
         CATEGORIES[c]: summarise([r for r in rows if r["category"] == c]) for c in CATEGORIES
     }
-    counts = results["counts"]
-    console.print(
-        f"LoCoMo recall on {args.data.name}: {len(data)} conversations, {counts['turns']} turns "
-        f"({counts['entries']} entries), {counts['questions']} questions of categories 1-4 "
-        f"({counts['skipped_questions']} without valid evidence skipped, "
-        f"{counts['skipped_ids']} evidence ids skipped)"
-    )
-    console.print(
-        f"retrieval: {mode}; evaluation config: relevance floor 0, top 10, no char budget"
-    )
-    table = Table("category", "questions", *[f"R@{k}" for k in KS], "MRR@10")
+    table = Table("category", "questions", *[f"R@{k}" for k in KS], "MRR@10", title=PATHS[path])
     for name, summary in [*by_category.items(), ("overall", overall)]:
         values = [f"{summary[f'recall@{k}']:.3f}" for k in KS] + [f"{summary['mrr@10']:.3f}"]
         table.add_row(name, str(summary["questions"]), *values)
     console.print(table)
-    query_ms = results["query_ms"]
+    counts, query_ms = results["counts"], results["query_ms"]
     timing = {
         "ingest_s": round(results["ingest_s"], 3),
         "ingest_turns_per_s": round(counts["turns"] / max(results["ingest_s"], 1e-9), 1),
@@ -242,21 +303,58 @@ def main() -> int:
         f"ingest {timing['ingest_s']} s ({timing['ingest_turns_per_s']} turns/s); "
         f"query p50 {timing['query_p50_ms']} ms, p95 {timing['query_p95_ms']} ms"
     )
+    return {"counts": counts, "overall": overall, "by_category": by_category, "timing": timing}
+
+
+PATHS = {
+    "history": "history: turns stored as the group's messages (the real path)",
+    "memory": "memory: turns written as session memory entries (the earlier figure)",
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
+    parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument("--limit-conversations", type=int, default=None, metavar="N")
+    parser.add_argument("--no-embeddings", action="store_true", help="full text only")
+    parser.add_argument("--ingest", choices=("history", "memory", "both"), default="both")
+    args = parser.parse_args()
+    data = json.loads(args.data.read_text(encoding="utf-8"))[: args.limit_conversations]
+    console = Console()
+    embedder = None if args.no_embeddings else load_embedder()
+    mode = "full text + embeddings" if embedder else "full text (BM25)"
+    paths = ["history", "memory"] if args.ingest == "both" else [args.ingest]
+    reports = {path: measure(data, path, embedder) for path in paths}
+    counts = reports[paths[0]]["counts"]
+    console.print(
+        f"LoCoMo recall on {args.data.name}: {len(data)} conversations, {counts['turns']} turns, "
+        f"{counts['questions']} questions of categories 1-4 "
+        f"({counts['skipped_questions']} without valid evidence skipped, "
+        f"{counts['skipped_ids']} evidence ids skipped)"
+    )
+    console.print(
+        f"retrieval: {mode}; evaluation config: relevance floor 0, top 10, no char budget"
+    )
+    figures = {path: _table(console, path, reports[path]) for path in paths}
     if args.json:
         report = {
             "data": str(args.data),
             "retrieval": mode,
             "config": {"relevance_floor": 0.0, "max_entries": 10, "char_budget": None},
-            "counts": counts,
-            "overall": overall,
-            "by_category": by_category,
-            "timing": timing,
+            **figures[paths[0]],
+            "paths": figures,
         }
         args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    print(
+    overall = figures[paths[0]]["overall"]
+    line = (
         f"overall recall@1={overall['recall@1']:.3f} recall@5={overall['recall@5']:.3f} "
         f"recall@10={overall['recall@10']:.3f} mrr@10={overall['mrr@10']:.3f}"
     )
+    if len(paths) == 2:
+        old = figures["memory"]["overall"]
+        line += f" memory_recall@5={old['recall@5']:.3f} memory_recall@10={old['recall@10']:.3f}"
+    print(line)
     return 0
 
 
