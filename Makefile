@@ -44,6 +44,12 @@ bench: $(STAMP)
 		$(BIN)/python tests/bench/locomo_recall.py --data "$(LOCOMO_DATA)" \
 			--json bench-results/locomo_recall.json; \
 	else echo "skipping locomo_recall: no data at $(LOCOMO_DATA) (set LOCOMO_DATA=FILE)"; fi
+	@if [ -f "$(LOCOMO_DATA)" ]; then \
+		$(BIN)/python tests/bench/long_chat.py --data "$(LOCOMO_DATA)" --via chat \
+			--json bench-results/long_chat.json; \
+		$(BIN)/python tests/bench/long_chat.py --data "$(LOCOMO_DATA)" --via import \
+			--json bench-results/long_chat-import.json; \
+	else echo "skipping long_chat: no data at $(LOCOMO_DATA) (set LOCOMO_DATA=FILE)"; fi
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

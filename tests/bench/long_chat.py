@@ -120,6 +120,7 @@ class Conversation:
     questions: list[Question]
     skipped_evidence: int = 0  # evidence strings that name no turn
     skipped_questions: int = 0  # questions left with no evidence turn
+    not_replayed: int = 0  # questions whose evidence lies beyond --limit-turns
 
     @property
     def group(self) -> str:
@@ -156,19 +157,22 @@ def load_conversation(raw: dict[str, Any], limit_turns: int | None) -> Conversat
             turns.append(
                 Turn(turn["dia_id"], turn["speaker"], turn["text"], start + i * TURN_OFFSET)
             )
+    exists = {t.dia_id for t in turns}
     turns = turns[:limit_turns] if limit_turns else turns
-    known = {t.dia_id for t in turns}
+    replayed = {t.dia_id for t in turns}
     conversation = Conversation(sample_id=raw["sample_id"], turns=turns, questions=[])
     for qa in raw["qa"]:
         if qa["category"] not in CATEGORIES:
             continue
         evidence = [e for raw_e in qa.get("evidence", []) for e in normalise_evidence(raw_e)]
-        valid = tuple(dict.fromkeys(e for e in evidence if e in known))
+        valid = tuple(dict.fromkeys(e for e in evidence if e in exists))
         conversation.skipped_evidence += len(set(evidence)) - len(valid)
-        if valid:
+        if not valid:
+            conversation.skipped_questions += 1
+        elif set(valid) <= replayed:
             conversation.questions.append(Question(qa["question"], qa["category"], valid))
         else:
-            conversation.skipped_questions += 1
+            conversation.not_replayed += 1
     return conversation
 
 
@@ -432,6 +436,7 @@ class Evaluation:
     recall_ms: list[float] = field(default_factory=list)
     skipped_evidence: int = 0
     skipped_questions: int = 0
+    not_replayed: int = 0
     cli_check: str = "not run"
 
 
@@ -578,6 +583,7 @@ def report(evaluation: Evaluation, meta: dict[str, Any]) -> dict[str, Any]:
         **meta,
         "skipped_evidence": evaluation.skipped_evidence,
         "skipped_questions": evaluation.skipped_questions,
+        "questions_not_replayed": evaluation.not_replayed,
         "cli_check": evaluation.cli_check,
         "categories": table[:-1],
         "overall": overall,
@@ -621,6 +627,7 @@ def run(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     evaluation = Evaluation(
         skipped_evidence=sum(c.skipped_evidence for c in conversations),
         skipped_questions=sum(c.skipped_questions for c in conversations),
+        not_replayed=sum(c.not_replayed for c in conversations),
     )
     engine = make_engine(settings.effective_database_url)
     try:
@@ -697,7 +704,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"recall ms p50/p95: {o['recall_ms_p50']}/{o['recall_ms_p95']}; gather ms p50/p95: "
         f"{o['gather_ms_p50']}/{o['gather_ms_p95']}; evidence strings skipped: "
-        f"{result['skipped_evidence']}, questions without evidence: {result['skipped_questions']}"
+        f"{result['skipped_evidence']}, questions without evidence: {result['skipped_questions']}, "
+        f"questions beyond --limit-turns: {result['questions_not_replayed']}"
     )
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
