@@ -1,7 +1,8 @@
 """Memory at scale: write, recall and context-build latency as session memory grows.
 
     python tests/bench/memory_scale.py [--sizes 10000,100000,1000000] [--queries N]
-        [--writes N] [--history N] [--seed S] [--json OUT]
+        [--writes N] [--history N] [--history-rows N] [--history-group-rows N]
+        [--inserts N] [--seed S] [--json OUT]
 
 Works on a SQLite database in a temporary folder. The store is filled to each size in turn
 (sizes ascending, each stage adding to the last) in bulk: rows built by the store's own
@@ -27,9 +28,29 @@ built as the daemon builds it: ``Briefing.gather`` (as ``daemon.make_briefing`` 
 history window, recall, files) then ``build_context`` (budget plan, prompt rendering). Both parts
 are timed, and their sum is the sample.
 
+The history case (``--history-rows``, default 1,000,000; 0 skips it) works on a database of
+its own, with no memories, so that what is timed is recall over the conversation: messages are
+added in bulk (5,000 per ``executemany`` into ``messages``, the history index kept by its
+triggers as for every stored message), first ``--history-group-rows`` (default 100,000) into one
+group, alternating people's questions and agents' replies from the same corpus, then the rest
+spread over 200 other groups. Recall is timed as a turn runs it: ``Recaller.recall`` as
+``daemon.make_briefing`` builds it (session memory and the history index, the default settings'
+recall layers), ``before_seq`` the oldest of the 200 messages the history window shows:
+
+- group: questions to the large group when the store holds only it (target p95 <= 20 ms);
+- store: at the full size, questions to the large group and to random other groups (target
+  p95 <= 50 ms, for the worse of the two).
+- index cost: messages stored one by one with ``HistoryStore.save`` (one transaction each, as
+  the daemon stores a message), in alternating blocks of 50 with and without the index's
+  insert trigger (dropped, then created again from its own SQL in ``sqlite_master``), on the
+  full database: the p95 with the index minus the p95 without (target <= 0.5 ms). The trigger
+  is the whole cost of indexing a new message, so the difference is that cost and nothing else.
+
 Prints a table with each target beside the measured value (ok or MISSED), writes JSON with
 --json, and ends with one line
-``write_p95_ms=… recall_p95_ms_100k=… recall_p95_ms_1m=… context_p95_ms=…``.
+``write_p95_ms=… recall_p95_ms_100k=… recall_p95_ms_1m=… context_p95_ms=…`` followed by the
+history case's ``history_recall_p95_ms_group=… history_recall_p95_ms_store=…
+index_insert_p95_added_ms=…``.
 """
 
 from __future__ import annotations
@@ -49,6 +70,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import text as sql_text
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Engine
 
@@ -59,7 +81,7 @@ from orchestrator.context import build_context  # noqa: E402
 from orchestrator.daemon import load_team, make_briefing, make_writer  # noqa: E402
 from orchestrator.memory.db import make_engine  # noqa: E402
 from orchestrator.memory.entries import ENTRIES, new_row  # noqa: E402
-from orchestrator.memory.history import HistoryStore  # noqa: E402
+from orchestrator.memory.history import HistoryStore, MessageRow  # noqa: E402
 from orchestrator.memory.markers import parse_markers  # noqa: E402
 from orchestrator.memory.recall import Recaller  # noqa: E402
 from orchestrator.memory.recent import RecentMessages  # noqa: E402
@@ -81,6 +103,12 @@ CONTEXT_GROUP = "context-bench"
 WRITE_TARGET_MS = 5.0
 RECALL_TARGETS_MS = {100_000: 20.0, 1_000_000: 50.0}
 CONTEXT_TARGET_MS = 10.0
+HISTORY_TARGETS_MS = {"group": 20.0, "store": 50.0}
+INDEX_TARGET_MS = 0.5
+HISTORY_GROUP = "history-big"
+HISTORY_WINDOW = 200
+INSERT_BLOCK = 50
+INSERT_TRIGGER = "history_fts_ai"
 
 _NOUNS = """
     api auth token schema database index cache queue worker service endpoint client server
@@ -410,6 +438,197 @@ def measure_context(settings: Settings, engine: Any, corpus: Corpus, count: int)
     }
 
 
+# ---------------------------------------------------------------------------------- history
+
+
+def _message_row(corpus: Corpus, n: int, group: str) -> dict[str, Any]:
+    """The n-th bulk message: a person's question, or an agent's reply (every other one)."""
+    agent_turn = n % 2 == 1
+    text = f"{corpus.memory()[1]} {corpus.memory()[1]}" if agent_turn else corpus.question()
+    return {
+        "id": f"bulk-{n}",
+        "group_id": group,
+        "sender": AGENTS[n % len(AGENTS)] if agent_turn else "alice",
+        "kind": "agent" if agent_turn else "human",
+        "text": text,
+        "in_reply_to": None,
+        "hop": 1 if agent_turn else 0,
+        "created_at": NOW - timedelta(days=365) + timedelta(seconds=n * 3),
+        "status": "done",
+    }
+
+
+def fill_history(engine: Engine, corpus: Corpus, start: int, stop: int, spread: bool) -> float:
+    """Messages ``start`` to ``stop``: all in the large group, or (``spread``) over 200 others."""
+    table = MessageRow.__table__  # type: ignore[attr-defined]
+    began = time.perf_counter()
+    n = start
+    while n < stop:
+        upto = min(stop, n + BATCH)
+        rows = [
+            _message_row(corpus, i, f"h{i % GROUPS}" if spread else HISTORY_GROUP)
+            for i in range(n, upto)
+        ]
+        with engine.begin() as conn:
+            conn.execute(sqlite_insert(table), rows)
+        if upto // PROGRESS_EVERY > n // PROGRESS_EVERY or upto == stop:
+            rate = (upto - start) / max(time.perf_counter() - began, 1e-9)
+            print(f"  stored {upto:>9,} messages ({rate:,.0f}/s)", flush=True)
+        n = upto
+    return time.perf_counter() - began
+
+
+def measure_history_recall(
+    settings: Settings, engine: Engine, corpus: Corpus, count: int, groups: list[str]
+) -> dict[str, Any]:
+    """``count`` questions, each to one of ``groups``, through the daemon's recaller."""
+    team = load_team(settings)
+    briefing = make_briefing(settings, engine, team)
+    store = HistoryStore(engine)
+    window = {g: store.recent(g, HISTORY_WINDOW) for g in groups}
+    before = {g: w[0].seq if w else None for g, w in window.items()}
+    samples = Samples()
+    found = 0
+    for n in range(count):
+        agent = team.agents[n % len(team.agents)]
+        group = groups[n % len(groups)]
+        config = briefing.recall_config(agent)
+        query = corpus.question()
+        started = time.perf_counter()
+        result = briefing.recaller.recall(
+            query, group=group, agent=agent.id, config=config, now=NOW, before_seq=before[group]
+        )
+        samples.since(started)
+        found += len(result.messages)
+    return {**samples.summary(), "messages_per_query": round(found / max(count, 1), 2)}
+
+
+def _trigger_sql(engine: Engine) -> str:
+    with engine.connect() as conn:
+        row = conn.execute(
+            sql_text("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = :name"),
+            {"name": INSERT_TRIGGER},
+        ).first()
+    if row is None:
+        raise RuntimeError(f"no trigger {INSERT_TRIGGER}: is the history index installed?")
+    return str(row[0])
+
+
+def measure_index_cost(engine: Engine, corpus: Corpus, count: int) -> dict[str, Any]:
+    """Messages stored one by one, in alternating blocks with and without the index trigger."""
+    store = HistoryStore(engine)
+    create = _trigger_sql(engine)
+    samples = {True: Samples(), False: Samples()}
+    for block in range(max(2, count // INSERT_BLOCK)):
+        indexed = block % 2 == 0
+        if not indexed:
+            with engine.begin() as conn:
+                conn.execute(sql_text(f"DROP TRIGGER {INSERT_TRIGGER}"))
+        for i in range(INSERT_BLOCK):
+            n = block * INSERT_BLOCK + i
+            row = _message_row(corpus, n, f"h{corpus.rng.randrange(GROUPS)}")
+            message = ChatMessage(
+                id=f"insert-{n}",
+                group=row["group_id"],
+                sender=row["sender"],
+                kind=MessageKind(row["kind"]),
+                text=row["text"],
+                created_at=NOW + timedelta(seconds=n),
+            )
+            started = time.perf_counter()
+            store.save(message)
+            samples[indexed].since(started)
+        if not indexed:
+            with engine.begin() as conn:
+                conn.execute(sql_text(create))
+    with_index, without = samples[True].summary(), samples[False].summary()
+    return {
+        "with_index": with_index,
+        "without_index": without,
+        "added_p50_ms": round(with_index["p50_ms"] - without["p50_ms"], 3),
+        "added_p95_ms": round(with_index["p95_ms"] - without["p95_ms"], 3),
+    }
+
+
+def run_history(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+    """The history case, on a database of its own."""
+    settings = _settings(folder, "history.db")
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    engine = make_engine(settings.effective_database_url)
+    corpus = Corpus(args.seed + 1)
+    group_rows = min(args.history_group_rows, args.history_rows)
+    try:
+        print(f"history: {group_rows:,} messages in one group", flush=True)
+        fill_group_s = fill_history(engine, corpus, 0, group_rows, spread=False)
+        group = measure_history_recall(settings, engine, corpus, args.queries, [HISTORY_GROUP])
+        print(f"history: up to {args.history_rows:,} messages in the store", flush=True)
+        fill_rest_s = fill_history(engine, corpus, group_rows, args.history_rows, spread=True)
+        big = measure_history_recall(settings, engine, corpus, args.queries, [HISTORY_GROUP])
+        others = [f"h{corpus.rng.randrange(GROUPS)}" for _ in range(20)]
+        small = measure_history_recall(settings, engine, corpus, args.queries, others)
+        print(f"history: {args.inserts} messages stored one by one", flush=True)
+        index = measure_index_cost(engine, corpus, args.inserts)
+    finally:
+        engine.dispose()
+    return {
+        "group_rows": group_rows,
+        "store_rows": args.history_rows,
+        "fill_s": round(fill_group_s + fill_rest_s, 1),
+        "group": group,
+        "store_large_group": big,
+        "store_other_groups": small,
+        "store_p95_ms": max(big["p95_ms"], small["p95_ms"]),
+        "index": index,
+    }
+
+
+def history_verdicts(history: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = [
+        (
+            f"history recall p95, {history['group_rows']:,} in a group",
+            "group",
+            history["group"]["p95_ms"],
+        ),
+        (f"history recall p95, {history['store_rows']:,} stored", "store", history["store_p95_ms"]),
+    ]
+    verdicts = [
+        {
+            "target": label,
+            "limit_ms": HISTORY_TARGETS_MS[key],
+            "measured_ms": value,
+            "verdict": _verdict(value, HISTORY_TARGETS_MS[key]),
+        }
+        for label, key, value in rows
+    ]
+    added = history["index"]["added_p95_ms"]
+    verdicts.append(
+        {
+            "target": "indexing added to a store p95",
+            "limit_ms": INDEX_TARGET_MS,
+            "measured_ms": added,
+            "verdict": _verdict(added, INDEX_TARGET_MS),
+        }
+    )
+    return verdicts
+
+
+def print_history(history: dict[str, Any]) -> None:
+    g, big, small = history["group"], history["store_large_group"], history["store_other_groups"]
+    index = history["index"]
+    print(
+        f"history recall ({history['fill_s']} s to store): {history['group_rows']:,} messages in "
+        f"one group: p50 {g['p50_ms']:.2f} ms, p95 {g['p95_ms']:.2f} ms; "
+        f"{history['store_rows']:,} stored: that group p95 {big['p95_ms']:.2f} ms, "
+        f"other groups p95 {small['p95_ms']:.2f} ms"
+    )
+    w, wo = index["with_index"], index["without_index"]
+    print(
+        f"storing a message: with the index p50 {w['p50_ms']:.3f} / p95 {w['p95_ms']:.3f} ms, "
+        f"without p50 {wo['p50_ms']:.3f} / p95 {wo['p95_ms']:.3f} ms "
+        f"(added p95 {index['added_p95_ms']:.3f} ms)"
+    )
+
+
 # ---------------------------------------------------------------------------------- report
 
 
@@ -421,11 +640,11 @@ def _label(size: int) -> str:
     return f"{size // 1_000_000}m" if size % 1_000_000 == 0 else f"{size // 1000}k"
 
 
-def _settings(folder: Path) -> Settings:
+def _settings(folder: Path, database: str = "arena.db") -> Settings:
     workspaces = folder / "workspaces"
     for agent in sorted((REPO / "workspaces").iterdir()):
         if agent.is_dir():
-            (workspaces / agent.name).mkdir(parents=True)
+            (workspaces / agent.name).mkdir(parents=True, exist_ok=True)
             for item in agent.iterdir():
                 if item.is_file() and item.suffix == ".md":
                     shutil.copy2(item, workspaces / agent.name / item.name)
@@ -434,7 +653,7 @@ def _settings(folder: Path) -> Settings:
         agents_dir=REPO / "agents",
         workspaces_dir=workspaces,
         prompts_dir=REPO / "prompts",
-        database_url=f"sqlite:///{folder / 'data' / 'arena.db'}",
+        database_url=f"sqlite:///{folder / 'data' / database}",
         anthropic_api_key=None,
         log_level="WARNING",
     )
@@ -442,7 +661,7 @@ def _settings(folder: Path) -> Settings:
 
 def run(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     settings = _settings(folder)
-    settings.data_dir.mkdir(parents=True)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
     engine = make_engine(settings.effective_database_url)
     memory = SessionMemory(engine)
     corpus = Corpus(args.seed)
@@ -475,11 +694,11 @@ def run(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     return {"sizes": rows, "context": context}
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--sizes",
-        type=lambda s: sorted(int(x) for x in s.split(",")),
+        type=lambda s: sorted(int(x) for x in s.split(",") if x),
         default=[10_000, 100_000, 1_000_000],
         help="store sizes, comma-separated (default 10000,100000,1000000)",
     )
@@ -487,13 +706,39 @@ def main() -> int:
     parser.add_argument("--writes", type=int, default=300, help="writes per size")
     parser.add_argument("--history", type=int, default=10_000, help="messages in the group")
     parser.add_argument("--contexts", type=int, default=200, help="context builds")
+    parser.add_argument(
+        "--history-rows", type=int, default=1_000_000, help="messages stored (0: no history case)"
+    )
+    parser.add_argument(
+        "--history-group-rows", type=int, default=100_000, help="messages in the large group"
+    )
+    parser.add_argument("--inserts", type=int, default=1000, help="messages stored one by one")
     parser.add_argument("--seed", type=int, default=20250601)
     parser.add_argument("--json", type=Path, default=None)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def _last_line(
+    results: dict[str, Any], write_p95: float, summary: dict[str, float]
+) -> dict[str, float]:
+    line = {"write_p95_ms": write_p95, **summary} if results["sizes"] else {}
+    if results["context"]:
+        line["context_p95_ms"] = results["context"]["p95_ms"]
+    if history := results.get("history"):
+        line["history_recall_p95_ms_group"] = history["group"]["p95_ms"]
+        line["history_recall_p95_ms_store"] = history["store_p95_ms"]
+        line["index_insert_p95_added_ms"] = history["index"]["added_p95_ms"]
+    return line
+
+
+def main() -> int:
+    args = parse_args()
     machine = f"{os.cpu_count()} cores, Python {platform.python_version()}"
     began = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="arena-memory-scale-") as tmp:
-        results = run(args, Path(tmp))
+        results = run(args, Path(tmp)) if args.sizes else {"sizes": [], "context": None}
+        if args.history_rows > 0:
+            results["history"] = run_history(args, Path(tmp))
     elapsed = time.perf_counter() - began
     print()
     print(f"memory at scale ({machine}; SQLite WAL in a temporary folder)")
@@ -529,15 +774,16 @@ def main() -> int:
         "write outcomes: "
         + "; ".join(f"{_label(row['size'])} {row['write']['outcomes']}" for row in results["sizes"])
     )
-    verdicts.insert(
-        0,
-        {
-            "target": "write p95 (worst size)",
-            "limit_ms": WRITE_TARGET_MS,
-            "measured_ms": write_p95,
-            "verdict": _verdict(write_p95, WRITE_TARGET_MS),
-        },
-    )
+    if results["sizes"]:
+        verdicts.insert(
+            0,
+            {
+                "target": "write p95 (worst size)",
+                "limit_ms": WRITE_TARGET_MS,
+                "measured_ms": write_p95,
+                "verdict": _verdict(write_p95, WRITE_TARGET_MS),
+            },
+        )
     context = results["context"]
     if context:
         print(
@@ -555,9 +801,13 @@ def main() -> int:
                 "verdict": _verdict(context["p95_ms"], CONTEXT_TARGET_MS),
             },
         )
-    print(f"{'target':<28} {'limit ms':>9} {'measured ms':>12}  verdict")
+    history = results.get("history")
+    if history:
+        print_history(history)
+        verdicts += history_verdicts(history)
+    print(f"{'target':<40} {'limit ms':>9} {'measured ms':>12}  verdict")
     for v in verdicts:
-        print(f"{v['target']:<28} {v['limit_ms']:>9} {v['measured_ms']:>12.2f}  {v['verdict']}")
+        print(f"{v['target']:<40} {v['limit_ms']:>9} {v['measured_ms']:>12.2f}  {v['verdict']}")
     print(f"total run time {elapsed:.0f} s")
     if args.json:
         report = {
@@ -567,9 +817,7 @@ def main() -> int:
             "targets": verdicts,
         }
         args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    line = {"write_p95_ms": write_p95, **summary}
-    if context:
-        line["context_p95_ms"] = context["p95_ms"]
+    line = _last_line(results, write_p95, summary)
     print(" ".join(f"{k}={v:.2f}" for k, v in line.items()))
     return 0
 
