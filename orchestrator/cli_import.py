@@ -37,8 +37,10 @@ REDIS_TIMEOUT_S = 3.0
 def _reporter(what: str, total_lines: int) -> Progress:
     """Progress lines on stderr, for large files only."""
 
+    step = max(1000, total_lines // 10 // 1000 * 1000)
+
     def report(done: int, total: int) -> None:
-        if total_lines >= PROGRESS_FROM:
+        if total_lines >= PROGRESS_FROM and (done % step == 0 or done == total):
             err.print(f"arena: {what} {done}/{total}", markup=False)
 
     return report

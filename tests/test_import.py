@@ -118,6 +118,27 @@ def test_a_longer_file_adds_only_its_new_lines(env, tmp_path):
     assert [m.sender for m in stored(env)] == ["alice", "bob", "helper"]
 
 
+def test_a_byte_order_mark_is_not_an_error(env, tmp_path):
+    """A file saved with a UTF-8 byte order mark imports like one without."""
+    result = arena("import", "g1", write(tmp_path, b"\xef\xbb\xbf" + jsonl(GOOD[:1])))
+    assert result.exit_code == 0, result.output
+    assert len(stored(env)) == 1
+
+
+def test_large_files_show_progress(env, tmp_path):
+    """Checking and storing thousands of lines says how far it got."""
+    rows = [
+        {"sender": "alice", "text": f"point {n}", "created_at": "2024-03-01T09:00:00"}
+        for n in range(6000)
+    ]
+    result = arena("import", "g1", write(tmp_path, jsonl(rows)))
+    assert result.exit_code == 0, result.output
+    assert "checked line 3000/6001" in result.output
+    assert "checked line 6001/6001" in result.output
+    assert "stored 6000/6000" in result.output
+    assert "imported 6000 messages" in result.output
+
+
 def test_stdin_is_read_with_a_dash(env):
     """'-' reads the file from stdin."""
     result = arena("import", "g1", "-", stdin=jsonl(GOOD[:2]))

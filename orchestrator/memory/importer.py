@@ -21,6 +21,7 @@ or before the group's newest message, so the history's order and its dates agree
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import re
@@ -190,6 +191,7 @@ def parse_lines(
         ImportProblems: listing every problem as ``line N: field: problem``.
     """
     validate_group(config.group)
+    data = data.removeprefix(codecs.BOM_UTF8)  # as some editors and exports start a file
     parser = _Parser(config=config, identical=Counter(), ids={})
     problems: list[str] = []
     messages: list[tuple[int, ChatMessage]] = []
@@ -208,6 +210,8 @@ def parse_lines(
         problems.extend(_order_problems(number, message, parser.ids, messages))
         parser.ids.setdefault(message.id, number)
         messages.append((number, message))
+    if progress is not None:
+        progress(len(lines), len(lines))
     if not messages and not problems:
         problems.append("the file holds no messages")
     if problems:
