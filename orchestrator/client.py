@@ -1,7 +1,7 @@
 """The Python client: post a message to a group and read its replies, through Redis.
 
 from orchestrator.client import ArenaClient
-with ArenaClient("redis://localhost:6379/0") as arena:
+with ArenaClient() as arena:  # where the settings say; or ArenaClient("redis://host:6379/0")
     message_id = arena.post("demo", "@architect please design the token schema")
     for reply in arena.replies("demo", message_id, timeout_s=30):
         print(reply.sender, reply.text)
@@ -19,7 +19,7 @@ from redis.exceptions import RedisError
 
 from orchestrator.errors import BusError, ConfigError, ValidationError
 from orchestrator.services import check_tls_files, redis_problem
-from orchestrator.settings import Settings
+from orchestrator.settings import Settings, load_settings
 from orchestrator.wire import (
     DEFAULT_SENDER,
     Outbound,
@@ -43,8 +43,18 @@ class ArenaClient:
     """Posts messages and follows replies. Blocking; one Redis connection pool."""
 
     def __init__(
-        self, redis_url: str, *, max_message_bytes: int = 32 * 1024, hint: str = ""
+        self, redis_url: str | None = None, *, max_message_bytes: int = 32 * 1024, hint: str = ""
     ) -> None:
+        """Connect to ``redis_url``; without one, to where the settings (the environment) say:
+        ``REDIS_URL``, else the embedded Redis of ``arena up`` (its TCP port, or its socket).
+
+        Raises:
+            ConfigError: the URL, or a setting, is not valid.
+        """
+        if redis_url is None:
+            settings = load_settings()
+            redis_url = settings.public_redis_url
+            hint = hint or ("" if settings.redis_url else EMBEDDED_HINT)
         self.redis_url = redis_url
         self.max_message_bytes = max_message_bytes
         self._hint = hint

