@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar, cast
@@ -79,17 +80,21 @@ def make_engine(url: str) -> Engine:
     return engine
 
 
-def _create_tables(engine: Engine, attempts: int = 5) -> None:
+def _create_tables(engine: Engine, attempts: int = 10) -> None:
     # Daemons started together on a new database each create the tables; the check for
     # what exists and the CREATE are not one step, so the one that loses the race sees
-    # "already exists" and looks again.
+    # "already exists", or SQLite refuses its upgrade from reading to writing at once
+    # ("database is locked", without waiting): it looks again.
     for attempt in range(attempts):
         try:
             SQLModel.metadata.create_all(engine)
             return
         except OperationalError as exc:
-            if "already exists" not in str(exc.orig) or attempt == attempts - 1:
+            reason = str(exc.orig)
+            raced = "already exists" in reason or "database is locked" in reason
+            if not raced or attempt == attempts - 1:
                 raise
+            time.sleep(0.05 * (attempt + 1))
 
 
 _WRITE_LOCKS: weakref.WeakKeyDictionary[Engine, threading.Lock] = weakref.WeakKeyDictionary()
