@@ -65,7 +65,8 @@ class Settings(BaseSettings):
     budget_summary: int = Field(default=500, ge=0)
     budget_memory_md: int = Field(default=800, ge=0)
     budget_logs: int = Field(default=600, ge=0)
-    budget_recall: int = Field(default=400, ge=0)
+    # Recall holds memories and earlier messages: about 20 references of 70 tokens each.
+    budget_recall: int = Field(default=1400, ge=0)
 
     # The daemon.
     consumer: str = Field(default_factory=socket.gethostname)
@@ -84,8 +85,8 @@ class Settings(BaseSettings):
     memory_min_confidence: float = Field(default=0.7, ge=0, le=1)
     memory_daily_limit: int = Field(default=50, ge=0)
     recall_relevance_floor: float = Field(default=0.4, ge=0, le=1)
-    recall_max_entries: int = Field(default=5, ge=0, le=100)
-    recall_char_budget: int = Field(default=2000, ge=0)
+    recall_max_entries: int = Field(default=20, ge=0, le=100)
+    recall_char_budget: int = Field(default=6000, ge=0)
     recall_require_source: bool = False
 
     # Background work: heartbeat distillation of MEMORY.md and rolling group summaries.

@@ -242,6 +242,7 @@ _SQLITE_FILL = (
     f"INSERT INTO history_fts(rowid, {_SQLITE_COLUMNS}) "
     f"SELECT seq, {_SQLITE_COLUMNS} FROM history_fts_source WHERE seq > :done AND seq <= :upto"
 )
+_SQLITE_MERGE = "INSERT INTO history_fts(history_fts, rank) VALUES ('merge', 2000)"
 _POSTGRES_FILL = (
     f"UPDATE messages SET search_tsv = {_POSTGRES_VECTOR.format(row='')}, "
     f"search_group = ARRAY[group_id] WHERE seq > :done AND seq <= :upto AND kind IN {_KINDS}"
@@ -255,8 +256,12 @@ def _fill_batch(engine: Engine, batch: int) -> tuple[int, int] | None:
         if done >= target:
             return None
         upto = min(done + batch, target)
-        fill = _SQLITE_FILL if conn.dialect.name == "sqlite" else _POSTGRES_FILL
-        conn.execute(text(fill), {"done": done, "upto": upto})
+        if conn.dialect.name == "sqlite":
+            conn.execute(text(_SQLITE_FILL), {"done": done, "upto": upto})
+            # Merge the batch's segments here, not in the next message's write.
+            conn.execute(text(_SQLITE_MERGE))
+        else:
+            conn.execute(text(_POSTGRES_FILL), {"done": done, "upto": upto})
         conn.execute(text("UPDATE history_index_state SET done_seq = :upto"), {"upto": upto})
     return upto, target
 
@@ -317,6 +322,12 @@ class Said:
 
 
 _COLUMNS = "seq, id, sender, kind, text, created_at"
+# A word in at least this many indexed messages (of any group) is left out of the search when
+# the query has rarer ones: counting stops there, so asking costs little.
+COMMON_MESSAGES = 1000
+_COMMON = text(
+    "SELECT count(*) FROM (SELECT 1 FROM history_fts WHERE history_fts MATCH :term LIMIT :cap)"
+)
 
 
 def _said(row: Any) -> Said:
@@ -350,7 +361,8 @@ class HistoryIndex:
             return []
         params: dict[str, Any] = {"limit": limit, "before": before_seq or 2**62}
         if self._sqlite:
-            words = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+            quoted = ['"' + t.replace('"', '""') + '"' for t in terms]
+            words = " OR ".join(self._telling(quoted))
             params["match"] = f'scope : "{group_key(group)}" AND ({words})'
             sql = f"""
                 SELECT rowid AS seq, -bm25(history_fts, {BODY_WEIGHT}, {META_WEIGHT}, 0.0) AS score
@@ -372,6 +384,21 @@ class HistoryIndex:
             found = self._by_seq(conn, [seq for seq, _ in scored])
         return [(found[seq], score) for seq, score in scored if seq in found]
 
+    def _telling(self, quoted: list[str]) -> list[str]:
+        """The terms that are not in most messages, when there are any: a word found in
+        thousands of messages adds little to the ranking, but every one of those messages
+        would be ranked (the relevance of what is found still counts every word)."""
+        if len(quoted) < 2:
+            return quoted
+        with self.engine.connect() as conn:
+            rare = [
+                term
+                for term in quoted
+                if conn.execute(_COMMON, {"term": term, "cap": COMMON_MESSAGES}).scalar_one()
+                < COMMON_MESSAGES
+            ]
+        return rare or quoted
+
     @staticmethod
     def _by_seq(conn: Connection, seqs: Sequence[int]) -> dict[int, Said]:
         if not seqs:
@@ -383,17 +410,23 @@ class HistoryIndex:
         )
         return {int(row.seq): _said(row) for row in rows}
 
-    def previous(self, group: str, seq: int) -> Said | None:
-        """The group's message (not a notice) stored just before ``seq``."""
+    def previous(self, group: str, seqs: Sequence[int]) -> dict[int, Said]:
+        """For each of ``seqs``, the group's message (not a notice) stored just before it."""
+        found: dict[int, Said] = {}
+        if not seqs:
+            return found
         with self.engine.connect() as conn:
-            row = conn.execute(
-                text(
-                    f"SELECT {_COLUMNS} FROM messages WHERE group_id = :group AND seq < :seq "
-                    f"AND kind IN {_KINDS} ORDER BY seq DESC LIMIT 1"
-                ),
-                {"group": group, "seq": seq},
-            ).first()
-        return _said(row) if row is not None else None
+            for seq in seqs:
+                row = conn.execute(_PREVIOUS, {"group": group, "seq": seq}).first()
+                if row is not None:
+                    found[seq] = _said(row)
+        return found
+
+
+_PREVIOUS = text(
+    f"SELECT {_COLUMNS} FROM messages WHERE group_id = :group AND seq < :seq "
+    f"AND kind IN {_KINDS} ORDER BY seq DESC LIMIT 1"
+)
 
 
 class BackgroundIndexing:

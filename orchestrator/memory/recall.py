@@ -52,12 +52,14 @@ SCOPE_PRIORITY = {"session": 1.0, "project": 0.8, "personal": 0.6, "user": 0.6, 
 UNTRUSTED_PREFIXES = ("assistant_resp_", "ai_summary_", "generated_", "draft_", "untrusted_")
 AUTHOR_BONUS = 0.3
 # A message is raw: it ranks as an unsourced memory of this confidence and scope priority
-# would, below a curated, cited memory of the same relevance.
-MESSAGE_CONFIDENCE = 0.6
+# would, below a curated, cited memory of the same relevance; what people said above what
+# agents said (an agent's reply often restates the message it answers).
+MESSAGE_CONFIDENCE = {"human": 0.6, "agent": 0.4}
 MESSAGE_PRIORITY = 0.8
-MESSAGE_AUTHOR_BONUS = 0.1
-# The message before a recalled one is shown with it when at most this long.
-PREVIOUS_MAX_CHARS = 400
+MESSAGE_AUTHOR_BONUS = 0.2
+# The message before a recalled one is shown with it when it asked a question of another
+# sender and is at most this long: the question is what gives an answer its meaning.
+PREVIOUS_MAX_CHARS = 300
 _COVERAGE_WEIGHT = 0.3
 _BEST_SIGNAL_WEIGHT = 0.75
 
@@ -146,6 +148,7 @@ class _Fit:
     entries: int = 0
     used: int = 0
     shown: set[str] = field(default_factory=set)
+    before: dict[int, Said] = field(default_factory=dict)  # the message before a hit, by seq
 
     def fits(self, size: int) -> bool:
         return self.used + size <= self.config.char_budget
@@ -206,9 +209,10 @@ def final_score(similarity: float, record: MemoryRecord, now: datetime) -> float
     return similarity * 0.5 + adjusted_confidence(record, now) * 0.3 + priority * 0.2
 
 
-def message_score(similarity: float) -> float:
+def message_score(similarity: float, kind: str) -> float:
     """A message's rank, on the scale of :func:`final_score`."""
-    return similarity * 0.5 + MESSAGE_CONFIDENCE * 0.3 + MESSAGE_PRIORITY * 0.2
+    confidence = MESSAGE_CONFIDENCE.get(kind, 0.4)
+    return similarity * 0.5 + confidence * 0.3 + MESSAGE_PRIORITY * 0.2
 
 
 class Recaller:
@@ -317,7 +321,7 @@ class Recaller:
             if (verdict := _below_floor(similarity, config)) is not None:
                 dropped.append(Dropped(id=said.id, layer=verdict[0], reason=verdict[1]))
                 continue
-            score = message_score(similarity)
+            score = message_score(similarity, said.kind)
             kept.append(_Ranked(score=score, similarity=similarity, order=-said.seq, item=said))
         return kept
 
@@ -331,6 +335,7 @@ class Recaller:
     ) -> RecallResult:
         """The best candidates within ``max_entries`` and ``char_budget``."""
         fit = _Fit(config=config, dropped=dropped)
+        fit.before = self._previous_of(ranked, group, config)
         snippets: list[Snippet] = []
         messages: list[RecalledMessage] = []
         for candidate in ranked:
@@ -341,7 +346,7 @@ class Recaller:
                 continue
             if item.id in fit.shown:
                 continue  # shown already, as the message before another hit
-            previous = self._previous(item, group, fit)
+            previous = _previous(item, fit)
             if previous is not None and not fit.fits(len(item.text) + len(previous.text)):
                 previous = None
             size = len(item.text) + (len(previous.text) if previous else 0)
@@ -361,20 +366,14 @@ class Recaller:
             snippets=tuple(snippets), messages=tuple(messages), dropped=tuple(dropped)
         )
 
-    def _previous(self, said: Said, group: str, fit: _Fit) -> Said | None:
-        """The message before ``said`` when it helps: another sender's (a question and its
-        answer belong together), short, and not shown already."""
+    def _previous_of(
+        self, ranked: Sequence[_Ranked], group: str, config: RecallConfig
+    ) -> dict[int, Said]:
+        """The message before each message that may be shown (read in one go)."""
         if self.history is None:
-            return None
-        previous = self.history.previous(group, said.seq)
-        if (
-            previous is None
-            or previous.sender == said.sender
-            or previous.id in fit.shown
-            or len(previous.text) > PREVIOUS_MAX_CHARS
-        ):
-            return None
-        return previous
+            return {}
+        seqs = [c.item.seq for c in ranked[: config.max_entries + 5] if isinstance(c.item, Said)]
+        return self.history.previous(group, seqs)
 
     def mark_used(self, result: RecallResult, now: datetime) -> None:
         """Record that ``result``'s memories were shown to an agent at ``now``."""
@@ -425,6 +424,21 @@ class Recaller:
         return [(records[i], fused[i] * scale) for i in order]
 
 
+def _previous(said: Said, fit: _Fit) -> Said | None:
+    """The message before ``said`` when it helps: another sender's question (a question and
+    its answer belong together), short, and not shown already."""
+    previous = fit.before.get(said.seq)
+    if (
+        previous is None
+        or previous.sender == said.sender
+        or not _asks(previous.text)
+        or previous.id in fit.shown
+        or len(previous.text) > PREVIOUS_MAX_CHARS
+    ):
+        return None
+    return previous
+
+
 def text_relevance(query: str, hits: Sequence[tuple[MemoryRecord, float]]) -> list[float]:
     """Recall's relevance (0..1) of full-text hits ``(record, score)`` for ``query``, in order:
     the measure the relevance floor compares against when no embedder is installed."""
@@ -465,6 +479,11 @@ def _message_similarities(
             value += MESSAGE_AUTHOR_BONUS
         values.append(min(1.0, value))
     return values
+
+
+def _asks(value: str) -> bool:
+    """Whether a message asks something (a question mark, in any script)."""
+    return "?" in value or "\uff1f" in value
 
 
 def _below_floor(similarity: float, config: RecallConfig) -> tuple[Layer, str] | None:
