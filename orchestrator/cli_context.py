@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,6 +24,24 @@ from orchestrator.wire import DEFAULT_SENDER, validate_group
 __all__ = ["context"]
 
 LAYERS = ("overhead", "identity", "summary", "memory_md", "logs", "recall", "history")
+
+
+def _print_recall(report: Mapping[str, Any]) -> None:
+    """What the references cite, and how many candidates recall's layers left out."""
+    for citation in report["citations"]:
+        if str(citation["trust"]).startswith("said by"):
+            out.print(f"cites message {citation['id']} ({citation['trust']})", markup=False)
+        else:
+            out.print(
+                f"cites memory {citation['id']} ({citation['trust']}): {citation['ref']}",
+                markup=False,
+            )
+    layers: dict[str, int] = {}
+    for dropped in report.get("recall_dropped", ()):
+        layers[dropped["layer"]] = layers.get(dropped["layer"], 0) + 1
+    if layers:
+        counts = ", ".join(f"{layer} {n}" for layer, n in sorted(layers.items()))
+        out.print(f"recall left out {sum(layers.values())} candidates ({counts})", markup=False)
 
 
 def _trigger(store: HistoryStore, group: str, message: str | None) -> ChatMessage:
@@ -112,10 +131,7 @@ def context(
     out.print(table)
     for decision in report["decisions"] or ["everything fits"]:
         out.print(f"- {decision}", markup=False)
-    for citation in report["citations"]:
-        out.print(
-            f"cites memory {citation['id']} ({citation['trust']}): {citation['ref']}", markup=False
-        )
+    _print_recall(report)
     out.print("\n[bold]system (cached prefix)[/]", markup=True)
     out.print(request.system, markup=False)
     out.print("\n[bold]system (this turn)[/]", markup=True)

@@ -246,3 +246,15 @@ def test_postgresql_indexes_searches_and_backfills(postgres_url):
         assert _search(engine, "zeppelin") == [_message(1, "").id]
     finally:
         engine.dispose()
+
+
+def test_arena_context_names_the_messages_it_cites(settings, engine):
+    """The plain `arena context` view says which messages the references cite and how many
+    candidates recall left out."""
+    answer = _message(100, "The Hetzner budget is 400 euros a month, not more.")
+    _chat(HistoryStore(engine), 600, {100: answer})
+    result = CliRunner().invoke(
+        main, ["context", "helper", "plans", "--message", "what was the Hetzner budget?"]
+    )
+    assert result.exit_code == 0, result.output
+    assert f"cites message {answer.id} (said by alex)" in result.output
