@@ -26,7 +26,7 @@ from orchestrator.memory.importer import (
 from orchestrator.services import ping_redis
 from orchestrator.settings import Settings
 from orchestrator.summary import MAX_MESSAGES
-from orchestrator.wire import lease_key, partition_of, validate_group
+from orchestrator.wire import validate_group
 
 __all__ = ["import_command"]
 
@@ -53,8 +53,7 @@ def _summary_points(seqs: Sequence[int]) -> list[int | None]:
 
 
 def _after(settings: Settings, result: ImportResult) -> list[str]:
-    """Enqueue the group's rolling summary; what to tell the user about it (and about a
-    daemon serving the group, whose window of recent messages is kept in memory)."""
+    """Enqueue the group's rolling summary; what to tell the user about it."""
     group = result.group
     later = (
         f"the summary is not updated yet: run `arena summarize {group}` while `arena up` runs "
@@ -70,19 +69,12 @@ def _after(settings: Settings, result: ImportResult) -> list[str]:
                 enqueue_summary(connection, group, upto, "import", settings=settings)
                 for upto in _summary_points(result.seqs)
             ]
-            owner = connection.get(lease_key(f"p{partition_of(group)}"))
         finally:
             connection.close()
     except (OrchestratorError, RedisError) as exc:
         return [f"Redis is not reachable ({exc}); {later}"]
     jobs = ", ".join(f"{q.job_id} {q.detail}" for q in queued)
-    lines = [f"summary: {jobs} (a background worker updates it)"]
-    if owner and result.earlier:
-        lines.append(
-            f"note: a running daemon serves group {group}; its agents see the imported "
-            "messages in their window of recent messages once it restarts"
-        )
-    return lines
+    return [f"summary: {jobs} (a background worker updates it)"]
 
 
 def _say(result: ImportResult, settings: Settings) -> None:
@@ -120,8 +112,8 @@ def import_command(settings: Settings, group: str, file: IO[bytes]) -> None:
     Every line is checked first: on any problem each bad line is named with its field and
     nothing is written. Messages are stored in one transaction, in file order, after the
     group's existing ones, and must not go back in time. No agent answers them; the group's
-    rolling summary catches up as a background job. Import before chatting: a daemon already
-    serving GROUP shows imported messages in its history window only after it restarts.
+    rolling summary catches up as a background job. A daemon already serving GROUP sees the
+    imported messages within a few seconds.
     """
     validate_group(group)
     data = file.read()

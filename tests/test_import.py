@@ -17,7 +17,7 @@ from orchestrator.jobs import fetch_job, queue
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.history import HistoryStore, StoredMessage
 from orchestrator.models import ChatMessage, MessageKind
-from orchestrator.wire import inbox_stream, lease_key, outbox_stream, partition_of
+from orchestrator.wire import inbox_stream, outbox_stream
 from tests.arena_helpers import REPO, write_team
 
 GOOD = [
@@ -285,16 +285,6 @@ def test_imported_messages_follow_the_live_ones(env, tmp_path):
     result = arena("import", "g1", write(tmp_path, jsonl(GOOD[:2])))
     assert result.exit_code == 0, result.output
     assert [m.sender for m in stored(env)] == ["user", "alice", "bob"]
-    assert "note:" not in result.output  # no daemon holds the group's partition
-
-
-def test_a_daemon_serving_the_group_is_pointed_out(env, tmp_path):
-    """When a daemon holds the group's partition, the user learns when its window shows them."""
-    live_message(env, datetime(2024, 3, 1, 7, 0, tzinfo=UTC))
-    with redis.Redis.from_url(env["REDIS_URL"]) as connection:
-        connection.set(lease_key(f"p{partition_of('g1')}"), "host-1 123")
-    result = arena("import", "g1", write(tmp_path, jsonl(GOOD[:2])))
-    assert "note: a running daemon serves group g1" in result.output
 
 
 def test_without_redis_the_import_still_succeeds(env, tmp_path, monkeypatch, free_port):

@@ -87,7 +87,7 @@ def test_least_recently_used_groups_are_let_go_and_big_limits_go_to_the_store(st
 def test_an_owning_cache_skips_the_check_until_told_to_forget(store: HistoryStore):
     """The daemon holding a group's partition is its only writer: no lookup per turn. When it
     takes a partition over, it lets go of that partition's groups and reads them again."""
-    recent = RecentMessages(store, 10, verify=False)
+    recent = RecentMessages(store, 10, verify=False, clock=lambda: 0.0)
     store.save(_msg(1))
     store.save(_msg(2, group="other"))
     assert _texts(recent.recent("g", 10)) == ["message 1"]
@@ -98,3 +98,21 @@ def test_an_owning_cache_skips_the_check_until_told_to_forget(store: HistoryStor
     assert _texts(recent.recent("g", 10)) == ["message 1", "message 3"]
     assert _texts(recent.recent("other", 10)) == ["message 2"]
     assert recent.reads == 3
+
+
+def test_a_trusted_cache_still_sees_other_writers_after_a_while(store: HistoryStore):
+    """The owning daemon's cache (no check per turn) compares with the database again after
+    ``recheck_s``: messages `arena import` wrote into a group in use reach the next turns."""
+    now = [0.0]
+    recent = RecentMessages(store, 10, verify=False, recheck_s=2.0, clock=lambda: now[0])
+    store.save(_msg(1))
+    assert _texts(recent.recent("g", 10)) == ["message 1"]
+    store.save(_msg(2))  # an import, by another process
+    now[0] = 1.0
+    assert _texts(recent.recent("g", 10)) == ["message 1"]  # trusted for a while
+    now[0] = 2.5
+    assert _texts(recent.recent("g", 10)) == ["message 1", "message 2"]
+    assert recent.reads == 2
+    now[0] = 5.0
+    assert _texts(recent.recent("g", 10)) == ["message 1", "message 2"]
+    assert recent.reads == 2  # checked again, nothing new: not read again

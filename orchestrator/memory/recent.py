@@ -5,15 +5,17 @@ them from the database every time costs more than the rest of the turn. The daem
 hands every message it stores to :meth:`RecentMessages.remember`. Before a cached group is used,
 its newest stored ``seq`` is compared with the database's (one indexed lookup), and a group
 someone else wrote to meanwhile is read again; a cache whose owner is the only writer of its
-groups (``verify=False``: the daemon holding the groups' partition) skips that lookup and is
-told with :meth:`RecentMessages.forget` when it may have missed writes (on taking a partition
-over). Thread-safe: turns gather their context in worker threads.
+groups (``verify=False``: the daemon holding the groups' partition) makes that lookup at most
+once every ``recheck_s`` per group (so rows written by ``arena import`` show up within that
+time) and is told with :meth:`RecentMessages.forget` when it may have missed writes (on taking
+a partition over). Thread-safe: turns gather their context in worker threads.
 """
 
 from __future__ import annotations
 
 import bisect
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +28,7 @@ __all__ = ["RecentMessages"]
 @dataclass(slots=True)
 class _Group:
     messages: list[StoredMessage] = field(default_factory=list)  # oldest first, by seq
+    checked_at: float = 0.0  # when the newest seq was last compared with the database's
 
     @property
     def newest(self) -> int | None:
@@ -37,7 +40,14 @@ class RecentMessages:
     are let go)."""
 
     def __init__(
-        self, store: HistoryStore, limit: int, *, max_groups: int = 1024, verify: bool = True
+        self,
+        store: HistoryStore,
+        limit: int,
+        *,
+        max_groups: int = 1024,
+        verify: bool = True,
+        recheck_s: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if limit < 1 or max_groups < 1:
             raise ValueError("limit and max_groups must be at least 1")
@@ -45,6 +55,8 @@ class RecentMessages:
         self.limit = limit
         self.max_groups = max_groups
         self.verify = verify
+        self.recheck_s = recheck_s
+        self._clock = clock
         self._groups: OrderedDict[str, _Group] = OrderedDict()
         self._lock = threading.Lock()
         self.reads = 0  # how often a group had to be read from the database
@@ -68,20 +80,31 @@ class RecentMessages:
             return []
         if limit > self.limit:
             return self.store.recent(group, limit)
-        newest = self.store.newest_seq(group) if self.verify else None
         with self._lock:
             cached = self._groups.get(group)
-            if cached is not None and (not self.verify or cached.newest == newest):
+            if cached is not None and not self._due(cached):
+                self._groups.move_to_end(group)
+                return cached.messages[-limit:]
+        checked_at = self._clock()
+        newest = self.store.newest_seq(group)
+        with self._lock:
+            cached = self._groups.get(group)
+            if cached is not None and cached.newest == newest:
+                cached.checked_at = checked_at
                 self._groups.move_to_end(group)
                 return cached.messages[-limit:]
         messages = self.store.recent(group, self.limit)
         with self._lock:
             self.reads += 1
-            self._groups[group] = _Group(messages=list(messages))
+            self._groups[group] = _Group(messages=list(messages), checked_at=checked_at)
             self._groups.move_to_end(group)
             while len(self._groups) > self.max_groups:
                 self._groups.popitem(last=False)
         return messages[-limit:]
+
+    def _due(self, cached: _Group) -> bool:
+        """Whether the group's newest seq must be compared with the database's now."""
+        return self.verify or self._clock() - cached.checked_at >= self.recheck_s
 
     def forget(self, which: Callable[[str], bool]) -> int:
         """Let go of the groups ``which`` accepts (their history may have been written
