@@ -13,19 +13,28 @@ import pytest
 from orchestrator.errors import ValidationError
 from orchestrator.memory import fts
 from orchestrator.memory.db import make_engine
+from orchestrator.memory.history import HistoryStore
+from orchestrator.memory.history_index import HistoryIndex
 from orchestrator.memory.recall import RecallConfig, Recaller
 from orchestrator.memory.session import NewMemory, SessionMemory
+from orchestrator.models import ChatMessage, MessageKind
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 OPEN = RecallConfig(relevance_floor=0.0, max_entries=50, char_budget=100_000)
 
 
 @pytest.fixture
-def memory(tmp_path):
-    """A session memory store on a SQLite file."""
+def engine(tmp_path):
+    """A SQLite file."""
     engine = make_engine(f"sqlite:///{tmp_path / 'arena.db'}")
-    yield SessionMemory(engine)
+    yield engine
     engine.dispose()
+
+
+@pytest.fixture
+def memory(engine):
+    """A session memory store on a SQLite file."""
+    return SessionMemory(engine)
 
 
 @pytest.fixture
@@ -278,3 +287,79 @@ def test_recall_config_validates():
 def test_words_are_stemmed_tokens_and_cjk_bigrams(text, expected):
     """Plain text, apostrophes and CJK all give the same words coverage compares with."""
     assert fts.words(text) == expected
+
+
+# Earlier messages of the group, ranked with the memories ------------------------------------
+
+
+def _said(engine, n: int, text: str, sender: str = "alex", kind=MessageKind.HUMAN) -> str:
+    message = ChatMessage(
+        id=f"{n}-0",
+        group="alpha",
+        sender=sender,
+        kind=kind,
+        text=text,
+        created_at=NOW - timedelta(days=30, minutes=-n),
+    )
+    HistoryStore(engine).save(message)
+    return message.id
+
+
+@pytest.fixture
+def with_history(memory, engine):
+    """Recall over memories and the group's messages."""
+    return Recaller(memory, history=HistoryIndex(engine))
+
+
+def test_a_cited_memory_outranks_a_message_saying_the_same(memory, engine, with_history):
+    """At equal relevance, the curated, cited memory comes first; both are recalled."""
+    entry = put(memory, "The staging database runs on Hetzner")
+    said = _said(engine, 1, "The staging database runs on Hetzner")
+    result = recall(with_history, "staging database Hetzner")
+    assert [s.id for s in result.snippets] == [entry]
+    assert [m.said.id for m in result.messages] == [said]
+    assert result.snippets[0].score > result.messages[0].score
+
+
+def test_only_messages_older_than_the_window_are_searched(memory, engine, with_history):
+    """Messages from ``before_seq`` on are the history layer's: recall leaves them alone."""
+    old = _said(engine, 1, "the invoice template uses the blue logo")
+    _said(engine, 2, "the invoice template moved to the new folder")
+    window_start = HistoryStore(engine).newest_seq("alpha")
+    result = with_history.recall(
+        "invoice template", group="alpha", agent="ping", config=OPEN, now=NOW,
+        before_seq=window_start,
+    )  # fmt: skip
+    assert [m.said.id for m in result.messages] == [old]
+
+
+def test_the_question_before_an_answer_comes_with_it(memory, engine, with_history):
+    """A hit answering another sender's question brings the question; a hit after a plain
+    statement, or after its own sender's message, comes alone."""
+    question = _said(engine, 1, "Which port does the gateway listen on?", sender="sam")
+    answer = _said(engine, 2, "The gateway listens on port 8443.")
+    _said(engine, 3, "Lunch is at noon.", sender="sam")
+    alone = _said(engine, 4, "The gateway certificate expires in May.")
+    result = recall(with_history, "gateway port certificate")
+    found = {m.said.id: m.previous.id if m.previous else None for m in result.messages}
+    assert found == {answer: question, alone: None}
+
+
+def test_people_rank_above_agents_restating_them(memory, engine, with_history):
+    """An agent's reply quoting a person ranks below the person's own words."""
+    person = _said(engine, 1, "the audit log must keep ninety days")
+    agent = _said(
+        engine, 2, 'noted: "the audit log must keep ninety days"', "ping", MessageKind.AGENT
+    )
+    result = recall(with_history, "audit log ninety days")
+    assert [m.said.id for m in result.messages] == [person, agent]
+    assert result.messages[0].score > result.messages[1].score
+
+
+def test_message_candidates_under_the_floor_are_recorded(memory, engine, with_history):
+    """A message sharing one word of several falls under the floor and says so."""
+    strong = _said(engine, 1, "the nightly export job writes parquet files to the bucket")
+    weak = _said(engine, 2, "my bucket hat is lost", sender="sam")
+    result = recall(with_history, "nightly export parquet bucket", RecallConfig())
+    assert [m.said.id for m in result.messages] == [strong]
+    assert dropped_by(result, "relevance_floor") == {weak}
