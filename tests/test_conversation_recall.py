@@ -4,6 +4,7 @@ it, dated and cited, never twice, and every stored message is indexed whatever s
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,7 +18,7 @@ from orchestrator.memory.db import make_engine
 from orchestrator.memory.history import Closing, HistoryStore, NewReply
 from orchestrator.memory.history_index import HistoryIndex, backfill, pending
 from orchestrator.models import ChatMessage, MessageKind
-from tests.arena_helpers import REPO, make_settings
+from tests.arena_helpers import REPO, make_settings, running_daemon, wait_for
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 FILLER = (
@@ -192,7 +193,7 @@ def _drop_index(settings, engine) -> None:
         conn.execute(text("DROP TABLE history_index_state"))
 
 
-def test_backfill_indexes_a_database_from_before_the_index(settings, engine):
+def test_backfill_indexes_a_database_from_before_the_index(settings, engine, caplog):
     """Messages stored before the index existed are indexed by the backfill, which can stop
     and resume, never indexes twice, and leaves a consistent index; new messages are indexed
     at once meanwhile."""
@@ -211,7 +212,11 @@ def test_backfill_indexes_a_database_from_before_the_index(settings, engine):
         stop = threading.Event()
         stop.set()
         assert backfill(reopened, batch=10, stop=stop) == 0
-        assert backfill(reopened, batch=10) == 51
+        with caplog.at_level(logging.INFO, logger="orchestrator.memory.history_index"):
+            assert backfill(reopened, batch=10, log_every=20) == 51
+        progress = [r.getMessage() for r in caplog.records]
+        assert "indexing history: 20/51" in progress
+        assert "indexing history: done, 51/51" in progress
         assert backfill(reopened, batch=10) == 0
         assert pending(reopened) == 0
         assert len(_search(reopened, "zeppelin")) == 51
@@ -258,3 +263,24 @@ def test_arena_context_names_the_messages_it_cites(settings, engine):
     )
     assert result.exit_code == 0, result.output
     assert f"cites message {answer.id} (said by alex)" in result.output
+
+
+async def test_the_daemon_indexes_a_database_from_before_the_index(
+    tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str
+):
+    """`arena daemon` on a database whose messages were stored before the index indexes them
+    in the background, and answers meanwhile."""
+    settings = make_settings(tmp_path, embedded_redis_url, embedded_mqtt_url, None)
+    engine = make_engine(settings.effective_database_url)
+    try:
+        _chat(HistoryStore(engine), 300, {})
+        _drop_index(settings, engine)
+    finally:
+        engine.dispose()
+    async with running_daemon(settings):
+        reopened = make_engine(settings.effective_database_url)
+        try:
+            await wait_for(lambda: pending(reopened) == 0)
+            assert len(_search(reopened, "standup")) == 75
+        finally:
+            reopened.dispose()
