@@ -1,22 +1,14 @@
-"""Recall: the memories worth putting in front of an agent, and why the others were left out.
+"""Recall: the memories and earlier messages worth putting in front of an agent, and why the
+others were left out.
 
 A query is reduced to its content words (:func:`orchestrator.memory.fts.query_terms`) and
-searched in the group's session memory, the agent's personal memory and global memory, never
-in another group's. Candidates come from the full-text index, and also from embeddings when
-an embedder is available; each signal is scaled to 0..1 and the two are fused:
-
-- text: 70% the BM25 score relative to the best candidate, 30% the share of the query's
-  words the entry contains (so the best of a poor lot does not look perfect);
-- meaning: cosine similarity of the embeddings; fused as 75% of the stronger signal plus
-  25% of the weaker, so a match by meaning alone can still pass the relevance floor.
-
-An entry whose author (the writing agent, or the speaker recorded in ``extra``) is named in the
-query gets a bonus. Then come the layers, each configurable and each recording what it drops:
-relevance floor, untrusted filter, require-source, ranking, max entries and char budget. The
-ranking is ``similarity*0.5 + confidence'*0.3 + scope_priority*0.2`` where ``confidence'`` is
-the stored confidence *1.2 with a source message, *1.3 when verified, * a recency factor
-``1 - min(0.3, 0.01 * age_days)`` (age since the entry was last written or reinforced),
-capped at 1.
+searched in the group's session memory, the agent's personal memory and global memory, and in
+the group's messages older than those the history layer shows; never in another group's.
+Candidates come from the full-text indexes, and also from embeddings when an embedder is
+available; :mod:`orchestrator.memory.ranking` scores them. Then come the layers, each
+configurable and each recording what it drops: relevance floor, untrusted filter,
+require-source, ranking (memories and messages together), max entries and char budget. A
+message that answers another sender's short question comes with that question.
 """
 
 from __future__ import annotations
@@ -24,14 +16,28 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import lru_cache
 from typing import Literal
 
 from orchestrator.errors import ValidationError
 from orchestrator.memory import fts
 from orchestrator.memory.embeddings import Embedder
 from orchestrator.memory.history_index import HistoryIndex, Said
-from orchestrator.memory.records import Citation, MemoryRecord, meta_text
+from orchestrator.memory.ranking import (
+    AUTHOR_BONUS,
+    Trust,
+    adjusted_confidence,
+    asks,
+    authors_of,
+    final_score,
+    fuse,
+    message_score,
+    message_similarities,
+    text_relevance,
+    text_similarities,
+    trust_of,
+    untrusted_reason,
+)
+from orchestrator.memory.records import Citation, MemoryRecord
 from orchestrator.memory.session import SessionMemory, TextHit
 
 __all__ = [
@@ -45,23 +51,11 @@ __all__ = [
     "text_relevance",
 ]
 
-Trust = Literal["verified", "sourced", "unsourced"]
 Layer = Literal["relevance_floor", "untrusted", "require_source", "max_entries", "char_budget"]
 
-SCOPE_PRIORITY = {"session": 1.0, "project": 0.8, "personal": 0.6, "user": 0.6, "global": 0.8}
-UNTRUSTED_PREFIXES = ("assistant_resp_", "ai_summary_", "generated_", "draft_", "untrusted_")
-AUTHOR_BONUS = 0.3
-# A message is raw: it ranks as an unsourced memory of this confidence and scope priority
-# would, below a curated, cited memory of the same relevance; what people said above what
-# agents said (an agent's reply often restates the message it answers).
-MESSAGE_CONFIDENCE = {"human": 0.6, "agent": 0.4}
-MESSAGE_PRIORITY = 0.8
-MESSAGE_AUTHOR_BONUS = 0.2
 # The message before a recalled one is shown with it when it asked a question of another
 # sender and is at most this long: the question is what gives an answer its meaning.
 PREVIOUS_MAX_CHARS = 300
-_COVERAGE_WEIGHT = 0.3
-_BEST_SIGNAL_WEIGHT = 0.75
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -172,49 +166,6 @@ class _Fit:
         return True
 
 
-def untrusted_reason(record: MemoryRecord) -> str | None:
-    """Why an entry must not be recalled as fact, or None when it may."""
-    key = record.key or ""
-    if key.startswith(UNTRUSTED_PREFIXES):
-        return f"key {key!r} marks model-generated or unverified content"
-    if key.startswith("external_") and "_verified_" not in key:
-        return f"external key {key!r} is not verified"
-    if record.written_by == "job":
-        return "written by a scheduled job"
-    return None
-
-
-def trust_of(record: MemoryRecord) -> Trust:
-    """The trust label shown with a snippet."""
-    if record.verified:
-        return "verified"
-    return "sourced" if record.source_message_id else "unsourced"
-
-
-def adjusted_confidence(record: MemoryRecord, now: datetime) -> float:
-    """Stored confidence *1.2 with a source, *1.3 verified, * recency; at most 1."""
-    value = record.confidence
-    if record.source_message_id:
-        value *= 1.2
-    if record.verified:
-        value *= 1.3
-    age_days = max(0.0, (now - record.last_seen_at).total_seconds() / 86400)
-    value *= 1.0 - min(0.3, 0.01 * age_days)
-    return min(1.0, value)
-
-
-def final_score(similarity: float, record: MemoryRecord, now: datetime) -> float:
-    """``similarity*0.5 + confidence'*0.3 + scope_priority*0.2``."""
-    priority = SCOPE_PRIORITY.get(record.scope, 0.6)
-    return similarity * 0.5 + adjusted_confidence(record, now) * 0.3 + priority * 0.2
-
-
-def message_score(similarity: float, kind: str) -> float:
-    """A message's rank, on the scale of :func:`final_score`."""
-    confidence = MESSAGE_CONFIDENCE.get(kind, 0.4)
-    return similarity * 0.5 + confidence * 0.3 + MESSAGE_PRIORITY * 0.2
-
-
 class Recaller:
     """Finds the memories for one agent's turn in one group. Blocking: call from a thread.
 
@@ -317,7 +268,7 @@ class Recaller:
         )
         stemmed = [(term, fts.stem(term)) for term in terms]
         kept: list[_Ranked] = []
-        for (said, _), similarity in zip(hits, _message_similarities(stemmed, hits), strict=True):
+        for (said, _), similarity in zip(hits, message_similarities(stemmed, hits), strict=True):
             if (verdict := _below_floor(similarity, config)) is not None:
                 dropped.append(Dropped(id=said.id, layer=verdict[0], reason=verdict[1]))
                 continue
@@ -400,7 +351,7 @@ class Recaller:
         records: dict[int, MemoryRecord | TextHit] = {}
         text_hits = self.memory.search_hits(query, scopes=scopes, limit=limit)
         text_sim: dict[int, float] = {}
-        for hit, similarity in zip(text_hits, _text_similarities(stemmed, text_hits), strict=True):
+        for hit, similarity in zip(text_hits, text_similarities(stemmed, text_hits), strict=True):
             records[hit.id] = hit
             text_sim[hit.id] = similarity
         vector_sim: dict[int, float] = {}
@@ -414,8 +365,8 @@ class Recaller:
         for entry_id, candidate in records.items():
             value = text_sim.get(entry_id, 0.0)
             if self.embedder is not None:
-                value = _fuse(value, vector_sim.get(entry_id, 0.0))
-            if named & _authors(candidate):
+                value = fuse(value, vector_sim.get(entry_id, 0.0))
+            if named & authors_of(candidate):
                 value += AUTHOR_BONUS
             fused[entry_id] = value
         top = max(fused.values(), default=1.0)
@@ -431,7 +382,7 @@ def _previous(said: Said, fit: _Fit) -> Said | None:
     if (
         previous is None
         or previous.sender == said.sender
-        or not _asks(previous.text)
+        or not asks(previous.text)
         or previous.id in fit.shown
         or len(previous.text) > PREVIOUS_MAX_CHARS
     ):
@@ -439,98 +390,11 @@ def _previous(said: Said, fit: _Fit) -> Said | None:
     return previous
 
 
-def text_relevance(query: str, hits: Sequence[tuple[MemoryRecord, float]]) -> list[float]:
-    """Recall's relevance (0..1) of full-text hits ``(record, score)`` for ``query``, in order:
-    the measure the relevance floor compares against when no embedder is installed."""
-    stemmed = [(term, fts.stem(term)) for term in fts.query_terms(query)]
-    return _text_similarities(stemmed, [(record, score) for record, score in hits])
-
-
-def _text_similarities(
-    stemmed: Sequence[tuple[str, str]],
-    hits: Sequence[TextHit] | Sequence[tuple[MemoryRecord, float]],
-) -> list[float]:
-    """Each hit's score relative to the best one, blended with the share of the query's words
-    it holds: BM25 alone cannot tell a weak match from a word found in most entries."""
-    pairs = [(hit, hit.score) if isinstance(hit, TextHit) else hit for hit in hits]
-    best = max((score for _, score in pairs), default=0.0)
-    return [
-        (1 - _COVERAGE_WEIGHT) * (score / best if best > 0 else 0.0)
-        + _COVERAGE_WEIGHT * _coverage(stemmed, entry)
-        for entry, score in pairs
-    ]
-
-
-def _message_similarities(
-    stemmed: Sequence[tuple[str, str]], hits: Sequence[tuple[Said, float]]
-) -> list[float]:
-    """Each message's relevance: as :func:`_text_similarities`, plus a small bonus when the
-    query names its sender."""
-    best = max((score for _, score in hits), default=0.0)
-    named = {term for term, _ in stemmed}
-    values = []
-    for said, score in hits:
-        words = _words(said.text)
-        found = sum(1 for term, stem in stemmed if stem in words or term in words)
-        coverage = found / len(stemmed) if stemmed else 0.0
-        value = (1 - _COVERAGE_WEIGHT) * (score / best if best > 0 else 0.0)
-        value += _COVERAGE_WEIGHT * coverage
-        if named & _names(said.sender, ""):
-            value += MESSAGE_AUTHOR_BONUS
-        values.append(min(1.0, value))
-    return values
-
-
-def _asks(value: str) -> bool:
-    """Whether a message asks something (a question mark, in any script)."""
-    return "?" in value or "\uff1f" in value
-
-
 def _below_floor(similarity: float, config: RecallConfig) -> tuple[Layer, str] | None:
     if similarity < config.relevance_floor:
         floor = config.relevance_floor
         return "relevance_floor", f"similarity {similarity:.2f} is below {floor:.2f}"
     return None
-
-
-def _fuse(text: float, meaning: float) -> float:
-    """Mostly the stronger signal, plus some of the other: a match by meaning alone can pass
-    the relevance floor, and agreement of both signals ranks highest."""
-    high, low = max(text, meaning), min(text, meaning)
-    return _BEST_SIGNAL_WEIGHT * high + (1 - _BEST_SIGNAL_WEIGHT) * low
-
-
-@lru_cache(maxsize=8192)
-def _words(text: str) -> frozenset[str]:
-    """:func:`fts.words`, remembered: the same entries come back as candidates turn after
-    turn (and metadata texts such as a bare type repeat across entries)."""
-    return frozenset(fts.words(text))
-
-
-def _coverage(terms: Sequence[tuple[str, str]], record: MemoryRecord | TextHit) -> float:
-    """The share of the query's words (each with its stem) found in the entry's content or
-    metadata."""
-    if not terms:
-        return 0.0
-    content = _words(record.content)
-    meta = _words(meta_text(record.type, record.key, record.tags, record.extra))
-    found = sum(
-        1
-        for term, stem in terms
-        if stem in content or term in content or stem in meta or term in meta
-    )
-    return found / len(terms)
-
-
-def _authors(record: MemoryRecord | TextHit) -> frozenset[str]:
-    """Who wrote or said the entry: the names' words, lower-cased."""
-    speaker = record.extra.get("speaker")
-    return _names(record.agent, speaker if isinstance(speaker, str) else "")
-
-
-@lru_cache(maxsize=1024)
-def _names(agent: str, speaker: str) -> frozenset[str]:
-    return frozenset(word for word in fts.query_terms(f"{agent} {speaker}") if len(word) > 2)
 
 
 def _snippet(record: MemoryRecord, score: float, similarity: float, now: datetime) -> Snippet:
