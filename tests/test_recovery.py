@@ -7,17 +7,35 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from orchestrator.client import ArenaClient
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.history import HistoryStore
 from tests.arena_helpers import agent_of, make_settings, outbox, spawn_daemon, wait_for
 from tests.fakes import FakeMessagesServer
 
+# Daemon processes take seconds to start on a loaded machine: wait generously, and end every
+# process a test started whatever happens.
+pytestmark = pytest.mark.timeout(300)
+_WAIT_S = 120
+
 
 def _spawn_daemon(settings, fake_url: str, log: Path) -> subprocess.Popen[bytes]:
     return spawn_daemon(
         settings, log, "crashy", ANTHROPIC_API_KEY="test", ANTHROPIC_BASE_URL=fake_url
     )
+
+
+def _stop(proc: subprocess.Popen[bytes], timeout_s: float = 60) -> int:
+    """SIGTERM, and SIGKILL if it has not exited within ``timeout_s``; its exit code."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise
 
 
 async def test_killed_daemon_resumes_with_exactly_one_reply_each(
@@ -36,7 +54,7 @@ async def test_killed_daemon_resumes_with_exactly_one_reply_each(
 
         first = _spawn_daemon(settings, fake.base_url, log)
         try:
-            await wait_for(lambda: len(fake.requests) == 2, timeout_s=30)
+            await wait_for(lambda: len(fake.requests) == 2, timeout_s=_WAIT_S)
         finally:
             first.send_signal(signal.SIGKILL)
             first.wait()
@@ -46,11 +64,10 @@ async def test_killed_daemon_resumes_with_exactly_one_reply_each(
         try:
             await wait_for(
                 lambda: any(i["type"] == "done" for i in outbox(embedded_redis_url, "crash")),
-                timeout_s=30,
+                timeout_s=_WAIT_S,
             )
         finally:
-            second.send_signal(signal.SIGTERM)
-            assert second.wait(timeout=15) == 0, log.read_text()
+            assert await asyncio.to_thread(_stop, second) == 0, log.read_text()
         client.close()
 
     items = outbox(embedded_redis_url, "crash")
@@ -80,10 +97,9 @@ async def test_sigterm_finishes_message_in_hand(
         proc = _spawn_daemon(settings, fake.base_url, log)
         try:
             client.post("drain", "@ping slow one", "alex")
-            await wait_for(lambda: len(fake.requests) == 1, timeout_s=30)
+            await wait_for(lambda: len(fake.requests) == 1, timeout_s=_WAIT_S)
         finally:
-            proc.send_signal(signal.SIGTERM)
-            code = await asyncio.to_thread(proc.wait, 15)
+            code = await asyncio.to_thread(_stop, proc)
         client.close()
     assert code == 0, log.read_text()
     assert [i["type"] for i in outbox(embedded_redis_url, "drain")] == ["reply", "done"]
