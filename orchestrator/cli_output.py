@@ -51,7 +51,14 @@ def json_text(data: Any, *, indent: int | None = None) -> str:
 
 
 class _SafeConsole(Console):
-    """A console that shows every string it prints through :func:`printable`."""
+    """A console that shows every string it prints through :func:`printable`, as wide as the
+    terminal (or ``COLUMNS``) is when it prints, not when this module was imported."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        # Console reads COLUMNS and LINES once, here; without these its size is read anew.
+        self._width = None
+        self._height = None
 
     def render_str(self, text: str, **kwargs: Any) -> Text:
         return super().render_str(printable(text), **kwargs)

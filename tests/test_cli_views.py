@@ -376,3 +376,13 @@ def test_post_wait_and_tail_escape_replies(settings, embedded_redis_url, unique_
         assert_safe(output)
         assert f"ping: {SHOWN}" in output
         assert "! [group] is [bold]busy[/bold]" in output
+
+
+def test_views_are_as_wide_as_the_terminal_when_they_print(monkeypatch):
+    """The width is read at each print, not frozen when the CLI was first imported."""
+    from orchestrator.cli_output import out
+
+    monkeypatch.setenv("COLUMNS", "50")
+    assert out.width == 50
+    monkeypatch.setenv("COLUMNS", "120")
+    assert out.width == 120
