@@ -22,8 +22,9 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check orchestrator tests
 	$(BIN)/mypy orchestrator
 
+# Tests run in parallel, one process per core.
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto
 
 # Benchmarks print a table, write JSON under bench-results/ and end with a key=value line.
 LOCOMO_DATA ?= ../shared/data/locomo/locomo_dev.json
