@@ -25,23 +25,28 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql.elements import TextClause
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
     "BODY_WEIGHT",
     "META_WEIGHT",
+    "fts5_phrase",
     "index_text",
     "install",
+    "postgres_needs_install",
     "query_terms",
     "scope_key",
     "search_ids",
+    "sqlite_needs_install",
     "stem",
+    "websearch_query",
     "words",
 ]
 
@@ -160,27 +165,44 @@ def install(conn: Connection) -> None:
         _install_postgres(conn)
 
 
-def _sqlite_is_current(conn: Connection) -> bool:
-    names = ", ".join(f"'{name}'" for name in _SQLITE_OBJECTS)
+def _sqlite_is_current(conn: Connection, objects: Mapping[str, str]) -> bool:
+    names = ", ".join(f"'{name}'" for name in objects)
     rows = conn.execute(text(f"SELECT name, sql FROM sqlite_master WHERE name IN ({names})"))
     stored: dict[str, str] = {str(name): str(sql) for name, sql in rows}
-    return all(
-        _same_sql(stored.get(name), statement) for name, statement in _SQLITE_OBJECTS.items()
-    )
+    return all(_same_sql(stored.get(name), statement) for name, statement in objects.items())
 
 
 def _same_sql(stored: str | None, statement: str) -> bool:
     return stored is not None and stored.split() == statement.split()
 
 
-def _install_sqlite(conn: Connection) -> None:
-    if _sqlite_is_current(conn):
-        return
-    # One write transaction (taken now, not at the first write) for the check and the whole
-    # migration: a second process starting at once waits, then finds the work done.
+def sqlite_needs_install(conn: Connection, objects: Mapping[str, str]) -> bool:
+    """Whether the database's ``objects`` (by name, as ``sqlite_master`` keeps them) differ
+    from these statements, whitespace aside.
+
+    When they do, the connection holds the write transaction on return (taken now, not at the
+    first write) for the check and the whole migration: a second process starting at once
+    waits, then finds the work done.
+    """
+    if _sqlite_is_current(conn, objects):
+        return False
     if not getattr(conn.connection.dbapi_connection, "in_transaction", False):
         conn.exec_driver_sql("BEGIN IMMEDIATE")
-    if _sqlite_is_current(conn):
+    return not _sqlite_is_current(conn, objects)
+
+
+def postgres_needs_install(conn: Connection, current: TextClause, lock: int) -> bool:
+    """Whether ``current`` (a query of one boolean) says the index needs work; when it does,
+    the transaction holds the advisory ``lock`` on return, so two processes starting at once
+    do not both change the table."""
+    if conn.execute(current).scalar_one():
+        return False
+    conn.execute(text(f"SELECT pg_advisory_xact_lock({lock})"))
+    return not conn.execute(current).scalar_one()
+
+
+def _install_sqlite(conn: Connection) -> None:
+    if not sqlite_needs_install(conn, _SQLITE_OBJECTS):
         return
     fresh = conn.execute(text("SELECT count(*) FROM sqlite_master WHERE name = 'memory_fts'"))
     if fresh.scalar_one():
@@ -199,11 +221,7 @@ def _install_postgres(conn: Connection) -> None:
         f"SELECT to_regclass('{_POSTGRES_INDEX}') IS NOT NULL "
         f"AND to_regclass('{_POSTGRES_OLD_INDEX}') IS NULL"
     )
-    if conn.execute(current).scalar_one():
-        return
-    # Two processes starting at once must not both change the table.
-    conn.execute(text("SELECT pg_advisory_xact_lock(727274)"))
-    if conn.execute(current).scalar_one():
+    if not postgres_needs_install(conn, current, lock=727274):
         return
     logger.warning("building the scoped full-text index of memory entries")
     # Building a GIN index over many rows goes much faster with room to sort in.
@@ -275,6 +293,17 @@ def stem(word: str) -> str:
     return word
 
 
+def fts5_phrase(term: str) -> str:
+    """``term`` as an FTS5 string, so nothing in it is read as query syntax."""
+    return '"' + term.replace('"', '""') + '"'
+
+
+def websearch_query(terms: Sequence[str]) -> str:
+    """``terms`` as bare words joined by "or", for ``websearch_to_tsquery``: no term can
+    inject an operator."""
+    return " or ".join(re.sub(r"[^\w]+", " ", t) for t in terms)
+
+
 def _scope_clause(scopes: Sequence[tuple[str, str]], params: dict[str, object]) -> str:
     parts = []
     for n, (scope, scope_id) in enumerate(scopes):
@@ -304,7 +333,7 @@ def search_ids(
         # keys are matched in their own column only; the words need no column filter (a word
         # equal to a scope key could only match entries of that scope, with weight 0).
         keys = " OR ".join(f'"{scope_key(scope, scope_id)}"' for scope, scope_id in scopes)
-        words = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+        words = " OR ".join(fts5_phrase(t) for t in terms)
         params["match"] = f"search_scope : ({keys}) AND ({words})"
         sql = f"""
             SELECT rowid AS id,
@@ -315,8 +344,7 @@ def search_ids(
     else:
         where = _scope_clause(scopes, params)
         params["keys"] = [f"{scope}:{scope_id}" for scope, scope_id in scopes]
-        # websearch syntax: bare words joined by "or", so no term can inject an operator.
-        params["match"] = " or ".join(re.sub(r"[^\w]+", " ", t) for t in terms)
+        params["match"] = websearch_query(terms)
         # ``search_scope &&`` lets the GIN index over (search_scope, search_tsv) narrow the
         # text match to the scopes; the plain column test below stays as the exact check.
         sql = f"""

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,7 +32,14 @@ from sqlalchemy.engine import Connection, Engine
 from sqlmodel import SQLModel
 
 from orchestrator.memory.db import writing
-from orchestrator.memory.fts import BODY_WEIGHT, META_WEIGHT
+from orchestrator.memory.fts import (
+    BODY_WEIGHT,
+    META_WEIGHT,
+    fts5_phrase,
+    postgres_needs_install,
+    sqlite_needs_install,
+    websearch_query,
+)
 
 __all__ = [
     "BackgroundIndexing",
@@ -165,21 +171,8 @@ def install(conn: Connection) -> None:
         _install_postgres(conn)
 
 
-def _sqlite_is_current(conn: Connection) -> bool:
-    names = ", ".join(f"'{name}'" for name in _SQLITE_OBJECTS)
-    rows = conn.execute(text(f"SELECT name, sql FROM sqlite_master WHERE name IN ({names})"))
-    stored = {str(name): " ".join(str(sql).split()) for name, sql in rows}
-    return all(stored.get(name) == " ".join(sql.split()) for name, sql in _SQLITE_OBJECTS.items())
-
-
 def _install_sqlite(conn: Connection) -> None:
-    if _sqlite_is_current(conn):
-        return
-    # One write transaction for the check and the change: a second process starting at once
-    # waits, then finds the work done.
-    if not getattr(conn.connection.dbapi_connection, "in_transaction", False):
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
-    if _sqlite_is_current(conn):
+    if not sqlite_needs_install(conn, _SQLITE_OBJECTS):
         return
     for name in ("history_fts_ai", "history_fts_ad", "history_fts_au"):
         conn.execute(text(f"DROP TRIGGER IF EXISTS {name}"))
@@ -207,10 +200,7 @@ def _install_postgres(conn: Connection) -> None:
         f"SELECT to_regclass('{_POSTGRES_INDEX}') IS NOT NULL "
         "AND to_regclass('history_index_state') IS NOT NULL"
     )
-    if conn.execute(current).scalar_one():
-        return
-    conn.execute(text("SELECT pg_advisory_xact_lock(727275)"))
-    if conn.execute(current).scalar_one():
+    if not postgres_needs_install(conn, current, lock=727275):
         return
     for statement in _POSTGRES_DDL:
         conn.execute(text(statement))
@@ -361,7 +351,7 @@ class HistoryIndex:
             return []
         params: dict[str, Any] = {"limit": limit, "before": before_seq or 2**62}
         if self._sqlite:
-            quoted = ['"' + t.replace('"', '""') + '"' for t in terms]
+            quoted = [fts5_phrase(t) for t in terms]
             words = " OR ".join(self._telling(quoted))
             params["match"] = f'scope : "{group_key(group)}" AND ({words})'
             sql = f"""
@@ -371,7 +361,7 @@ class HistoryIndex:
             """
         else:
             params["group"] = [group]
-            params["match"] = " or ".join(re.sub(r"[^\w]+", " ", t) for t in terms)
+            params["match"] = websearch_query(terms)
             sql = """
                 SELECT m.seq, ts_rank(m.search_tsv, q.query, 1) AS score
                 FROM messages AS m, websearch_to_tsquery('english'::regconfig, :match) AS q(query)
