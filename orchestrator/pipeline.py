@@ -457,15 +457,11 @@ class Pipeline:
         why the chain stopped. Each takes the id the agent's reply would have had."""
         return [
             _Draft(
-                message=ChatMessage(
-                    id=f"{root.id}:{hop + 1}:{target}",
-                    group=root.group,
-                    sender=NOTICE_SENDER,
-                    kind=MessageKind.NOTICE,
-                    text=f"hop limit ({self.hop_limit}) reached: @{target} was not asked to answer",
-                    created_at=self.clock(),
-                    in_reply_to=root.id,
-                    hop=hop + 1,
+                message=self._arena_notice(
+                    root,
+                    f"{root.id}:{hop + 1}:{target}",
+                    hop + 1,
+                    f"hop limit ({self.hop_limit}) reached: @{target} was not asked to answer",
                 ),
                 meta={"notice": "hop_limit", "agent": target, "trigger": triggers[target].id},
             )
@@ -475,12 +471,16 @@ class Pipeline:
     def _notice(
         self, agent: AgentSpec, root: ChatMessage, reply_id: str, hop: int, problem: str
     ) -> ChatMessage:
+        return self._arena_notice(root, reply_id, hop, f"{agent.name} could not answer: {problem}")
+
+    def _arena_notice(self, root: ChatMessage, notice_id: str, hop: int, text: str) -> ChatMessage:
+        """A notice from the arena in the chain that ``root`` started, at ``hop``."""
         return ChatMessage(
-            id=reply_id,
+            id=notice_id,
             group=root.group,
             sender=NOTICE_SENDER,
             kind=MessageKind.NOTICE,
-            text=f"{agent.name} could not answer: {problem}",
+            text=text,
             created_at=self.clock(),
             in_reply_to=root.id,
             hop=hop,
