@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -147,6 +148,22 @@ def spawn_daemon(
             # Its own process group, so that a test can end it and what it started at once.
             start_new_session=True,
         )
+
+
+def read_until(proc: subprocess.Popen[str], wanted: str, timeout_s: float) -> list[str]:
+    """The lines a text-mode process prints up to the first that holds ``wanted``
+    (AssertionError if it ends or ``timeout_s`` passes first)."""
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line.rstrip("\n"))
+        if wanted in line:
+            return lines
+    raise AssertionError(f"{wanted!r} not printed; got {lines}")
 
 
 def agent_of(request: dict[str, Any]) -> str:

@@ -7,14 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from orchestrator.cli import main
-from tests.arena_helpers import REPO, write_team
+from tests.arena_helpers import REPO, read_until, write_team
 
 
 def _arena(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess:
@@ -27,20 +26,6 @@ def _arena(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.C
         timeout=timeout,
         check=False,
     )
-
-
-def _wait_line(proc: subprocess.Popen, wanted: str, timeout_s: float) -> list[str]:
-    lines: list[str] = []
-    deadline = time.monotonic() + timeout_s
-    assert proc.stdout is not None
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line.rstrip("\n"))
-        if wanted in line:
-            return lines
-    raise AssertionError(f"{wanted!r} not printed; got {lines}")
 
 
 @pytest.mark.slow
@@ -64,7 +49,7 @@ def test_up_post_wait_history_and_clean_stop(tmp_path: Path, free_port: int):
             text=True,
         )
         try:
-            printed = _wait_line(up, "arena: ready", timeout_s=60)
+            printed = read_until(up, "arena: ready", timeout_s=60)
             assert any("redis.sock" in line for line in printed)
             assert any(f"127.0.0.1:{free_port}" in line for line in printed)
             if round_ == 0:

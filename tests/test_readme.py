@@ -31,7 +31,7 @@ from orchestrator.cli import main
 from orchestrator.services import find_redis_executable, redact_url
 from orchestrator.settings import load_settings
 from orchestrator.wire import outbox_stream
-from tests.arena_helpers import REPO
+from tests.arena_helpers import REPO, read_until
 
 README = REPO / "README.md"
 README_PORT = "6379"
@@ -175,20 +175,6 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _read_until(proc: subprocess.Popen[str], wanted: str, timeout_s: float) -> list[str]:
-    lines: list[str] = []
-    deadline = time.monotonic() + timeout_s
-    assert proc.stdout is not None
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line.rstrip("\n"))
-        if wanted in line:
-            return lines
-    raise AssertionError(f"{wanted!r} not printed; got {lines}")
-
-
 def _stop(proc: subprocess.Popen[str]) -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
@@ -229,7 +215,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         start_new_session=True,
     )
     try:
-        printed = _read_until(up, "arena: ready", timeout_s=90)
+        printed = read_until(up, "arena: ready", timeout_s=90)
         yield Stack(env=env, redis_port=redis_port, printed=printed)
     finally:
         _stop(up)
@@ -259,7 +245,7 @@ def test_quick_start_commands(stack: Stack) -> None:
                 )
                 time.sleep(1)  # let it start reading: it shows what comes after it started
                 stack.sh(f"arena post {argv[2]} '@developer are you following?'")
-                _read_until(tail, "developer", timeout_s=60)
+                read_until(tail, "developer", timeout_s=60)
                 continue
             output = stack.sh(command)
             if argv[:2] == ["arena", "post"]:
