@@ -11,15 +11,20 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import redis
 
 from orchestrator import daemon
+from orchestrator.memory.history import HistoryStore
+from orchestrator.pipeline import Pipeline
+from orchestrator.prompts import Prompts
 from orchestrator.settings import Settings, load_settings
-from orchestrator.wire import outbox_stream
+from orchestrator.tokens import TokenCounter
+from orchestrator.turns import LLM
+from orchestrator.wire import Outbound, outbox_stream
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -148,6 +153,53 @@ def spawn_daemon(
             # Its own process group, so that a test can end it and what it started at once.
             start_new_session=True,
         )
+
+
+class RecordingOutbox:
+    """An outbox that keeps what is appended, once per id (as the Redis one does)."""
+
+    def __init__(self) -> None:
+        self.items: list[Outbound] = []
+
+    async def publish_all(self, items: Sequence[Outbound]) -> int:
+        new = [item for item in items if all(i.id != item.id for i in self.items)]
+        self.items.extend(new)
+        return len(new)
+
+
+class RecordingEvents:
+    """An MQTT publisher that keeps what is published, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, bytes]] = []
+
+    def publish(self, topic: str, payload: bytes) -> None:
+        self.events.append((topic, payload))
+
+    @property
+    def payloads(self) -> list[bytes]:
+        return [payload for _topic, payload in self.events]
+
+
+def make_pipeline(
+    settings: Settings, store: HistoryStore, llm: LLM, **options: Any
+) -> tuple[Pipeline, RecordingOutbox, RecordingEvents]:
+    """The daemon's pipeline for the team of ``settings`` over ``store``, with ``options`` (e.g.
+    ``memory``, ``clock``); what it publishes is kept by the outbox and events returned."""
+    outbox, events = RecordingOutbox(), RecordingEvents()
+    team = daemon.load_team(settings)
+    pipeline = Pipeline(
+        team=team,
+        store=store,
+        outbox=outbox,
+        events=events,
+        llm=llm,
+        prompts=Prompts(settings.prompts_dir),
+        briefing=daemon.make_briefing(settings, store.engine, team),
+        counter=TokenCounter(),
+        **options,
+    )
+    return pipeline, outbox, events
 
 
 def read_until(proc: subprocess.Popen[str], wanted: str, timeout_s: float) -> list[str]:

@@ -24,6 +24,7 @@ from sqlalchemy.engine import Engine
 
 from orchestrator.llm import AnthropicProvider
 from orchestrator.memory.db import make_engine
+from orchestrator.memory.history import HistoryStore
 from orchestrator.services import MqttBroker, RedisServer, find_redis_executable
 from orchestrator.settings import Settings, load_settings
 from tests.arena_helpers import REPO, write_team
@@ -548,6 +549,15 @@ def settings(tmp_path: Path) -> Settings:
         data_dir=tmp_path / "data",
         prompts_dir=REPO / "prompts",
     )
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[HistoryStore]:
+    """A history store on a real SQLite file, ``tmp_path/arena.db`` (test files may define
+    their own)."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'arena.db'}")
+    yield HistoryStore(engine)
+    engine.dispose()
 
 
 @pytest.fixture

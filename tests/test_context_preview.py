@@ -10,44 +10,21 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from orchestrator.cli import main
-from orchestrator.daemon import load_team, make_briefing
 from orchestrator.llm import AnthropicProvider
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.history import HistoryStore
 from orchestrator.memory.session import NewMemory, SessionMemory
 from orchestrator.models import ChatMessage, MessageKind
-from orchestrator.pipeline import Pipeline, Team
-from orchestrator.prompts import Prompts
-from orchestrator.tokens import TokenCounter
-from orchestrator.wire import Outbound
-from tests.arena_helpers import REPO, make_settings
+from tests.arena_helpers import REPO, make_pipeline, make_settings
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 QUESTION = "@ping when does the code freeze start?"
 
 
-class _Outbox:
-    async def publish_all(self, items: list[Outbound]) -> int:
-        return len(items)
-
-
-class _Events:
-    def publish(self, topic: str, payload: bytes) -> None:
-        pass
-
-
-async def _take_the_turn(settings, engine, team: Team, base_url: str) -> None:
+async def _take_the_turn(settings, engine, base_url: str) -> None:
     llm = AnthropicProvider(api_key="test", base_url=base_url, timeout_s=5, max_retries=0)
-    pipeline = Pipeline(
-        team=team,
-        store=HistoryStore(engine),
-        outbox=_Outbox(),
-        events=_Events(),
-        llm=llm,
-        prompts=Prompts(REPO / "prompts"),
-        briefing=make_briefing(settings, engine, team),
-        counter=TokenCounter(),
-        clock=lambda: T0,
+    pipeline, _outbox, _events = make_pipeline(
+        settings, HistoryStore(engine), llm, clock=lambda: T0
     )
     message = ChatMessage(
         id="1000-0",
@@ -99,7 +76,7 @@ async def test_a_preview_leaves_last_used_alone_and_a_turn_sets_it(
         cited = [c["id"] for c in json.loads(preview.output)["report"]["citations"]]
         assert cited == [entry]  # the preview did recall it
         assert memory.get(entry).last_used_at is None
-        await _take_the_turn(settings, engine, load_team(settings), fake_llm.base_url)
+        await _take_the_turn(settings, engine, fake_llm.base_url)
         assert memory.get(entry).last_used_at == T0
     finally:
         engine.dispose()

@@ -14,16 +14,11 @@ from click.testing import CliRunner
 from sqlalchemy import text
 
 from orchestrator.cli import main
-from orchestrator.daemon import load_team, make_briefing
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.history import Closing, HistoryStore, NewReply
 from orchestrator.memory.history_index import HistoryIndex, backfill, pending
 from orchestrator.models import ChatMessage, MessageKind
-from orchestrator.pipeline import Pipeline
-from orchestrator.prompts import Prompts
-from orchestrator.tokens import TokenCounter
-from orchestrator.wire import Outbound
-from tests.arena_helpers import REPO, make_settings, running_daemon, wait_for
+from tests.arena_helpers import REPO, make_pipeline, make_settings, running_daemon, wait_for
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 FILLER = (
@@ -291,16 +286,6 @@ async def test_the_daemon_indexes_a_database_from_before_the_index(
             reopened.dispose()
 
 
-class _Outbox:
-    async def publish_all(self, items: list[Outbound]) -> int:
-        return len(items)
-
-
-class _Events:
-    def publish(self, topic: str, payload: bytes) -> None:
-        pass
-
-
 async def test_a_turn_sends_the_model_the_early_message_and_records_its_citation(
     settings, engine, model, fake_llm
 ):
@@ -309,17 +294,8 @@ async def test_a_turn_sends_the_model_the_early_message_and_records_its_citation
     cost report."""
     answer = _message(100, "The Hetzner budget is 400 euros a month, not more.")
     _chat(HistoryStore(engine), 400, {100: answer})
-    team = load_team(settings)
-    pipeline = Pipeline(
-        team=team,
-        store=HistoryStore(engine),
-        outbox=_Outbox(),
-        events=_Events(),
-        llm=model,
-        prompts=Prompts(REPO / "prompts"),
-        briefing=make_briefing(settings, engine, team),
-        counter=TokenCounter(),
-        clock=lambda: T0 + timedelta(days=1),
+    pipeline, _outbox, _events = make_pipeline(
+        settings, HistoryStore(engine), model, clock=lambda: T0 + timedelta(days=1)
     )
     await pipeline.handle(_message(1000, "@helper what was the Hetzner budget again?"))
     tail = fake_llm.requests[0]["system"][1]["text"]

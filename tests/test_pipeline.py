@@ -3,51 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pytest
-
-from orchestrator.daemon import load_team, make_briefing
 from orchestrator.llm import AnthropicProvider
-from orchestrator.memory.db import make_engine
 from orchestrator.memory.history import HistoryStore
 from orchestrator.models import ChatMessage, MessageKind
-from orchestrator.pipeline import Pipeline
-from orchestrator.prompts import Prompts
 from orchestrator.settings import load_settings
-from orchestrator.tokens import TokenCounter
-from orchestrator.wire import Outbound
-from tests.arena_helpers import REPO, agent_of, write_team
-
-
-class RecordingOutbox:
-    """An outbox that keeps what is appended, once per id (as the Redis one does)."""
-
-    def __init__(self) -> None:
-        self.items: list[Outbound] = []
-
-    async def publish_all(self, items: Sequence[Outbound]) -> int:
-        new = [item for item in items if all(i.id != item.id for i in self.items)]
-        self.items.extend(new)
-        return len(new)
-
-
-class RecordingEvents:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, bytes]] = []
-
-    def publish(self, topic: str, payload: bytes) -> None:
-        self.events.append((topic, payload))
-
-
-@pytest.fixture
-def store(tmp_path: Path):
-    """A history store on a real SQLite file."""
-    engine = make_engine(f"sqlite:///{tmp_path / 'arena.db'}")
-    yield HistoryStore(engine)
-    engine.dispose()
+from tests.arena_helpers import REPO, agent_of, make_pipeline, write_team
 
 
 async def _pipeline(
@@ -62,19 +25,7 @@ async def _pipeline(
     llm = AnthropicProvider(
         api_key="test", base_url=base_url, timeout_s=5, max_retries=retries, backoff_s=0.001
     )
-    outbox, events = RecordingOutbox(), RecordingEvents()
-    team = load_team(settings)
-    pipeline = Pipeline(
-        team=team,
-        store=store,
-        outbox=outbox,
-        events=events,
-        llm=llm,
-        prompts=Prompts(REPO / "prompts"),
-        briefing=make_briefing(settings, store.engine, team),
-        counter=TokenCounter(),
-        hop_limit=hop_limit,
-    )
+    pipeline, outbox, events = make_pipeline(settings, store, llm, hop_limit=hop_limit)
     return pipeline, outbox, events, llm
 
 
