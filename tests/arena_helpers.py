@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 
 from orchestrator import daemon
@@ -126,6 +127,30 @@ def environment(settings: Settings) -> dict[str, str]:
         "ARENA_WORKSPACES_DIR": str(settings.workspaces_dir),
         "ARENA_PROMPTS_DIR": str(settings.prompts_dir),
     }
+
+
+def set_environment(monkeypatch: pytest.MonkeyPatch, settings: Settings, **extra: str) -> None:
+    """Make `arena` run in this process read ``settings`` (and the ``extra`` variables)."""
+    for name, value in {**environment(settings), **extra}.items():
+        monkeypatch.setenv(name, value)
+
+
+def set_team_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **extra: str
+) -> dict[str, str]:
+    """Make `arena` run in this process use the test team and folders under ``tmp_path``
+    (and the ``extra`` variables); the data folder is made. Returns the variables set."""
+    values = {
+        "ARENA_DATA_DIR": str(tmp_path / "data"),
+        "ARENA_AGENTS_DIR": str(write_team(tmp_path)),
+        "ARENA_WORKSPACES_DIR": str(tmp_path / "workspaces"),
+        "ARENA_PROMPTS_DIR": str(REPO / "prompts"),
+        **extra,
+    }
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    (tmp_path / "data").mkdir()
+    return values
 
 
 def spawn_daemon(

@@ -21,7 +21,7 @@ from orchestrator.models import ChatMessage, MessageKind
 from orchestrator.offline import OfflineProvider
 from orchestrator.settings import Settings, load_settings
 from orchestrator.summary import run_summary
-from tests.arena_helpers import REPO, write_team
+from tests.arena_helpers import set_team_environment
 
 DAY1, DAY2 = date(2026, 1, 5), date(2026, 1, 6)
 NOW = datetime(2026, 1, 6, 23, 30, tzinfo=UTC)
@@ -30,15 +30,7 @@ NOW = datetime(2026, 1, 6, 23, 30, tzinfo=UTC)
 @pytest.fixture
 def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
     """The environment `arena` reads, pointing at a test team under ``tmp_path``."""
-    env = {
-        "ARENA_DATA_DIR": str(tmp_path / "data"),
-        "ARENA_WORKSPACES_DIR": str(tmp_path / "ws"),
-        "ARENA_AGENTS_DIR": str(write_team(tmp_path)),
-        "ARENA_PROMPTS_DIR": str(REPO / "prompts"),
-    }
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    (tmp_path / "data").mkdir()
+    set_team_environment(tmp_path, monkeypatch)
     return load_settings()
 
 

@@ -25,23 +25,18 @@ from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.schema import PersonalDraft
 from orchestrator.models import ChatMessage, MessageKind
 from orchestrator.settings import load_settings
-from tests.arena_helpers import REPO, write_team
+from tests.arena_helpers import REPO, set_team_environment
 
 
 @pytest.fixture
 def env(tmp_path, embedded_redis_url, free_port, monkeypatch) -> dict[str, str]:
     """An Agent Arena under ``tmp_path`` in the environment (offline model, no broker)."""
-    values = {
-        "REDIS_URL": embedded_redis_url,
-        "MQTT_URL": f"mqtt://127.0.0.1:{free_port}",
-        "ARENA_DATA_DIR": str(tmp_path / "data"),
-        "ARENA_AGENTS_DIR": str(write_team(tmp_path)),
-        "ARENA_WORKSPACES_DIR": str(tmp_path / "workspaces"),
-        "ARENA_PROMPTS_DIR": str(REPO / "prompts"),
-    }
-    for name, value in values.items():
-        monkeypatch.setenv(name, value)
-    (tmp_path / "data").mkdir()
+    values = set_team_environment(
+        tmp_path,
+        monkeypatch,
+        REDIS_URL=embedded_redis_url,
+        MQTT_URL=f"mqtt://127.0.0.1:{free_port}",
+    )
     settings = load_settings()
     PersonalLog(settings.workspaces_dir, settings.zone).append(
         "ping",

@@ -29,7 +29,7 @@ from orchestrator.memory.versions import VersionStore
 from orchestrator.models import ChatMessage, MessageKind
 from orchestrator.settings import Settings, load_settings
 from orchestrator.wire import Outbound, deadletter_stream, inbox_stream, outbox_stream
-from tests.arena_helpers import REPO, write_team
+from tests.arena_helpers import REPO, set_team_environment
 
 T0 = datetime(2026, 4, 1, 10, 0, tzinfo=UTC)
 # NUL, ESC starting a colour sequence, a C1 control, a right-to-left override and an isolate.
@@ -52,16 +52,7 @@ def arena(*args: str):
 @pytest.fixture
 def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
     """An arena under ``tmp_path`` (test team, no services), at 80 columns."""
-    env = {
-        "ARENA_DATA_DIR": str(tmp_path / "data"),
-        "ARENA_WORKSPACES_DIR": str(tmp_path / "ws"),
-        "ARENA_AGENTS_DIR": str(write_team(tmp_path)),
-        "ARENA_PROMPTS_DIR": str(REPO / "prompts"),
-        "COLUMNS": "80",
-    }
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    (tmp_path / "data").mkdir()
+    set_team_environment(tmp_path, monkeypatch, COLUMNS="80")
     return load_settings()
 
 

@@ -18,7 +18,7 @@ from orchestrator.memory.history import HistoryStore
 from orchestrator.models import ChatMessage, MessageKind
 from orchestrator.prompts import Prompts
 from orchestrator.tokens import TokenCounter
-from tests.arena_helpers import REPO, make_settings, running_daemon
+from tests.arena_helpers import REPO, make_settings, running_daemon, set_environment
 from tests.fakes import FakeMessagesServer
 
 T0 = datetime(2026, 2, 1, 9, 0, tzinfo=UTC)
@@ -134,13 +134,7 @@ def test_ten_thousand_messages_are_not_recounted(tmp_path: Path):
 def test_arena_context_on_empty_and_live_data(tmp_path: Path, embedded_redis_url: str, monkeypatch):
     """`arena context` works with no data at all, and shows stored history once there is."""
     settings = make_settings(tmp_path, embedded_redis_url, "mqtt://127.0.0.1:1", None)
-    for name, value in {
-        "ARENA_DATA_DIR": str(settings.data_dir),
-        "ARENA_AGENTS_DIR": str(settings.agents_dir),
-        "ARENA_PROMPTS_DIR": str(REPO / "prompts"),
-        "ARENA_WORKSPACES_DIR": str(settings.workspaces_dir),
-    }.items():
-        monkeypatch.setenv(name, value)
+    set_environment(monkeypatch, settings)
     empty = CliRunner().invoke(main, ["context", "ping", "quiet"])
     assert empty.exit_code == 0, empty.output
     assert "history" in empty.output

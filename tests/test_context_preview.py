@@ -15,7 +15,7 @@ from orchestrator.memory.db import make_engine
 from orchestrator.memory.history import HistoryStore
 from orchestrator.memory.session import NewMemory, SessionMemory
 from orchestrator.models import ChatMessage, MessageKind
-from tests.arena_helpers import REPO, make_pipeline, make_settings
+from tests.arena_helpers import make_pipeline, make_settings, set_environment
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 QUESTION = "@ping when does the code freeze start?"
@@ -46,13 +46,7 @@ async def test_a_preview_leaves_last_used_alone_and_a_turn_sets_it(
     settings = make_settings(
         tmp_path, "redis://127.0.0.1:1", "mqtt://127.0.0.1:1", fake_llm.base_url
     )
-    for name, value in {
-        "ARENA_DATA_DIR": str(settings.data_dir),
-        "ARENA_AGENTS_DIR": str(settings.agents_dir),
-        "ARENA_PROMPTS_DIR": str(REPO / "prompts"),
-        "ARENA_WORKSPACES_DIR": str(settings.workspaces_dir),
-    }.items():
-        monkeypatch.setenv(name, value)
+    set_environment(monkeypatch, settings)
     engine = make_engine(settings.effective_database_url)
     memory = SessionMemory(engine)
     entry = memory.write(

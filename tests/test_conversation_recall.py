@@ -18,7 +18,13 @@ from orchestrator.memory.db import make_engine
 from orchestrator.memory.history import Closing, HistoryStore, NewReply
 from orchestrator.memory.history_index import HistoryIndex, backfill, pending
 from orchestrator.models import ChatMessage, MessageKind
-from tests.arena_helpers import REPO, make_pipeline, make_settings, running_daemon, wait_for
+from tests.arena_helpers import (
+    make_pipeline,
+    make_settings,
+    running_daemon,
+    set_environment,
+    wait_for,
+)
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 FILLER = (
@@ -46,14 +52,7 @@ def settings(tmp_path: Path, monkeypatch):
     values = make_settings(
         tmp_path, "redis://127.0.0.1:1", "mqtt://127.0.0.1:1", None, tz="Europe/Paris"
     )
-    for name, value in {
-        "ARENA_DATA_DIR": str(values.data_dir),
-        "ARENA_AGENTS_DIR": str(values.agents_dir),
-        "ARENA_PROMPTS_DIR": str(REPO / "prompts"),
-        "ARENA_WORKSPACES_DIR": str(values.workspaces_dir),
-        "ARENA_TZ": "Europe/Paris",
-    }.items():
-        monkeypatch.setenv(name, value)
+    set_environment(monkeypatch, values, ARENA_TZ="Europe/Paris")
     return values
 
 

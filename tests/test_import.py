@@ -18,7 +18,7 @@ from orchestrator.memory.db import make_engine
 from orchestrator.memory.history import HistoryStore, StoredMessage
 from orchestrator.models import ChatMessage, MessageKind
 from orchestrator.wire import inbox_stream, outbox_stream
-from tests.arena_helpers import REPO, write_team
+from tests.arena_helpers import set_team_environment
 
 GOOD = [
     {"sender": "alice", "text": "We ship on Friday.", "created_at": "2024-03-01T09:15:00"},
@@ -36,18 +36,13 @@ GOOD = [
 @pytest.fixture
 def env(tmp_path, embedded_redis_url, free_port, monkeypatch) -> dict[str, str]:
     """An Agent Arena under ``tmp_path`` in the environment, its clock zone Paris."""
-    values = {
-        "REDIS_URL": embedded_redis_url,
-        "MQTT_URL": f"mqtt://127.0.0.1:{free_port}",
-        "ARENA_DATA_DIR": str(tmp_path / "data"),
-        "ARENA_AGENTS_DIR": str(write_team(tmp_path)),
-        "ARENA_WORKSPACES_DIR": str(tmp_path / "workspaces"),
-        "ARENA_PROMPTS_DIR": str(REPO / "prompts"),
-        "ARENA_TZ": "Europe/Paris",
-    }
-    for name, value in values.items():
-        monkeypatch.setenv(name, value)
-    (tmp_path / "data").mkdir()
+    values = set_team_environment(
+        tmp_path,
+        monkeypatch,
+        REDIS_URL=embedded_redis_url,
+        MQTT_URL=f"mqtt://127.0.0.1:{free_port}",
+        ARENA_TZ="Europe/Paris",
+    )
     return values
 
 
