@@ -122,6 +122,18 @@ class Arena:
         self.record()
         return proc
 
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run `arena ARGS` on this data folder to its end; what it printed is kept."""
+        return subprocess.run(
+            [sys.executable, "-m", "orchestrator", *args],
+            cwd=REPO,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
     def record(self) -> dict[str, object]:
         """The pid file of the run on the data folder (its pids are remembered)."""
         path = self.data / "arena-up.pid"
@@ -209,15 +221,7 @@ def test_killed_arena_up_takes_its_children_along_and_a_restart_answers_everythi
     second = arena.start()
     _wait_until(lambda: _answered(arena.url) >= 200, 300, "every answer")
     _check_each_answered_once_in_order(arena.url, posted)
-    status = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "status", "--json"],
-        cwd=REPO,
-        env=arena.env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    status = arena.run("status", "--json")
     assert len(json.loads(status.stdout)["workers"]) == 1  # the dead run's worker is forgotten
     children = arena.record()
     assert _stop(second) == 0, arena.log(1).read_text()[-3000:]
@@ -270,15 +274,7 @@ def test_restart_stops_the_redis_a_crashed_run_left_and_refuses_a_live_one(arena
         _wait_until(lambda: len(_workers(arena.url)) == 1, 120, "the new worker")
         assert stale not in _workers(arena.url)
 
-        again = subprocess.run(
-            [sys.executable, "-m", "orchestrator", "up"],
-            cwd=REPO,
-            env=arena.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        again = arena.run("up")
         assert again.returncode == 1
         assert f"`arena up` (pid {running.pid}) is already running on" in again.stderr
         assert "Traceback" not in again.stderr
@@ -311,15 +307,7 @@ def test_a_busy_redis_port_is_one_line_naming_the_setting(arena: Arena):
     """`arena up` with its Redis port taken says so in one line naming ARENA_REDIS_PORT."""
     with socket.create_server(("127.0.0.1", 0)) as taken:
         arena.env["ARENA_REDIS_PORT"] = str(taken.getsockname()[1])
-        result = subprocess.run(
-            [sys.executable, "-m", "orchestrator", "up"],
-            cwd=REPO,
-            env=arena.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        result = arena.run("up")
     port = arena.env["ARENA_REDIS_PORT"]
     assert result.returncode == 1
     line = f"arena: redis: port {port} on 127.0.0.1 is already in use"

@@ -36,14 +36,13 @@ GOOD = [
 @pytest.fixture
 def env(tmp_path, embedded_redis_url, free_port, monkeypatch) -> dict[str, str]:
     """An Agent Arena under ``tmp_path`` in the environment, its clock zone Paris."""
-    values = set_team_environment(
+    return set_team_environment(
         tmp_path,
         monkeypatch,
         REDIS_URL=embedded_redis_url,
         MQTT_URL=f"mqtt://127.0.0.1:{free_port}",
         ARENA_TZ="Europe/Paris",
     )
-    return values
 
 
 def arena(*args: str, stdin: bytes | None = None):
