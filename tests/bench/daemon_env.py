@@ -1,14 +1,24 @@
 """What the benchmarks need to run daemon and worker processes of their own: an environment
-built from scratch, a port nobody listens on, and the agents' starting files."""
+built from scratch, a port nobody listens on, the agents' starting files, and `arena`
+processes started and watched."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
-__all__ = ["REPO", "copy_workspaces", "daemon_environment", "dead_port"]
+__all__ = [
+    "REPO",
+    "check_running",
+    "copy_workspaces",
+    "daemon_environment",
+    "dead_port",
+    "start_arena",
+]
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,6 +50,28 @@ def daemon_environment(
     )
     env.update(settings)
     return env
+
+
+def start_arena(command: str, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """Start ``arena COMMAND`` in a session of its own (so that it can be ended with what it
+    starts), its output written to ``log``."""
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "orchestrator", command],
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def check_running(popen: subprocess.Popen[bytes], log: Path, what: str) -> None:
+    """Raise RuntimeError with the end of ``log`` if the process ``what`` has exited."""
+    if popen.poll() is not None:
+        tail = log.read_text(encoding="utf-8", errors="replace")[-3000:]
+        raise RuntimeError(f"{what} exited (rc={popen.returncode}):\n{tail}")
 
 
 def copy_workspaces(target: Path) -> None:

@@ -79,7 +79,12 @@ from orchestrator.prompts import Prompts  # noqa: E402
 from orchestrator.settings import Settings, load_settings  # noqa: E402
 from orchestrator.tokens import TokenCounter  # noqa: E402
 from orchestrator.wire import DEFAULT_SENDER, PARTITIONS, lease_key  # noqa: E402
-from tests.bench.daemon_env import copy_workspaces, daemon_environment  # noqa: E402
+from tests.bench.daemon_env import (  # noqa: E402
+    check_running,
+    copy_workspaces,
+    daemon_environment,
+    start_arena,
+)
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 MEMORY_LAYERS = ("summary", "memory_md", "logs", "recall")
@@ -195,6 +200,13 @@ def environment(folder: Path, overrides: dict[str, str]) -> dict[str, str]:
     return env
 
 
+def run_arena(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``arena ARGS`` run to its end, as a person would run it; what it printed is kept."""
+    return subprocess.run(
+        [*_ARENA, *args], cwd=REPO, env=env, capture_output=True, text=True, check=False
+    )
+
+
 @dataclass(slots=True)
 class ArenaUp:
     popen: subprocess.Popen[bytes]
@@ -204,23 +216,12 @@ class ArenaUp:
     @classmethod
     def start(cls, folder: Path, env: dict[str, str]) -> ArenaUp:
         log = folder / "arena-up.log"
-        with log.open("wb") as out:
-            popen = subprocess.Popen(
-                [sys.executable, "-m", "orchestrator", "up"],
-                cwd=REPO,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        popen = start_arena("up", env, log)
         url = f"unix://{(folder / 'data' / 'redis.sock').resolve()}"
         return cls(popen=popen, log=log, redis_url=url)
 
     def check_alive(self) -> None:
-        if self.popen.poll() is not None:
-            tail = self.log.read_text(errors="replace")[-3000:]
-            raise RuntimeError(f"arena up exited (rc={self.popen.returncode}):\n{tail}")
+        check_running(self.popen, self.log, "arena up")
 
     def wait_ready(self) -> None:
         """Until the daemon holds every partition of the inbox."""
@@ -302,14 +303,7 @@ def via_import(conversation: Conversation, folder: Path, env: dict[str, str]) ->
     text, ids = import_lines(conversation)
     path = folder / f"{conversation.group}.jsonl"
     path.write_text(text, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "import", conversation.group, str(path)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run_arena(env, "import", conversation.group, str(path))
     if done.returncode != 0:
         raise RuntimeError(f"arena import failed:\n{done.stdout}{done.stderr}")
     print(f"{conversation.sample_id}: {done.stdout.strip()}", file=sys.stderr, flush=True)
@@ -491,14 +485,7 @@ def cli_check(
     builder: Builder, env: dict[str, str], group: str, question: str, agent_id: str
 ) -> str:
     """Run the real ``arena context`` once and compare it with the in-process build."""
-    done = subprocess.run(
-        [*_ARENA, "context", agent_id, group, "--message", question, "--json"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run_arena(env, "context", agent_id, group, "--message", question, "--json")
     if done.returncode != 0:
         return f"arena context failed: {done.stderr.strip()[-300:]}"
     cli = json.loads(done.stdout)

@@ -78,7 +78,7 @@ from orchestrator.models import ChatMessage, MessageKind  # noqa: E402
 from orchestrator.services import MqttBroker, RedisServer  # noqa: E402
 from orchestrator.tokens import TokenCounter  # noqa: E402
 from orchestrator.wire import PARTITIONS, inbox_stream, lease_key, outbox_stream  # noqa: E402
-from tests.bench.daemon_env import daemon_environment  # noqa: E402
+from tests.bench.daemon_env import check_running, daemon_environment, start_arena  # noqa: E402
 from tests.fakes import FakeMessagesServer  # noqa: E402
 
 READY_RE = re.compile(r"daemon \S+: \d+ agents")
@@ -255,25 +255,13 @@ class Daemon:
 
     @classmethod
     def start(cls, env: dict[str, str], log: Path) -> Daemon:
-        with log.open("wb") as out:
-            popen = subprocess.Popen(
-                [sys.executable, "-m", "orchestrator", "daemon"],
-                cwd=REPO,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        return cls(popen=popen, log=log)
+        return cls(popen=start_arena("daemon", env, log), log=log)
 
     def text(self) -> str:
         return self.log.read_text(encoding="utf-8", errors="replace")
 
     def check_alive(self) -> None:
-        if self.popen.poll() is not None:
-            tail = self.text()[-3000:]
-            raise RuntimeError(f"the daemon exited (rc={self.popen.returncode}):\n{tail}")
+        check_running(self.popen, self.log, "the daemon")
 
     def wait_ready(self) -> None:
         deadline = time.monotonic() + READY_TIMEOUT_S
