@@ -4,8 +4,10 @@ processes started and watched."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -18,6 +20,7 @@ __all__ = [
     "daemon_environment",
     "dead_port",
     "start_arena",
+    "stop_arena",
 ]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -72,6 +75,17 @@ def check_running(popen: subprocess.Popen[bytes], log: Path, what: str) -> None:
     if popen.poll() is not None:
         tail = log.read_text(encoding="utf-8", errors="replace")[-3000:]
         raise RuntimeError(f"{what} exited (rc={popen.returncode}):\n{tail}")
+
+
+def stop_arena(popen: subprocess.Popen[bytes], timeout_s: float) -> None:
+    """SIGTERM to the process's session, then SIGKILL if it outlives ``timeout_s``."""
+    for sig, wait_s in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 5.0)):
+        if popen.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(popen.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            popen.wait(timeout=wait_s)
 
 
 def copy_workspaces(target: Path) -> None:

@@ -50,7 +50,6 @@ import os
 import platform
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -84,6 +83,7 @@ from tests.bench.daemon_env import (  # noqa: E402
     copy_workspaces,
     daemon_environment,
     start_arena,
+    stop_arena,
 )
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -247,13 +247,7 @@ class ArenaUp:
                 time.sleep(0.5)
 
     def stop(self) -> None:
-        for sig, wait_s in ((signal.SIGTERM, STOP_TIMEOUT_S), (signal.SIGKILL, 5.0)):
-            if self.popen.poll() is not None:
-                return
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.popen.pid, sig)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.popen.wait(timeout=wait_s)
+        stop_arena(self.popen, STOP_TIMEOUT_S)
 
 
 # ---------------------------------------------------------------------------------- replay

@@ -78,7 +78,12 @@ from orchestrator.models import ChatMessage, MessageKind  # noqa: E402
 from orchestrator.services import MqttBroker, RedisServer  # noqa: E402
 from orchestrator.tokens import TokenCounter  # noqa: E402
 from orchestrator.wire import PARTITIONS, inbox_stream, lease_key, outbox_stream  # noqa: E402
-from tests.bench.daemon_env import check_running, daemon_environment, start_arena  # noqa: E402
+from tests.bench.daemon_env import (  # noqa: E402
+    check_running,
+    daemon_environment,
+    start_arena,
+    stop_arena,
+)
 from tests.fakes import FakeMessagesServer  # noqa: E402
 
 READY_RE = re.compile(r"daemon \S+: \d+ agents")
@@ -279,13 +284,7 @@ class Daemon:
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL what outlives the timeout."""
-        for sig, wait_s in ((signal.SIGTERM, STOP_TIMEOUT_S), (signal.SIGKILL, 5.0)):
-            if self.popen.poll() is not None:
-                return
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.popen.pid, sig)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.popen.wait(timeout=wait_s)
+        stop_arena(self.popen, STOP_TIMEOUT_S)
 
 
 # ---------------------------------------------------------------------------------- a row
