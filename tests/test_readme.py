@@ -192,7 +192,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """`arena up` with everything embedded, its data and workspaces in a temporary folder."""
     root = tmp_path_factory.mktemp("readme")
     workspaces = root / "workspaces"
-    shutil.copytree(REPO / "workspaces", workspaces)
+    # The agents' identity files as shipped, not what runs in this checkout have written.
+    shutil.copytree(
+        REPO / "workspaces",
+        workspaces,
+        ignore=shutil.ignore_patterns("MEMORY.md", "memory", ".growth", ".*"),
+    )
     redis_port = _free_port()
     bin_dir = str(Path(sys.executable).parent)
     env = {
