@@ -35,6 +35,7 @@ def test_up_post_wait_history_and_clean_stop(tmp_path: Path, free_port: int):
     env = {
         "PATH": os.environ.get("PATH", ""),
         "ARENA_DATA_DIR": str(tmp_path / "data"),
+        "ARENA_WORKSPACES_DIR": str(tmp_path / "workspaces"),  # not the checkout's
         "ARENA_MQTT_PORT": str(free_port),
         "ARENA_REDIS_PORT": "0",  # the unix socket only: nothing else may need the port
         "ARENA_WORKERS": "1",
