@@ -3,6 +3,7 @@ it, dated and cited, never twice, and every stored message is indexed whatever s
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
@@ -14,6 +15,7 @@ from click.testing import CliRunner
 from sqlalchemy import text
 
 from orchestrator.cli import main
+from orchestrator.memory import history_index
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.history import Closing, HistoryStore, NewReply
 from orchestrator.memory.history_index import HistoryIndex, backfill, pending
@@ -248,6 +250,7 @@ def test_postgresql_indexes_searches_and_backfills(postgres_url):
         assert _search(engine, "zeppelin") == []
         assert backfill(engine, batch=1000) == 2
         assert _search(engine, "zeppelin") == [_message(1, "").id]
+        assert _previous_ids(engine) == {"third": _message(1, "").id}
     finally:
         engine.dispose()
 
@@ -302,3 +305,42 @@ async def test_a_turn_sends_the_model_the_early_message_and_records_its_citation
     reply = HistoryStore(engine).replies_to(_message(1000, "").id)[0]
     cited = {c["id"] for c in reply.meta["context"]["citations"]}
     assert answer.id in cited
+
+
+def test_a_question_of_common_words_finds_the_messages_holding_them_all(engine, monkeypatch):
+    """When every word of a question is in many messages, the group's messages holding them
+    all come first, then the newest holding any; another group's never."""
+    monkeypatch.setattr(history_index, "COMMON_MESSAGES", 3)
+    store = HistoryStore(engine)
+    both = _message(0, "the deploy needs a rollback plan")
+    store.save(both)
+    for n in range(1, 13):
+        store.save(_message(n, "deploy fixed" if n % 2 else "rollback done"))
+    other = _message(20, "deploy and rollback elsewhere")
+    store.save(dataclasses.replace(other, group="other"))
+    hits = HistoryIndex(engine).search(
+        ["deploy", "rollback"], group="plans", before_seq=None, limit=4
+    )
+    assert [said.id for said, _ in hits] == [_message(n, "").id for n in (0, 12, 11, 10)]
+    assert hits[0][1] > hits[1][1]
+
+
+def _previous_ids(engine) -> dict[str, str]:
+    """previous() of a new third message and of a seq before every message of the group."""
+    store = HistoryStore(engine)
+    store.save(_message(3, "a third message"))
+    third = store.newest_seq("plans")
+    assert third is not None
+    found = HistoryIndex(engine).previous("plans", [third, 0])
+    assert set(found) <= {third, 0}
+    return {"third" if seq == third else "first": said.id for seq, said in found.items()}
+
+
+def test_previous_is_the_message_before_each_hit_notices_aside(engine):
+    """The message stored just before each seq, in one go: notices and other groups skipped,
+    nothing for a seq with none before it."""
+    store = HistoryStore(engine)
+    store.save(_message(1, "the question?"))
+    store.save(dataclasses.replace(_message(5, "elsewhere"), group="other"))
+    store.save(_message(2, "a notice", sender="arena", kind=MessageKind.NOTICE))
+    assert _previous_ids(engine) == {"third": _message(1, "").id}

@@ -318,6 +318,41 @@ COMMON_MESSAGES = 1000
 _COMMON = text(
     "SELECT count(*) FROM (SELECT 1 FROM history_fts WHERE history_fts MATCH :term LIMIT :cap)"
 )
+_SQLITE_RANKED = text(f"""
+    SELECT rowid AS seq, -bm25(history_fts, {BODY_WEIGHT}, {META_WEIGHT}, 0.0) AS score
+    FROM history_fts WHERE history_fts MATCH :match AND rowid < :before
+    ORDER BY score DESC, seq DESC LIMIT :limit
+""")
+_SQLITE_NEWEST = text(
+    "SELECT rowid FROM history_fts WHERE history_fts MATCH :match AND rowid < :before "
+    "ORDER BY rowid DESC LIMIT :limit"
+)
+_POSTGRES_RANKED = text("""
+    SELECT m.seq, ts_rank(m.search_tsv, q.query, 1) AS score
+    FROM messages AS m, websearch_to_tsquery('english'::regconfig, :match) AS q(query)
+    WHERE m.search_group && CAST(:group AS text[]) AND m.search_tsv @@ q.query
+      AND m.seq < :before
+    ORDER BY score DESC, m.seq DESC LIMIT :limit
+""")
+
+
+def _rare(conn: Connection, quoted: Sequence[str]) -> list[str]:
+    """The terms in fewer than :data:`COMMON_MESSAGES` indexed messages (of any group): BM25
+    costs a pass over every message of each word searched, and a word found in thousands of
+    messages adds little to the ranking (the relevance of what is found still counts every
+    word)."""
+    return [
+        term
+        for term in quoted
+        if conn.execute(_COMMON, {"term": term, "cap": COMMON_MESSAGES}).scalar_one()
+        < COMMON_MESSAGES
+    ]
+
+
+def _newest(conn: Connection, match: str, before: int, limit: int) -> list[int]:
+    """The seqs of the newest ``limit`` messages that ``match``, newest first."""
+    params = {"match": match, "before": before, "limit": limit}
+    return [int(row[0]) for row in conn.execute(_SQLITE_NEWEST, params)]
 
 
 def _said(row: Any) -> Said:
@@ -349,45 +384,51 @@ class HistoryIndex:
         """
         if not terms or limit <= 0:
             return []
-        params: dict[str, Any] = {"limit": limit, "before": before_seq or 2**62}
-        if self._sqlite:
-            quoted = [fts5_phrase(t) for t in terms]
-            words = " OR ".join(self._telling(quoted))
-            params["match"] = f'scope : "{group_key(group)}" AND ({words})'
-            sql = f"""
-                SELECT rowid AS seq, -bm25(history_fts, {BODY_WEIGHT}, {META_WEIGHT}, 0.0) AS score
-                FROM history_fts WHERE history_fts MATCH :match AND rowid < :before
-                ORDER BY score DESC, seq DESC LIMIT :limit
-            """
-        else:
-            params["group"] = [group]
-            params["match"] = websearch_query(terms)
-            sql = """
-                SELECT m.seq, ts_rank(m.search_tsv, q.query, 1) AS score
-                FROM messages AS m, websearch_to_tsquery('english'::regconfig, :match) AS q(query)
-                WHERE m.search_group && CAST(:group AS text[]) AND m.search_tsv @@ q.query
-                  AND m.seq < :before
-                ORDER BY score DESC, m.seq DESC LIMIT :limit
-            """
+        before = before_seq or 2**62
         with self.engine.connect() as conn:
-            scored = [(int(r[0]), float(r[1])) for r in conn.execute(text(sql), params)]
+            if self._sqlite:
+                scored = self._sqlite_search(conn, terms, group, before, limit)
+            else:
+                scored = self._postgres_search(conn, terms, group, before, limit)
             found = self._by_seq(conn, [seq for seq, _ in scored])
         return [(found[seq], score) for seq, score in scored if seq in found]
 
-    def _telling(self, quoted: list[str]) -> list[str]:
-        """The terms that are not in most messages, when there are any: a word found in
-        thousands of messages adds little to the ranking, but every one of those messages
-        would be ranked (the relevance of what is found still counts every word)."""
-        if len(quoted) < 2:
-            return quoted
-        with self.engine.connect() as conn:
-            rare = [
-                term
-                for term in quoted
-                if conn.execute(_COMMON, {"term": term, "cap": COMMON_MESSAGES}).scalar_one()
-                < COMMON_MESSAGES
-            ]
-        return rare or quoted
+    @staticmethod
+    def _sqlite_search(
+        conn: Connection, terms: Sequence[str], group: str, before: int, limit: int
+    ) -> list[tuple[int, float]]:
+        """Ranked by BM25 over the words that are not in most messages. A question made only
+        of such common words is answered by the newest messages that hold them all, then by
+        the newest that hold any: BM25 would rank every one of tens of thousands of messages
+        (and count each word's messages in the whole store) to tell them apart by little."""
+        quoted = [fts5_phrase(t) for t in terms]
+        scope = f'scope : "{group_key(group)}"'
+        rare = _rare(conn, quoted)
+        if rare:
+            match = f"{scope} AND ({' OR '.join(rare)})"
+            params = {"match": match, "before": before, "limit": limit}
+            return [(int(r[0]), float(r[1])) for r in conn.execute(_SQLITE_RANKED, params)]
+        seqs: dict[int, float] = {}
+        if len(quoted) > 1:
+            every = f"{scope} AND {' AND '.join(quoted)}"
+            seqs.update(dict.fromkeys(_newest(conn, every, before, limit), 1.0))
+        if len(seqs) < limit:
+            some = f"{scope} AND ({' OR '.join(quoted)})"
+            for seq in _newest(conn, some, before, limit):
+                seqs.setdefault(seq, 0.5)
+        return list(seqs.items())[:limit]
+
+    @staticmethod
+    def _postgres_search(
+        conn: Connection, terms: Sequence[str], group: str, before: int, limit: int
+    ) -> list[tuple[int, float]]:
+        params = {
+            "group": [group],
+            "match": websearch_query(terms),
+            "before": before,
+            "limit": limit,
+        }
+        return [(int(r[0]), float(r[1])) for r in conn.execute(_POSTGRES_RANKED, params)]
 
     @staticmethod
     def _by_seq(conn: Connection, seqs: Sequence[int]) -> dict[int, Said]:
@@ -401,21 +442,25 @@ class HistoryIndex:
         return {int(row.seq): _said(row) for row in rows}
 
     def previous(self, group: str, seqs: Sequence[int]) -> dict[int, Said]:
-        """For each of ``seqs``, the group's message (not a notice) stored just before it."""
-        found: dict[int, Said] = {}
+        """For each of ``seqs``, the group's message (not a notice) stored just before it
+        (read in one query)."""
         if not seqs:
-            return found
+            return {}
+        hits = " UNION ALL ".join(f"SELECT CAST(:s{n} AS bigint) AS hit" for n in range(len(seqs)))
+        sql = text(
+            f"SELECT hits.hit, {_PREVIOUS_COLUMNS} FROM ({hits}) AS hits "
+            f"JOIN messages AS m ON m.seq = ({_PREVIOUS_SEQ})"
+        )
+        params: dict[str, Any] = {f"s{n}": seq for n, seq in enumerate(seqs)}
+        params["group"] = group
         with self.engine.connect() as conn:
-            for seq in seqs:
-                row = conn.execute(_PREVIOUS, {"group": group, "seq": seq}).first()
-                if row is not None:
-                    found[seq] = _said(row)
-        return found
+            return {int(row.hit): _said(row) for row in conn.execute(sql, params)}
 
 
-_PREVIOUS = text(
-    f"SELECT {_COLUMNS} FROM messages WHERE group_id = :group AND seq < :seq "
-    f"AND kind IN {_KINDS} ORDER BY seq DESC LIMIT 1"
+_PREVIOUS_COLUMNS = ", ".join(f"m.{column}" for column in _COLUMNS.split(", "))
+_PREVIOUS_SEQ = (
+    "SELECT p.seq FROM messages AS p WHERE p.group_id = :group AND p.seq < hits.hit "
+    f"AND p.kind IN {_KINDS} ORDER BY p.seq DESC LIMIT 1"
 )
 
 
