@@ -133,9 +133,12 @@ class Briefing:
         writes nothing).
         """
         folder = self.personal.workspace(agent.id)
-        recent = self.store.recent(trigger.group, self.settings.history_limit)
-        # Recall searches the messages older than those the history layer shows.
-        recall = self._recall(agent, trigger, now, recent[0].seq if recent else None)
+        limit = self.settings.history_limit
+        recent = self.store.recent(trigger.group, limit)
+        # Recall searches the messages older than those the history layer shows; when the
+        # layer holds fewer than it may, it holds the whole group and there are none.
+        older = len(recent) >= limit
+        recall = self._recall(agent, trigger, now, recent[0].seq if older else None, older)
         if recall is not None and mark_used and self.recaller is not None:
             self.recaller.mark_used(recall, now)
         layers = Layers(
@@ -171,7 +174,12 @@ class Briefing:
         ]
 
     def _recall(
-        self, agent: AgentSpec, trigger: ChatMessage, now: datetime, before_seq: int | None
+        self,
+        agent: AgentSpec,
+        trigger: ChatMessage,
+        now: datetime,
+        before_seq: int | None,
+        older: bool,
     ) -> RecallResult | None:
         config = self.recall_config(agent)
         if self.recaller is None or config.max_entries == 0:
@@ -183,4 +191,5 @@ class Briefing:
             config=config,
             now=now,
             before_seq=before_seq,
+            messages=older,
         )

@@ -196,6 +196,7 @@ class Recaller:
         config: RecallConfig,
         now: datetime,
         before_seq: int | None = None,
+        messages: bool = True,
     ) -> RecallResult:
         """The best memories and earlier messages for ``query``, after every layer. Only
         reads: a turn that shows them to an agent records that with :meth:`mark_used` (a
@@ -210,11 +211,14 @@ class Recaller:
             now: The current time, for recency.
             before_seq: Only messages stored before this one are searched: the history layer
                 shows the newer ones (None: every message of the group).
+            messages: False when the caller knows that no such message exists (the history
+                layer holds the whole group): the messages are not searched.
         """
         scopes = [("session", group), ("personal", agent), ("global", "")]
         dropped: list[Dropped] = []
         ranked: list[_Ranked] = self._memories(query, scopes, config, now, dropped)
-        ranked += self._messages(query, group, before_seq, config, dropped)
+        if messages:
+            ranked += self._messages(query, group, before_seq, config, dropped)
         ranked.sort(key=lambda item: (-item.score, item.order))
         return self._fit(ranked, group, config, now, dropped)
 

@@ -1,0 +1,91 @@
+"""What a turn's recall costs: a group the history layer shows whole is not searched (there is
+nothing older to find), while a longer one still is."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+
+from orchestrator.cli import main
+from orchestrator.memory.db import make_engine
+from orchestrator.memory.history import HistoryStore
+from orchestrator.models import ChatMessage, MessageKind
+from tests.arena_helpers import make_settings, set_environment
+
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HistoryStore]:
+    """The history `arena context` reads, with a history window of 20 messages."""
+    values = make_settings(tmp_path, "redis://127.0.0.1:1", "mqtt://127.0.0.1:1", None)
+    set_environment(monkeypatch, values, ARENA_HISTORY_LIMIT="20")
+    engine = make_engine(values.effective_database_url)
+    yield HistoryStore(engine)
+    engine.dispose()
+
+
+def _chat(store: HistoryStore, count: int) -> None:
+    for n in range(count):
+        text = "The Hetzner budget is 400 euros." if n == 0 else f"filler line number {n}"
+        store.save(
+            ChatMessage(
+                id=f"{1_700_000_000_000 + n}-0",
+                group="plans",
+                sender="alex",
+                kind=MessageKind.HUMAN,
+                text=text,
+                created_at=T0 + timedelta(minutes=n),
+            )
+        )
+
+
+@contextmanager
+def _searches() -> Iterator[list[str]]:
+    """The statements that search the conversation's index, run by any engine meanwhile."""
+    seen: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if "history_fts MATCH" in statement:
+            seen.append(statement)
+
+    event.listen(Engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(Engine, "before_cursor_execute", record)
+
+
+def _context(question: str) -> dict[str, Any]:
+    result = CliRunner().invoke(
+        main, ["context", "helper", "plans", "--message", question, "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    data: dict[str, Any] = json.loads(result.output)
+    return data
+
+
+def test_a_group_the_window_shows_whole_is_not_searched(store: HistoryStore) -> None:
+    _chat(store, 19)
+    with _searches() as seen:
+        data = _context("what was the Hetzner budget?")
+    assert seen == []
+    conversation = "\n".join(turn["content"] for turn in data["messages"])
+    assert "The Hetzner budget is 400 euros." in conversation
+
+
+def test_a_group_longer_than_the_window_is_searched(store: HistoryStore) -> None:
+    _chat(store, 40)
+    with _searches() as seen:
+        data = _context("what was the Hetzner budget?")
+    assert seen
+    assert "The Hetzner budget is 400 euros." in data["system_tail"]
