@@ -183,27 +183,35 @@ def _prefix(message: ChatMessage, tz: str) -> str:
     return f"[{when} {message.sender} ({message.kind.value})]: "
 
 
-@lru_cache(maxsize=8192)
 def _history_item(
     agent_id: str, message: ChatMessage, tokens: int, counter: TokenCounter, tz: str
 ) -> HistoryItem:
     """A stored message as ``agent_id`` sees it: its own replies unlabelled (a dated label
     there would teach the model to start its replies with one), everything else labelled
     with its date, time and sender, marker-shaped text neutralised in both (rows stored
-    before markers of every spelling were stripped may hold one). Remembered, because a
-    group's recent messages are shown again at every turn."""
-    agent_reply = message.kind is MessageKind.AGENT
-    if agent_reply and message.sender == agent_id:
-        text = neutralise(message.text)
-        return HistoryItem(
-            id=message.id, text=text, tokens=tokens, own_reply=True, agent_reply=True
-        )
+    before markers of every spelling were stripped may hold one)."""
+    if message.kind is MessageKind.AGENT and message.sender == agent_id:
+        return _own_reply(message, tokens)
+    return _labelled(message, tokens, counter, tz)
+
+
+# Both remembered, because a group's recent messages are shown again at every turn; a
+# labelled message is the same for every agent, so it is labelled (and its label's tokens
+# counted) once, whichever agent sees it, the turn it is the trigger included.
+@lru_cache(maxsize=4096)
+def _own_reply(message: ChatMessage, tokens: int) -> HistoryItem:
+    text = neutralise(message.text)
+    return HistoryItem(id=message.id, text=text, tokens=tokens, own_reply=True, agent_reply=True)
+
+
+@lru_cache(maxsize=16384)
+def _labelled(message: ChatMessage, tokens: int, counter: TokenCounter, tz: str) -> HistoryItem:
     prefix = _prefix(message, tz)
     return HistoryItem(
         id=message.id,
         text=prefix + neutralise(message.text),
         tokens=tokens + counter.count(prefix),
-        agent_reply=agent_reply,
+        agent_reply=message.kind is MessageKind.AGENT,
     )
 
 
@@ -227,15 +235,7 @@ def _history_items(
         items.append(item)
         roles[item.id] = "assistant" if item.own_reply else "user"
     base = trigger_tokens if trigger_tokens is not None else counter.count(trigger.text)
-    prefix = _prefix(trigger, tz)
-    items.append(
-        HistoryItem(
-            id=trigger.id,
-            text=prefix + neutralise(trigger.text),
-            tokens=base + counter.count(prefix),
-            agent_reply=trigger.kind is MessageKind.AGENT,
-        )
-    )
+    items.append(_labelled(trigger, base, counter, tz))
     roles[trigger.id] = "user"
     return items, roles
 
