@@ -20,8 +20,9 @@
 
    Detection is case-insensitive and the first type that matches wins, in this order:
 
-   - decision: "we decided", "we've decided", "decided to", "decision:"
-   - requirement: "must ", "requirement:", "is required", "needs to", "we need"
+   - decision and requirement: as :mod:`orchestrator.memory.cues` tells them ("we decided",
+     "let's go with"…; "must ", "we need"…; never in a question, and never "must" as a guess
+     such as "that must have been hard");
    - task: "please ", "todo:", "task:" or "can you" in a sentence that also @mentions
      someone, or a sentence that starts with "todo:" or "task:". A mention is ``@`` then a
      letter or digit, not right after a letter, digit, ``_`` or ``.`` (so an e-mail address
@@ -46,6 +47,7 @@ import re
 from types import TracebackType
 from typing import Literal, Self
 
+from orchestrator.memory import cues
 from orchestrator.memory.markers import neutralise
 from orchestrator.models import Completion, LLMRequest, Usage
 
@@ -54,10 +56,7 @@ __all__ = ["OfflineProvider"]
 MemoryType = Literal["decision", "requirement", "task"]
 
 _QUOTE_LIMIT = 200
-_SENTENCE_SPLIT_RE = re.compile(r"[.!?\u3002\uff01\uff1f\n]+")
 _MENTION_RE = re.compile(r"(?<![\w.])@[A-Za-z0-9]")
-_DECISION = ("we decided", "we've decided", "decided to", "decision:")
-_REQUIREMENT = ("must ", "requirement:", "is required", "needs to", "we need")
 _TASK = ("please ", "todo:", "task:", "can you")
 _TASK_PREFIX = ("todo:", "task:")
 _LESSON = ("lesson:", "next time", "remember that", "note to self")
@@ -107,25 +106,23 @@ def _reply(request: LLMRequest) -> str:
         f"(set ANTHROPIC_API_KEY), so this is an offline reply to {_clean(trigger.sender)}: "
         f'"{_quote(trigger.text)}"'
     ]
-    sentences = [s.strip() for s in _SENTENCE_SPLIT_RE.split(trigger.text) if s.strip()]
-    for sentence in sentences:
-        kind = _memory_type(sentence)
+    sentences = [(cues.bare(s).strip(), question) for s, question in cues.sentences(trigger.text)]
+    for sentence, question in sentences:
+        kind = _memory_type(sentence, question)
         if kind is not None:
             payload = {"type": kind, "content": _marker_content(sentence), "confidence": 0.9}
             lines.append(f"<!--SAVE_MEMORY:{json.dumps(payload, ensure_ascii=False)}-->")
-    for sentence in sentences:
+    for sentence, _ in sentences:
         if _has_any(sentence, _LESSON):
             payload = {"content": _marker_content(sentence), "type": "lesson"}
             lines.append(f"<!--SAVE_TO_PERSONAL:{json.dumps(payload, ensure_ascii=False)}-->")
     return "\n".join(lines)
 
 
-def _memory_type(sentence: str) -> MemoryType | None:
+def _memory_type(sentence: str, question: bool) -> MemoryType | None:
     """Whether a sentence states a decision, a requirement or a task, first match wins."""
-    if _has_any(sentence, _DECISION):
-        return "decision"
-    if _has_any(sentence, _REQUIREMENT):
-        return "requirement"
+    if (stated := cues.states(sentence, question=question)) is not None:
+        return stated
     lowered = sentence.lower().lstrip()
     if lowered.startswith(_TASK_PREFIX) or (
         _has_any(sentence, _TASK) and _MENTION_RE.search(sentence)

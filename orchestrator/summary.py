@@ -13,9 +13,11 @@ raised for the job layer to retry.
 
 The offline provider is not asked: :func:`summarise_offline` carries the previous summary's
 items forward and adds, from people's messages, each sentence stating a decision, requirement,
-finished work or task (by its wording), and from agents' replies their memory markers, each
-as ``- YYYY-MM-DD HH:MM who: sentence``, the first saying of a thing kept. While over the
-budget, the oldest item of the longest section goes.
+finished work or task (by its wording: :mod:`orchestrator.memory.cues`, then "finished",
+"working on", "can you" with an @mention…; no question is a decision, requirement or finished
+work, and "that must have been hard" is no requirement), and from agents' replies their memory
+markers, each as ``- YYYY-MM-DD HH:MM who: sentence``, the first saying of a thing kept. While
+over the budget, the oldest item of the longest section goes.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from sqlmodel import Session, col, select
 from orchestrator.agents import load_agents
 from orchestrator.briefing import summary_path
 from orchestrator.distill import TEMPERATURE, answer_text, entries
+from orchestrator.memory import cues
 from orchestrator.memory.history import MessageRow
 from orchestrator.memory.markers import neutralise
 from orchestrator.memory.versions import Kind, VersionedFile, VersionStore, text_problem
@@ -62,13 +65,13 @@ _REQUEST = "Write the new summary now: the Markdown document only."
 _SECTIONS = ("Goal", "Decisions", "Requirements", "Done", "In progress")
 _TRIMMABLE = _SECTIONS[1:]
 _NONE = "none yet"
-# Sentence cues, checked in this order; the first that matches names the section.
-_CUES = (
-    ("Decisions", ("we decided", "we've decided", "decided to", "decision:", "let's go with")),
-    ("Requirements", ("must ", "requirement:", "is required", "needs to", "we need")),
-    ("Done", ("done:", "is done", "finished", "completed", "implemented", "merged", "shipped")),
-    ("In progress", ("todo:", "task:", "please ", "can you", "working on", "in progress")),
-)
+# Sentence cues past decisions and requirements (see orchestrator.memory.cues), checked in
+# this order; a task's "please" or "can you" counts only in a sentence that @mentions someone.
+_DONE = ("done:", "is done", "finished", "completed", "implemented", "merged", "shipped")
+_PROGRESS = ("todo:", "task:", "working on", "in progress")
+_ASKS = ("please ", "can you")
+_STATED = {"decision": "Decisions", "requirement": "Requirements"}
+_MENTION_RE = re.compile(r"(?<![\w.])@[A-Za-z0-9]")
 _MARKER_SECTIONS = {
     "decision": "Decisions",
     "requirement": "Requirements",
@@ -382,12 +385,25 @@ def _items_of(message: Said) -> list[tuple[str, str]]:
             if kind in _MARKER_SECTIONS and content.strip()
         ]
     found = []
-    for sentence in _sentences(message.text):
-        lowered = sentence.lower()
-        section = next((name for name, cues in _CUES if any(c in lowered for c in cues)), None)
+    for sentence, question in cues.sentences(neutralise(message.text)):
+        section = _section_of(sentence, question)
         if section is not None:
-            found.append((section, sentence))
+            found.append((section, _clean(sentence)))
     return found
+
+
+def _section_of(sentence: str, question: bool) -> str | None:
+    """The section a person's sentence belongs in by its wording, or None."""
+    if (stated := cues.states(sentence, question=question)) is not None:
+        return _STATED[stated]
+    lowered = sentence.lower()
+    if not question and any(cue in lowered for cue in _DONE):
+        return "Done"
+    if any(cue in lowered for cue in _PROGRESS) or (
+        any(cue in lowered for cue in _ASKS) and _MENTION_RE.search(sentence)
+    ):
+        return "In progress"
+    return None
 
 
 def _activity(previous: str, said: Sequence[Said], zone: tzinfo) -> str:
@@ -416,6 +432,10 @@ def _goal(said: Sequence[Said]) -> list[str]:
 def _sentences(text: str) -> list[str]:
     parts = (" ".join(p.split()) for p in _SENTENCE_SPLIT_RE.split(neutralise(text)))
     return [p.replace("@", "") for p in parts if p]
+
+
+def _clean(sentence: str) -> str:
+    return " ".join(sentence.split()).replace("@", "")
 
 
 def _add(items: list[str], item: str) -> None:
