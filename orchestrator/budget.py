@@ -85,13 +85,19 @@ class LayerBudgets:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HistoryItem:
-    """One message as the model will see it (label included), with its stored token count."""
+    """One message as the model will see it (label included), with its stored token count.
+
+    ``date`` is the date its label leaves out, because an earlier message states that day,
+    with its tokens: when the item is the oldest labelled one shown, the plan puts the date
+    back (after the label's opening ``[``)."""
 
     id: str
     text: str
     tokens: int
     own_reply: bool = False
     agent_reply: bool = False
+    date: str = ""
+    date_tokens: int = 0
 
     def __post_init__(self) -> None:
         if self.tokens < 0:
@@ -284,6 +290,20 @@ def _fill_history(draft: _Draft, history: Sequence[HistoryItem], min_messages: i
         draft.decisions.append(f"history filled the {remaining} tokens that remained: {omitted}")
 
 
+def _state_first_date(draft: _Draft) -> None:
+    """The oldest labelled message shown states its date: the ones after it may give only
+    their time."""
+    for index, item in enumerate(draft.history):
+        if item.own_reply:
+            continue
+        if item.date:
+            text = item.text[:1] + item.date + item.text[1:]
+            tokens = item.tokens + item.date_tokens
+            draft.history[index] = replace(item, text=text, tokens=tokens, date="", date_tokens=0)
+            draft.raw["history"] += item.date_tokens
+        return
+
+
 def _drop_recall(draft: _Draft) -> None:
     """Degradation 1: drop recalled memories, lowest score first."""
     dropped = 0
@@ -394,6 +414,7 @@ def plan_context(
     _cap_recall(draft, request.recall, budgets.recall)
     _fill_history(draft, request.history, budgets.min_history_messages)
     _degrade(draft, budgets)
+    _state_first_date(draft)
     tokens = draft.tokens()
     over_budget = tokens["total"] > draft.available
     if over_budget:

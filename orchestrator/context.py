@@ -104,14 +104,18 @@ class Left(Protocol):
 
 
 class SaidReference(Protocol):
-    """An earlier message recalled for this turn, with the one before it when that helps
-    (``memory.recall.RecalledMessage`` is one)."""
+    """An earlier message recalled for this turn and, when it answers another sender's
+    question, the message before it and that question (``memory.recall.RecalledMessage``
+    is one)."""
 
     @property
     def said(self) -> Spoken: ...
 
     @property
     def previous(self) -> Spoken | None: ...
+
+    @property
+    def question(self) -> str: ...
 
     @property
     def score(self) -> float: ...
@@ -175,24 +179,40 @@ def stamp(moment: datetime, tz: str) -> str:
     return moment.astimezone(ZoneInfo(tz)).strftime("%Y-%m-%d %H:%M")
 
 
-def _prefix(message: ChatMessage, tz: str) -> str:
-    """The label before a message: when, who and what ("[2026-03-01 14:05 alex (human)]: ")."""
+def _prefix(message: ChatMessage, tz: str, dated: bool = True) -> str:
+    """The label before a message: when, who and what ("[2026-03-01 14:05 alex (human)]: ",
+    or without the date: "[14:05 alex (human)]: ")."""
     when = stamp(message.created_at, tz)
+    when = when if dated else when[len(_day(message, tz)) + 1 :]
     if message.kind is MessageKind.NOTICE:
         return f"[{when} arena notice]: "
     return f"[{when} {message.sender} ({message.kind.value})]: "
 
 
+def _day(message: ChatMessage, tz: str) -> str:
+    return _day_of(message.created_at, tz)
+
+
+@lru_cache(maxsize=16384)
+def _day_of(moment: datetime, tz: str) -> str:
+    return stamp(moment, tz)[:10]
+
+
 def _history_item(
-    agent_id: str, message: ChatMessage, tokens: int, counter: TokenCounter, tz: str
+    agent_id: str,
+    message: ChatMessage,
+    tokens: int,
+    context: tuple[TokenCounter, str, bool],
 ) -> HistoryItem:
     """A stored message as ``agent_id`` sees it: its own replies unlabelled (a dated label
     there would teach the model to start its replies with one), everything else labelled
-    with its date, time and sender, marker-shaped text neutralised in both (rows stored
-    before markers of every spelling were stripped may hold one)."""
+    with its time and sender, and its date unless the message labelled before it is of the
+    same day (``context``: the counter, the zone and that), marker-shaped text neutralised
+    in both (rows stored before markers of every spelling were stripped may hold one)."""
     if message.kind is MessageKind.AGENT and message.sender == agent_id:
         return _own_reply(message, tokens)
-    return _labelled(message, tokens, counter, tz)
+    counter, tz, same_day = context
+    return _labelled(message, tokens, counter, tz, not same_day)
 
 
 # Both remembered, because a group's recent messages are shown again at every turn; a
@@ -205,13 +225,19 @@ def _own_reply(message: ChatMessage, tokens: int) -> HistoryItem:
 
 
 @lru_cache(maxsize=16384)
-def _labelled(message: ChatMessage, tokens: int, counter: TokenCounter, tz: str) -> HistoryItem:
-    prefix = _prefix(message, tz)
+def _labelled(
+    message: ChatMessage, tokens: int, counter: TokenCounter, tz: str, dated: bool = True
+) -> HistoryItem:
+    prefix = _prefix(message, tz, dated)
+    label_tokens = counter.count(prefix)
+    date = "" if dated else _day(message, tz) + " "
     return HistoryItem(
         id=message.id,
         text=prefix + neutralise(message.text),
-        tokens=tokens + counter.count(prefix),
+        tokens=tokens + label_tokens,
         agent_reply=message.kind is MessageKind.AGENT,
+        date=date,
+        date_tokens=counter.count(_prefix(message, tz)) - label_tokens if date else 0,
     )
 
 
@@ -222,20 +248,26 @@ def _history_items(
     counter: TokenCounter,
     tz: str,
 ) -> tuple[list[HistoryItem], dict[str, str]]:
-    """Planner items (trigger last) and each item's role."""
+    """Planner items (trigger last) and each item's role. A labelled message states its date
+    only when the one labelled before it is of another day."""
     items: list[HistoryItem] = []
     roles: dict[str, str] = {}
     trigger_tokens = None
+    day = ""
     for past in history:
         if past.message.id == trigger.id:
             if trigger_tokens is None:
                 trigger_tokens = past.tokens
             continue
-        item = _history_item(agent_id, past.message, past.tokens, counter, tz)
+        item = _history_item(
+            agent_id, past.message, past.tokens, (counter, tz, _day(past.message, tz) == day)
+        )
+        if not item.own_reply:
+            day = _day(past.message, tz)
         items.append(item)
         roles[item.id] = "assistant" if item.own_reply else "user"
     base = trigger_tokens if trigger_tokens is not None else counter.count(trigger.text)
-    items.append(_labelled(trigger, base, counter, tz))
+    items.append(_labelled(trigger, base, counter, tz, _day(trigger, tz) != day))
     roles[trigger.id] = "user"
     return items, roles
 
@@ -263,19 +295,20 @@ def _reference_line(ref: Reference) -> str:
     return f"({ref.type}, {ref.trust}, {day}, source: {source}) {neutralise(ref.content)}"
 
 
-def _said_line(said: Spoken, tz: str) -> str:
-    """One recalled message: its trust label (who said it, when) and its id as citation.
-    Its text on one line, so no line of it can pass for another reference."""
+def _said_line(said: Spoken, tz: str, answers: str = "") -> str:
+    """One recalled message: its trust label (who said it, when), its id as citation, what it
+    answers, then its text. All on one line, so no line of it can pass for another reference."""
     text = " ".join(neutralise(said.text).split())
-    return f"said by {said.sender} on {stamp(said.created_at, tz)} (message {said.id}): {text}"
+    label = f"said by {said.sender} on {stamp(said.created_at, tz)} (message {said.id})"
+    return f"{label}{answers}: {text}"
 
 
 def _said_lines(ref: SaidReference, tz: str) -> str:
-    """A recalled message, after the message before it when that was recalled with it."""
-    line = _said_line(ref.said, tz)
-    if ref.previous is None:
-        return line
-    return f"{_said_line(ref.previous, tz)}\n    {line}"
+    """A recalled message, with the question it answers when it answers one."""
+    if ref.previous is None or not ref.question:
+        return _said_line(ref.said, tz)
+    asked = " ".join(neutralise(ref.question).split())
+    return _said_line(ref.said, tz, f', answering {ref.previous.sender}\'s "{asked}"')
 
 
 def _recall_items(layers: Layers, tz: str, counter: TokenCounter) -> list[RecallItem]:
@@ -298,7 +331,8 @@ def _said_id(ref: SaidReference) -> str:
 
 
 def _citations(layers: Layers, kept: set[str]) -> list[dict[str, Any]]:
-    """What the references shown cite: a memory's source, or a message's id."""
+    """What the references shown cite: a memory's source, or a message's id (and the id of
+    the message whose question it answers)."""
     citations: list[dict[str, Any]] = [
         {"id": r.id, "ref": r.citation.ref if r.citation else None, "trust": r.trust}
         for r in layers.recalled

@@ -66,7 +66,8 @@ _SECTIONS = ("Goal", "Decisions", "Requirements", "Done", "In progress")
 _TRIMMABLE = _SECTIONS[1:]
 _NONE = "none yet"
 # Sentence cues past decisions and requirements (see orchestrator.memory.cues), checked in
-# this order; a task's "please" or "can you" counts only in a sentence that @mentions someone.
+# this order: finished work and work in progress in statements, and a request ("please", "can
+# you") in a sentence that @mentions someone.
 _DONE = ("done:", "is done", "finished", "completed", "implemented", "merged", "shipped")
 _PROGRESS = ("todo:", "task:", "working on", "in progress")
 _ASKS = ("please ", "can you")
@@ -399,7 +400,7 @@ def _section_of(sentence: str, question: bool) -> str | None:
     lowered = sentence.lower()
     if not question and any(cue in lowered for cue in _DONE):
         return "Done"
-    if any(cue in lowered for cue in _PROGRESS) or (
+    if (not question and any(cue in lowered for cue in _PROGRESS)) or (
         any(cue in lowered for cue in _ASKS) and _MENTION_RE.search(sentence)
     ):
         return "In progress"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -406,3 +407,26 @@ def test_plan_properties(
     for label, cut in _cut(request, plan).items():
         if cut:
             assert any(re.search(label, d) for d in plan.decisions), label
+
+
+def test_the_oldest_message_shown_states_its_date():
+    """When the window leaves out the day's first message, the oldest one shown gets its date
+    back (after the label's opening bracket), and its tokens are counted."""
+    counter = TokenCounter()
+    items = [
+        HistoryItem(id=str(n), text=f"[10:0{n} alex (human)]: {'word ' * 40}", tokens=50)
+        for n in range(1, 4)
+    ]
+    dated = [
+        replace(item, date="2026-03-01 ", date_tokens=counter.count("2026-03-01 "))
+        for item in items
+    ]
+    trigger = HistoryItem(id="t", text="[10:09 alex (human)]: next?", tokens=10)
+    request = BudgetRequest(
+        window=150, reserved_output=0, overhead_tokens=0, identity="", history=[*dated, trigger]
+    )
+    plan = plan_context(request, LayerBudgets(min_history_messages=1), counter=counter)
+    assert [item.id for item in plan.history] == ["2", "3", "t"]
+    assert plan.history[0].text.startswith("[2026-03-01 10:02 alex (human)]: ")
+    assert plan.history[1].text.startswith("[10:03 alex (human)]: ")
+    assert plan.tokens["history"] == 50 + 50 + 10 + counter.count("2026-03-01 ")

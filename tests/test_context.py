@@ -88,9 +88,7 @@ def test_layers_appear_in_order():
     assert "<references>" in tail
     assert "sourced" in tail
     assert "groups/g/messages/1-0:1:dev" in tail
-    assert built.request.messages[-1]["content"].endswith(
-        "[2026-03-01 12:00 alex (human)]: what next?"
-    )
+    assert built.request.messages[-1]["content"].endswith("[12:00 alex (human)]: what next?")
     assert built.report["citations"] == [{"id": 1, "ref": "1-0:1:dev", "trust": "sourced"}]
     assert set(built.report["tokens"]) >= {"identity", "summary", "memory_md", "logs", "recall"}
 
@@ -108,8 +106,7 @@ def test_roles_labels_and_merging():
     turns = built.request.messages
     assert [t["role"] for t in turns] == ["user", "assistant", "user"]
     assert turns[0]["content"] == (
-        "[2026-03-01 12:00 alex (human)]: first\n\n"
-        "[2026-03-01 12:00 architect (agent)]: design note"
+        "[2026-03-01 12:00 alex (human)]: first\n\n[12:00 architect (agent)]: design note"
     )
     assert turns[1]["content"] == "my answer"
 

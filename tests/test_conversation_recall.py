@@ -9,6 +9,7 @@ import logging
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 from click.testing import CliRunner
@@ -96,11 +97,11 @@ def test_a_message_from_500_messages_ago_is_recalled_with_date_and_citation(sett
     data = _context("remind me, what was the budget for Hetzner?")
     tail = data["system_tail"]
     assert (
-        f"said by alex on 2026-03-01 11:40 (message {answer.id}): "
+        f"said by alex on 2026-03-01 11:40 (message {answer.id}), answering sam's "
+        '"What budget do we have for the Hetzner servers?": '
         "The Hetzner budget is 400 euros a month, not more." in tail
     )
-    assert f"said by sam on 2026-03-01 11:39 (message {question.id})" in tail
-    assert tail.index(question.id) < tail.index(answer.id)
+    assert tail.count("What budget do we have") == 1
     cited = {c["id"] for c in data["report"]["citations"]}
     assert {answer.id, question.id} <= cited
     assert answer.id not in _conversation(data)
@@ -116,11 +117,15 @@ def test_a_message_in_the_history_window_is_not_repeated(settings, engine):
 
 
 def test_history_lines_carry_their_date_and_time(settings, engine):
-    """Every history line shows when it was said, in ARENA_TZ, before who said it."""
+    """Every history line shows when it was said, in ARENA_TZ, before who said it; the date
+    is stated by the first line of each day, so the lines after it give the time alone."""
     _chat(HistoryStore(engine), 3, {})
     conversation = _conversation(_context("anything new?"))
-    assert "[2026-03-01 10:00 sam (human)]: sounds good" in conversation
-    assert "[2026-03-01 10:01 alex (human)]: I pushed" in conversation
+    assert conversation.startswith("[2026-03-01 10:00 sam (human)]: sounds good")
+    assert "\n[10:01 alex (human)]: I pushed" in conversation
+    assert "\n[10:02 sam (human)]: can you review" in conversation
+    today = datetime.now(ZoneInfo(settings.tz)).strftime("%Y-%m-%d")
+    assert f"\n[{today} " in conversation  # the question, asked on another day
 
 
 def test_markers_in_recalled_messages_are_neutralised(settings, engine):

@@ -24,6 +24,11 @@ from tests.test_summary import NOW, _say
         ("You must've been so proud!", None),
         ("It must be so exciting to move.", None),
         ("They must feel relieved.", None),
+        ("You must really love seeing them grow.", None),
+        ("Must have taken a lot of work.", None),
+        ("I can imagine that must be challenging.", None),
+        ("I can only imagine how tough it must be.", None),
+        ("Passwords must be hashed with argon2.", "requirement"),
         ("That must be hard. We must ship by Friday.", "requirement"),
         ("Do we need a cache?", None),
         ("Have we decided to use Redis?!", None),
@@ -37,11 +42,11 @@ def test_what_a_message_states(text, expected):
 
 def test_sentences_keep_numbers_and_tell_questions():
     """A dot inside a number does not end a sentence; each sentence says whether it asks."""
-    assert cues.sentences("Use v1.2 now. Is it out?\nYes 决定了。好吗？") == [
+    assert cues.sentences("Use v1.2 now. Is it out?\nYes 决定了。好吗\uff1f") == [
         ("Use v1.2 now.", False),
         ("Is it out?", True),
         ("Yes 决定了。", False),
-        ("好吗？", True),
+        ("好吗\uff1f", True),
     ]
 
 
@@ -60,9 +65,11 @@ async def test_summary_keeps_no_small_talk(settings, engine):
     _say(engine, 0, "We are planning the clinic's booking site together.")
     _say(engine, 1, "That must have been awesome! Can you tell me more about it?")
     _say(engine, 2, "Have you finished the mockups? We must support mobile.")
+    _say(engine, 3, "What are you working on? I'm working on the calendar view.")
     outcome = await run_summary(settings, engine, OfflineProvider(), "team", None, "messages", NOW)
     assert outcome.status == "written"
     text = (settings.data_dir / "memory" / "summary_team.md").read_text(encoding="utf-8")
     assert "We must support mobile." in text
-    for noise in ("must have been awesome", "tell me more", "finished the mockups"):
+    assert "I'm working on the calendar view." in text
+    for noise in ("must have been awesome", "tell me more", "finished the mockups", "What are"):
         assert noise not in text

@@ -334,26 +334,55 @@ def test_only_messages_older_than_the_window_are_searched(memory, engine, with_h
 
 
 def test_the_question_before_an_answer_comes_with_it(memory, engine, with_history):
-    """A hit answering another sender's question brings the question; a hit after a plain
-    statement, or after its own sender's message, comes alone."""
+    """A short hit answering another sender's question brings that question (the last one the
+    message before it asks), and a question quoted whole is not shown again on its own; a hit
+    after a plain statement, or after its own sender's message, comes alone."""
     question = _said(engine, 1, "Which port does the gateway listen on?", sender="sam")
     answer = _said(engine, 2, "The gateway listens on port 8443.")
     _said(engine, 3, "Lunch is at noon.", sender="sam")
     alone = _said(engine, 4, "The gateway certificate expires in May.")
+    asks = _said(engine, 5, "Morning! Long weekend. Who renews the gateway certificate?", "sam")
+    renews = _said(engine, 6, "The gateway certificate is renewed by ops.")
     result = recall(with_history, "gateway port certificate")
-    found = {m.said.id: m.previous.id if m.previous else None for m in result.messages}
-    assert found == {answer: question, alone: None}
+    found = {
+        m.said.id: (m.previous.id if m.previous else None, m.question) for m in result.messages
+    }
+    assert found == {
+        answer: (question, "Which port does the gateway listen on?"),
+        alone: (None, ""),
+        renews: (asks, "Who renews the gateway certificate?"),
+        asks: (None, ""),  # quoted in part with its answer, so shown whole on its own too
+    }
+
+
+def test_a_long_answer_comes_without_the_question(memory, engine, with_history):
+    """A message long enough to say what it is about is shown without the question before
+    it; so is one whose previous message asks nothing."""
+    _said(engine, 1, "What do we know about the gateway?", sender="sam")
+    long = _said(engine, 2, "The gateway " + "handles retries and timeouts, " * 8 + "and logs.")
+    result = recall(with_history, "gateway retries")
+    assert [(m.said.id, m.previous, m.question) for m in result.messages][:1] == [(long, None, "")]
 
 
 def test_people_rank_above_agents_restating_them(memory, engine, with_history):
-    """An agent's reply quoting a person ranks below the person's own words."""
+    """An agent's reply quoting a person ranks below the person's own words, and is left out
+    as a repeat of them; a reply that adds enough of its own is kept."""
     person = _said(engine, 1, "the audit log must keep ninety days")
     agent = _said(
         engine, 2, 'noted: "the audit log must keep ninety days"', "ping", MessageKind.AGENT
     )
+    adds = _said(
+        engine,
+        3,
+        "ninety days of audit log fit in two gigabytes, so the small volume will do",
+        "pong",
+        MessageKind.AGENT,
+    )
     result = recall(with_history, "audit log ninety days")
-    assert [m.said.id for m in result.messages] == [person, agent]
+    assert [m.said.id for m in result.messages] == [person, adds]
     assert result.messages[0].score > result.messages[1].score
+    assert [(d.id, d.layer) for d in result.dropped] == [(agent, "repeat")]
+    assert f"repeats message {person}" in result.dropped[0].reason
 
 
 def test_message_candidates_under_the_floor_are_recorded(memory, engine, with_history):

@@ -9,7 +9,8 @@ sentence state neither:
 - a question (it ends with a question mark, ASCII or full-width): "do we need a cache?"
   asks, it does not decide;
 - "must" as a guess about how something was or felt, not as an obligation: "that must have
-  been hard", "you must've been proud", "it must be so exciting", "they must feel relieved".
+  been hard", "you must've been proud", "it must be so exciting", "they must feel relieved",
+  "you must really love it", "that must have taken a lot of work", "how tough it must be".
 
 Pure: no I/O.
 """
@@ -19,19 +20,22 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-__all__ = ["Statement", "bare", "sentences", "states"]
+__all__ = ["Statement", "bare", "question_of", "sentences", "states"]
 
 Statement = Literal["decision", "requirement"]
 
 DECISION = ("we decided", "we've decided", "decided to", "decision:", "let's go with")
 REQUIREMENT = ("must ", "requirement:", "is required", "needs to", "we need")
 _FEELINGS = (
-    "amazing|awesome|cool|difficult|exciting|exhausting|frustrating|fun|great|hard|lovely|"
-    "nice|rough|scary|special|stressful|tough|wonderful"
+    "amazing|awesome|challenging|cool|difficult|exciting|exhausting|frustrating|fun|great|"
+    "hard|inspiring|interesting|lovely|nice|overwhelming|rewarding|rough|scary|special|"
+    "stressful|tough|wonderful"
 )
+_PARTICIPLES = r"been|felt|had|taken|made|gone|seen|done|got|gotten|meant|\w+ed"
+# "must" followed by one of these guesses how something is, was or felt.
 _GUESS_RE = re.compile(
-    r"\bmust(?:'ve\b| have (?:been|felt|had)\b| feel\b|"
-    rf" be (?:so|really|such|very|quite|a lot|(?:{_FEELINGS}))\b)",
+    rf"\bmust(?:'ve\b| have (?:{_PARTICIPLES})\b| (?:really |so )?(?:feel|love|enjoy|miss)\b|"
+    rf" be (?:so|really|such|very|quite|a lot|(?:{_FEELINGS}))\b| be\W*$)",
     re.IGNORECASE,
 )
 # A sentence ends at a line break, after a full-width end mark, or after ., ! or ? followed by
@@ -50,6 +54,16 @@ def sentences(text: str) -> list[tuple[str, bool]]:
         if bare(raw):
             found.append((raw, "?" in marks or "\uff1f" in marks))
     return found
+
+
+def question_of(text: str, limit: int) -> str | None:
+    """The last question ``text`` asks, on one line and cut to ``limit`` characters (the last
+    one an ellipsis), or None when it asks nothing."""
+    asked = [sentence for sentence, question in sentences(text) if question]
+    if not asked:
+        return None
+    line = " ".join(asked[-1].split())
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "\u2026"
 
 
 def bare(sentence: str) -> str:

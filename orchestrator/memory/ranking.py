@@ -35,13 +35,13 @@ __all__ = [
     "AUTHOR_BONUS",
     "Trust",
     "adjusted_confidence",
-    "asks",
     "authors_of",
     "final_score",
     "fuse",
     "message_score",
     "message_similarities",
     "names_of",
+    "repeats",
     "text_relevance",
     "text_similarities",
     "trust_of",
@@ -59,6 +59,7 @@ AUTHOR_BONUS = 0.3
 MESSAGE_CONFIDENCE = {"human": 0.6, "agent": 0.4}
 MESSAGE_PRIORITY = 0.8
 MESSAGE_AUTHOR_BONUS = 0.2
+REPEAT_SHARE = 0.8
 _COVERAGE_WEIGHT = 0.3
 _BEST_SIGNAL_WEIGHT = 0.75
 
@@ -148,16 +149,20 @@ def message_similarities(
     return values
 
 
-def asks(value: str) -> bool:
-    """Whether a message asks something (a question mark, in any script)."""
-    return "?" in value or "\uff1f" in value
-
-
 def fuse(text: float, meaning: float) -> float:
     """Mostly the stronger signal, plus some of the other: a match by meaning alone can pass
     the relevance floor, and agreement of both signals ranks highest."""
     high, low = max(text, meaning), min(text, meaning)
     return _BEST_SIGNAL_WEIGHT * high + (1 - _BEST_SIGNAL_WEIGHT) * low
+
+
+def repeats(text: str, earlier: str) -> bool:
+    """Whether ``text`` says little that ``earlier`` does not: at least :data:`REPEAT_SHARE` of
+    the words of the shorter one are in the other (an agent's reply quoting a message, a
+    message said twice)."""
+    words, other = _words(text), _words(earlier)
+    shorter = min(len(words), len(other))
+    return shorter > 0 and len(words & other) >= REPEAT_SHARE * shorter
 
 
 @lru_cache(maxsize=8192)

@@ -7,31 +7,34 @@ the group's messages older than those the history layer shows; never in another 
 Candidates come from the full-text indexes, and also from embeddings when an embedder is
 available; :mod:`orchestrator.memory.ranking` scores them. Then come the layers, each
 configurable and each recording what it drops: relevance floor, untrusted filter,
-require-source, ranking (memories and messages together), max entries and char budget. A
-message that answers another sender's short question comes with that question.
+require-source, ranking (memories and messages together), repeats (a message whose words are
+mostly those of one recalled already, such as a reply quoting it), max entries and char
+budget. A
+short message that answers another sender's question comes with that question: the last one
+the message before it asks, cut to :data:`QUESTION_MAX_CHARS`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
 from orchestrator.errors import ValidationError
-from orchestrator.memory import fts
+from orchestrator.memory import cues, fts
 from orchestrator.memory.embeddings import Embedder
 from orchestrator.memory.history_index import HistoryIndex, Said
 from orchestrator.memory.ranking import (
     AUTHOR_BONUS,
     Trust,
     adjusted_confidence,
-    asks,
     authors_of,
     final_score,
     fuse,
     message_score,
     message_similarities,
+    repeats,
     text_relevance,
     text_similarities,
     trust_of,
@@ -51,11 +54,16 @@ __all__ = [
     "text_relevance",
 ]
 
-Layer = Literal["relevance_floor", "untrusted", "require_source", "max_entries", "char_budget"]
+Layer = Literal[
+    "relevance_floor", "untrusted", "require_source", "repeat", "max_entries", "char_budget"
+]
 
-# The message before a recalled one is shown with it when it asked a question of another
-# sender and is at most this long: the question is what gives an answer its meaning.
-PREVIOUS_MAX_CHARS = 300
+# A short recalled message (at most SHORT_ANSWER_CHARS) that answers another sender's question
+# is shown with that question (the last one the message before it asks), cut to
+# QUESTION_MAX_CHARS: "yes, four years" means nothing without it, while a longer message
+# usually says what it is about.
+SHORT_ANSWER_CHARS = 160
+QUESTION_MAX_CHARS = 120
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -114,11 +122,13 @@ class RecallResult:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RecalledMessage:
-    """An earlier message of the group, with the one before it when that helps (a question
-    and its answer belong together)."""
+    """An earlier message of the group and, when it answers another sender's question, the
+    message before it (``previous``) and that question (``question``: a question and its
+    answer belong together)."""
 
     said: Said
     previous: Said | None
+    question: str = ""
     score: float
     similarity: float
 
@@ -143,6 +153,7 @@ class _Fit:
     used: int = 0
     shown: set[str] = field(default_factory=set)
     before: dict[int, Said] = field(default_factory=dict)  # the message before a hit, by seq
+    taken: list[Said] = field(default_factory=list)  # the messages recalled so far
 
     def fits(self, size: int) -> bool:
         return self.used + size <= self.config.char_budget
@@ -291,6 +302,9 @@ class Recaller:
         """The best candidates within ``max_entries`` and ``char_budget``."""
         fit = _Fit(config=config, dropped=dropped)
         fit.before = self._previous_of(ranked, group, config)
+        asked = {c.item.id: _asked(c.item, fit.before) for c in ranked if isinstance(c.item, Said)}
+        # A question quoted whole with its answer is not shown again on its own.
+        fit.shown.update(p.id for p, q in asked.values() if p and q == " ".join(p.text.split()))
         snippets: list[Snippet] = []
         messages: list[RecalledMessage] = []
         for candidate in ranked:
@@ -298,25 +312,9 @@ class Recaller:
             if isinstance(item, MemoryRecord):
                 if fit.take(item.id, len(item.content)):
                     snippets.append(_snippet(item, candidate.score, candidate.similarity, now))
-                continue
-            if item.id in fit.shown:
-                continue  # shown already, as the message before another hit
-            previous = _previous(item, fit)
-            if previous is not None and not fit.fits(len(item.text) + len(previous.text)):
-                previous = None
-            size = len(item.text) + (len(previous.text) if previous else 0)
-            if fit.take(item.id, size):
-                fit.shown.add(item.id)
-                if previous is not None:
-                    fit.shown.add(previous.id)
-                messages.append(
-                    RecalledMessage(
-                        said=item,
-                        previous=previous,
-                        score=round(candidate.score, 4),
-                        similarity=round(candidate.similarity, 4),
-                    )
-                )
+            elif item.id not in fit.shown:
+                found = _take_message(candidate, item, asked[item.id], fit)
+                messages += [found] if found else []
         return RecallResult(
             snippets=tuple(snippets), messages=tuple(messages), dropped=tuple(dropped)
         )
@@ -379,19 +377,44 @@ class Recaller:
         return [(records[i], fused[i] * scale) for i in order]
 
 
-def _previous(said: Said, fit: _Fit) -> Said | None:
-    """The message before ``said`` when it helps: another sender's question (a question and
-    its answer belong together), short, and not shown already."""
-    previous = fit.before.get(said.seq)
-    if (
-        previous is None
-        or previous.sender == said.sender
-        or not asks(previous.text)
-        or previous.id in fit.shown
-        or len(previous.text) > PREVIOUS_MAX_CHARS
-    ):
+def _asked(said: Said, before: Mapping[int, Said]) -> tuple[Said | None, str]:
+    """The message before ``said`` and the question it asks, when ``said`` is short and that
+    message is another sender's and asks one; else ``(None, "")``."""
+    previous = before.get(said.seq)
+    if previous is None or previous.sender == said.sender or len(said.text) > SHORT_ANSWER_CHARS:
+        return None, ""
+    question = cues.question_of(previous.text, QUESTION_MAX_CHARS)
+    return (previous, question) if question else (None, "")
+
+
+def _repeat(said: Said, fit: _Fit) -> str | None:
+    """Why ``said`` adds nothing: it repeats a message recalled already."""
+    repeated = next((m for m in fit.taken if repeats(said.text, m.text)), None)
+    return None if repeated is None else f"repeats message {repeated.id}, recalled already"
+
+
+def _take_message(
+    candidate: _Ranked, said: Said, asked: tuple[Said | None, str], fit: _Fit
+) -> RecalledMessage | None:
+    """``said`` as recalled, with the question it answers when that fits too, or None when
+    it does not fit or repeats a message taken already."""
+    if (why := _repeat(said, fit)) is not None:
+        fit.dropped.append(Dropped(id=said.id, layer="repeat", reason=why))
         return None
-    return previous
+    previous, question = asked
+    if question and not fit.fits(len(said.text) + len(question)):
+        previous, question = None, ""
+    if not fit.take(said.id, len(said.text) + len(question)):
+        return None
+    fit.shown.add(said.id)
+    fit.taken.append(said)
+    return RecalledMessage(
+        said=said,
+        previous=previous,
+        question=question,
+        score=round(candidate.score, 4),
+        similarity=round(candidate.similarity, 4),
+    )
 
 
 def _below_floor(similarity: float, config: RecallConfig) -> tuple[Layer, str] | None:

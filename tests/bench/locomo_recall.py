@@ -181,10 +181,8 @@ class HistoryIngest:
 
     @staticmethod
     def ranked(result: RecallResult, ids: dict[str, set[str]]) -> list[set[str]]:
-        return [
-            ids.get(m.said.id, set()) | (ids.get(m.previous.id, set()) if m.previous else set())
-            for m in result.messages
-        ]
+        """Each hit's turn (the question quoted with a short answer is not the whole turn)."""
+        return [ids.get(m.said.id, set()) for m in result.messages]
 
 
 class MemoryIngest:
