@@ -21,18 +21,14 @@ from orchestrator.context import ContextLimits, Identity, Layers, PastMessage
 from orchestrator.memory.history import StoredMessage
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.recall import RecallConfig, Recaller, RecallResult
+from orchestrator.memory.versions import summary_path
 from orchestrator.models import AgentSpec, ChatMessage
 from orchestrator.settings import Settings
 from orchestrator.tokens import TokenCounter
 
-__all__ = ["Briefing", "Gathered", "RecentSource", "summary_path"]
+__all__ = ["Briefing", "Gathered", "RecentSource"]
 
 logger = logging.getLogger(__name__)
-
-
-def summary_path(data_dir: Path, group: str) -> Path:
-    """Where a group's rolling summary is kept."""
-    return data_dir / "memory" / f"summary_{group}.md"
 
 
 _SOURCE_RE = re.compile(r"\(source: ([a-z0-9][a-z0-9_-]{0,63})/[^()]*\)\s*$")

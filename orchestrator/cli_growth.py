@@ -13,12 +13,11 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator.agents import load_agents, workspace_dir
-from orchestrator.briefing import summary_path
 from orchestrator.cli_output import err, json_text, out, printable
 from orchestrator.errors import ValidationError
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.personal import PersonalLog
-from orchestrator.memory.versions import Run, Version, VersionStore
+from orchestrator.memory.versions import Run, Version, VersionStore, summary_path
 from orchestrator.settings import Settings
 from orchestrator.wire import validate_group
 

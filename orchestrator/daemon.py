@@ -14,7 +14,6 @@ from redis.asyncio import BlockingConnectionPool, Redis
 from sqlalchemy.engine import Engine
 
 from orchestrator.agents import load_agents, read_identity
-from orchestrator.breaker import CircuitBreaker
 from orchestrator.briefing import Briefing, RecentSource
 from orchestrator.bus import Bus
 from orchestrator.consumer import Consumer
@@ -24,7 +23,6 @@ from orchestrator.errors import ConfigError
 from orchestrator.events import MqttPublisher
 from orchestrator.files import write_atomic
 from orchestrator.leases import Leases
-from orchestrator.llm import AnthropicProvider
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.gate import GateConfig
 from orchestrator.memory.history import HistoryStore
@@ -34,9 +32,9 @@ from orchestrator.memory.recall import Recaller
 from orchestrator.memory.recent import RecentMessages
 from orchestrator.memory.session import SessionMemory
 from orchestrator.memory.writer import MemoryWriter
-from orchestrator.offline import OfflineProvider
 from orchestrator.pipeline import Pipeline, Team
 from orchestrator.prompts import Prompts
+from orchestrator.providers import build_llm
 from orchestrator.schedule import start_schedule
 from orchestrator.services import ping_redis
 from orchestrator.settings import Settings
@@ -45,7 +43,6 @@ from orchestrator.triggers import SummaryTrigger
 from orchestrator.turns import LLM
 
 __all__ = [
-    "build_llm",
     "ensure_data_dir",
     "load_drift",
     "load_team",
@@ -134,21 +131,6 @@ def save_drift(settings: Settings, drift: DriftCorrector) -> None:
     factors = drift.snapshot()
     if factors:
         write_atomic(_drift_path(settings), json.dumps(factors, indent=2) + "\n")
-
-
-def build_llm(settings: Settings) -> LLM:
-    """The Anthropic provider when a key is set, else the offline one."""
-    if settings.anthropic_api_key is None:
-        return OfflineProvider()
-    provider = AnthropicProvider(
-        api_key=settings.anthropic_api_key.get_secret_value(),
-        base_url=settings.anthropic_base_url,
-        timeout_s=settings.model_timeout_s,
-        max_retries=settings.model_max_retries,
-    )
-    return CircuitBreaker(
-        provider, threshold=settings.breaker_threshold, cooldown_s=settings.breaker_cooldown_s
-    )
 
 
 async def run(

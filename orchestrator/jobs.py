@@ -42,10 +42,14 @@ from rq.results import Result
 from rq.serializers import JSONSerializer
 from sqlalchemy.engine import Engine
 
+from orchestrator.distill import run_distillation
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.personal import PersonalLog
+from orchestrator.providers import build_llm
+from orchestrator.retention import prune
 from orchestrator.services import mqtt_client_args
 from orchestrator.settings import Settings, load_settings
+from orchestrator.summary import run_summary
 from orchestrator.turns import LLM
 from orchestrator.wire import growth_topic, job_guard_key, schedule_key, validate_group
 
@@ -362,8 +366,6 @@ def summary_job(group: str, upto_seq: int | None, trigger: str) -> dict[str, Any
 def prune_job(day_iso: str, trigger: str) -> dict[str, Any]:
     """Delete what the retention settings say is too old (an RQ job; ``day_iso`` names the
     run, the ages are measured from when it runs)."""
-    from orchestrator.retention import prune
-
     settings = load_settings()
     engine = make_engine(settings.effective_database_url)
     try:
@@ -387,8 +389,6 @@ class _Outcome(Protocol):
 
 
 async def _distill(settings: Settings, agent_id: str, day: date, trigger: str) -> dict[str, Any]:
-    from orchestrator.distill import run_distillation
-
     async def run(engine: Engine, llm: LLM, now: datetime) -> _Outcome:
         return await run_distillation(settings, engine, llm, agent_id, day, trigger, now)
 
@@ -403,8 +403,6 @@ async def _distill(settings: Settings, agent_id: str, day: date, trigger: str) -
 async def _summarise(
     settings: Settings, group: str, upto_seq: int | None, trigger: str
 ) -> dict[str, Any]:
-    from orchestrator.summary import run_summary
-
     async def run(engine: Engine, llm: LLM, now: datetime) -> _Outcome:
         return await run_summary(settings, engine, llm, group, upto_seq, trigger, now)
 
@@ -418,8 +416,6 @@ async def _run(
     settings: Settings, run: Callable[[Engine, LLM, datetime], Awaitable[_Outcome]]
 ) -> dict[str, Any]:
     """Open the database and the model for one run, and report what came of it."""
-    from orchestrator.daemon import build_llm  # the daemon imports this module
-
     started = time.monotonic()
     engine = await asyncio.to_thread(make_engine, settings.effective_database_url)
     llm = build_llm(settings)

@@ -22,10 +22,10 @@ from sqlalchemy.engine import Connection
 from orchestrator.briefing import Briefing
 from orchestrator.context import Identity, build_context
 from orchestrator.errors import LLMError
-from orchestrator.memory.db import BatchedWrites
 from orchestrator.memory.history import Closing, HistoryStore, NewReply, Opened, StoredMessage
 from orchestrator.memory.recall import RecallResult
 from orchestrator.memory.recent import RecentMessages
+from orchestrator.memory.transactions import BatchedWrites
 from orchestrator.memory.writer import MemoryWriter, Origin, WriteReport, marker_meta
 from orchestrator.models import AgentSpec, ChatMessage, Completion, MessageKind, RouteDecision
 from orchestrator.prompts import Prompts

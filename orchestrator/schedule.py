@@ -57,7 +57,6 @@ __all__ = [
     "next_fire_times",
     "prune_trigger",
     "start_schedule",
-    "summary_due",
 ]
 
 logger = logging.getLogger(__name__)
@@ -67,11 +66,6 @@ IDLE_CHECK = "idle-check"
 PRUNE = "prune"
 PRUNE_CRON = "15 4 * * *"  # a quiet hour, after the evening heartbeats
 MAX_SPEAKER_SCAN = 500  # messages read back to find who spoke before a group went quiet
-_SUMMARY_MARKERS = (
-    ("[decision]", "decision"),
-    ("[requirement]", "requirement"),
-    ("[task_assigned]", "task"),
-)
 
 Clock = Callable[[], datetime]
 Enqueue = Callable[[str, date, str], object]
@@ -90,28 +84,6 @@ class History(Protocol):
     def recent(self, group: str, limit: int) -> list[StoredMessage]:
         """The ``limit`` newest messages of a group, oldest first."""
         ...
-
-
-def summary_due(count_since_last: int, text: str, every: int) -> str | None:
-    """Whether a group's rolling summary is due after a message, and why.
-
-    Args:
-        count_since_last: messages in the group since its last summary, this one included.
-        text: this message (or marker) text.
-        every: summarise every this many messages; 0 or less never by count.
-
-    Returns:
-        ``"decision"``, ``"requirement"`` or ``"task"`` when the text carries ``[decision]``,
-        ``[requirement]`` or ``[task_assigned]``; else ``"messages"`` when ``count_since_last``
-        reached ``every``; else None.
-    """
-    lowered = text.lower()
-    for tag, trigger in _SUMMARY_MARKERS:
-        if tag in lowered:
-            return trigger
-    if every > 0 and count_since_last >= every:
-        return "messages"
-    return None
 
 
 def heartbeat_trigger(settings: Settings) -> CronTrigger:

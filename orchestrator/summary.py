@@ -36,12 +36,17 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from orchestrator.agents import load_agents
-from orchestrator.briefing import summary_path
 from orchestrator.distill import TEMPERATURE, answer_text, entries
 from orchestrator.memory import cues
 from orchestrator.memory.history import MessageRow
 from orchestrator.memory.markers import neutralise
-from orchestrator.memory.versions import Kind, VersionedFile, VersionStore, text_problem
+from orchestrator.memory.versions import (
+    Kind,
+    VersionedFile,
+    VersionStore,
+    summary_path,
+    text_problem,
+)
 from orchestrator.models import ChatMessage, LLMRequest, MessageKind
 from orchestrator.prompts import Prompts
 from orchestrator.settings import Settings

@@ -16,16 +16,42 @@ from redis.exceptions import RedisError
 
 from orchestrator.batching import Coalescer
 from orchestrator.jobs import enqueue_summary
-from orchestrator.schedule import summary_due
 from orchestrator.settings import Settings
 from orchestrator.wire import summary_counter_key
 
-__all__ = ["SummaryTrigger"]
+__all__ = ["SummaryTrigger", "summary_due"]
 
 logger = logging.getLogger(__name__)
 
+_SUMMARY_TAGS = (
+    ("[decision]", "decision"),
+    ("[requirement]", "requirement"),
+    ("[task_assigned]", "task"),
+)
 # Saved memories of these types make a summary due at once, like the text tags do.
 _MARKER_TRIGGERS = {"decision": "decision", "requirement": "requirement", "task": "task"}
+
+
+def summary_due(count_since_last: int, text: str, every: int) -> str | None:
+    """Whether a group's rolling summary is due after a message, and why.
+
+    Args:
+        count_since_last: messages in the group since its last summary, this one included.
+        text: this message (or marker) text.
+        every: summarise every this many messages; 0 or less never by count.
+
+    Returns:
+        ``"decision"``, ``"requirement"`` or ``"task"`` when the text carries ``[decision]``,
+        ``[requirement]`` or ``[task_assigned]``; else ``"messages"`` when ``count_since_last``
+        reached ``every``; else None.
+    """
+    lowered = text.lower()
+    for tag, trigger in _SUMMARY_TAGS:
+        if tag in lowered:
+            return trigger
+    if every > 0 and count_since_last >= every:
+        return "messages"
+    return None
 
 
 class SummaryTrigger:

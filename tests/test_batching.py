@@ -14,8 +14,9 @@ from sqlalchemy.engine import Connection
 
 from orchestrator.batching import Coalescer
 from orchestrator.bus import Bus
-from orchestrator.memory.db import BatchedWrites, make_engine
+from orchestrator.memory.db import make_engine
 from orchestrator.memory.history import HistoryStore
+from orchestrator.memory.transactions import BatchedWrites
 from orchestrator.models import ChatMessage, MessageKind
 from orchestrator.wire import Outbound, outbox_stream
 

@@ -29,9 +29,9 @@ from orchestrator.schedule import (
     catch_up,
     due_days,
     next_fire_times,
-    summary_due,
 )
 from orchestrator.settings import Settings, load_settings
+from orchestrator.triggers import summary_due
 from tests.arena_helpers import REPO, write_team
 
 BERLIN = ZoneInfo("Europe/Berlin")

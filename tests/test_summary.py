@@ -6,10 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from orchestrator.briefing import summary_path
 from orchestrator.errors import ValidationError
 from orchestrator.memory.history import HistoryStore
-from orchestrator.memory.versions import VersionStore
+from orchestrator.memory.versions import VersionStore, summary_path
 from orchestrator.models import ChatMessage, MessageKind
 from orchestrator.offline import OfflineProvider
 from orchestrator.summary import run_summary

@@ -18,7 +18,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Field, Session, SQLModel, col, select
 
-from orchestrator.memory.db import writing
+from orchestrator.memory.transactions import writing
 from orchestrator.models import ChatMessage, MessageKind
 
 __all__ = [

@@ -31,7 +31,6 @@ from sqlalchemy import event, text
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import SQLModel
 
-from orchestrator.memory.db import writing
 from orchestrator.memory.fts import (
     BODY_WEIGHT,
     META_WEIGHT,
@@ -40,6 +39,7 @@ from orchestrator.memory.fts import (
     sqlite_needs_install,
     websearch_query,
 )
+from orchestrator.memory.transactions import writing
 
 __all__ = [
     "BackgroundIndexing",

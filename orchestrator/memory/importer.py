@@ -35,8 +35,8 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
 from orchestrator.errors import OrchestratorError, ValidationError
-from orchestrator.memory.db import writing
 from orchestrator.memory.history import HistoryStore, MessageRow, NewReply
+from orchestrator.memory.transactions import writing
 from orchestrator.models import ChatMessage, MessageKind
 from orchestrator.wire import validate_group, validate_sender, validate_text
 

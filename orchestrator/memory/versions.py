@@ -48,6 +48,7 @@ __all__ = [
     "VersionedFile",
     "line_changes",
     "sha256_of",
+    "summary_path",
     "text_problem",
 ]
 
@@ -55,6 +56,11 @@ Kind = Literal["memory_md", "summary"]
 RunStatus = Literal["written", "skipped", "rejected", "conflict", "error"]
 
 _RETRIES = 20
+
+
+def summary_path(data_dir: Path, group: str) -> Path:
+    """Where a group's rolling summary is kept."""
+    return data_dir / "memory" / f"summary_{group}.md"
 
 
 class VersionRow(SQLModel, table=True):
