@@ -1,5 +1,5 @@
 """``python -m orchestrator`` runs the ``arena`` command."""
 
-from orchestrator.cli import main
+from orchestrator.cli.main import main
 
 main()

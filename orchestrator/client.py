@@ -17,10 +17,8 @@ from typing import Any, cast
 import redis
 from redis.exceptions import RedisError
 
-from orchestrator.errors import BusError, ConfigError, ValidationError
-from orchestrator.services import check_tls_files, redis_problem
-from orchestrator.settings import Settings, load_settings
-from orchestrator.wire import (
+from orchestrator.adapters.services import check_tls_files, redis_problem
+from orchestrator.core.wire import (
     DEFAULT_SENDER,
     Outbound,
     deadletter_stream,
@@ -28,6 +26,8 @@ from orchestrator.wire import (
     outbox_stream,
     validate_post,
 )
+from orchestrator.errors import BusError, ConfigError, ValidationError
+from orchestrator.settings import Settings, load_settings
 
 __all__ = ["ArenaClient"]
 

@@ -18,14 +18,14 @@ from typing import Any
 import pytest
 import redis
 
-from orchestrator import daemon
-from orchestrator.memory.history import HistoryStore
-from orchestrator.pipeline import Pipeline
-from orchestrator.prompts import Prompts
+from orchestrator.core.prompts import Prompts
+from orchestrator.core.tokens import TokenCounter
+from orchestrator.core.turns import LLM
+from orchestrator.core.wire import Outbound, outbox_stream
+from orchestrator.memory.conversation.store import HistoryStore
+from orchestrator.runtime import daemon
+from orchestrator.runtime.pipeline import Pipeline
 from orchestrator.settings import Settings, load_settings
-from orchestrator.tokens import TokenCounter
-from orchestrator.turns import LLM
-from orchestrator.wire import Outbound, outbox_stream
 
 REPO = Path(__file__).resolve().parent.parent
 

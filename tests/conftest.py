@@ -22,10 +22,10 @@ import pytest
 import redis
 from sqlalchemy.engine import Engine
 
-from orchestrator.llm import AnthropicProvider
+from orchestrator.adapters.llm import AnthropicProvider
+from orchestrator.adapters.services import MqttBroker, RedisServer, find_redis_executable
+from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.history import HistoryStore
-from orchestrator.services import MqttBroker, RedisServer, find_redis_executable
 from orchestrator.settings import Settings, load_settings
 from tests.arena_helpers import REPO, write_team
 from tests.fakes import FakeMessagesServer

@@ -1,4 +1,4 @@
-"""Tests for orchestrator.agents: loading agents/*.yaml and the agents' workspaces."""
+"""Tests for orchestrator.core.agents: loading agents/*.yaml and the agents' workspaces."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orchestrator.agents import load_agents, read_identity, workspace_dir
+from orchestrator.core.agents import load_agents, read_identity, workspace_dir
+from orchestrator.core.models import RoutingRule
+from orchestrator.core.routing import route
 from orchestrator.errors import AgentDefinitionError, ValidationError
-from orchestrator.models import RoutingRule
-from orchestrator.routing import route
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -305,7 +305,7 @@ def test_arbitrary_documents_only_raise_definition_errors(tmp_path, document):
 def test_core_imports_no_services():
     """Importing routing and agents pulls in no service client library."""
     code = (
-        "import sys, orchestrator.routing, orchestrator.agents; "
+        "import sys, orchestrator.core.routing, orchestrator.core.agents; "
         "banned = ['redis', 'aiomqtt', 'rq', 'anthropic', 'sqlmodel', 'apscheduler']; "
         "print([m for m in sys.modules if m.split('.')[0] in banned])"
     )

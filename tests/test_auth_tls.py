@@ -22,11 +22,11 @@ import aiomqtt
 import pytest
 from click.testing import CliRunner, Result
 
-from orchestrator.cli import main
+from orchestrator.adapters.services import mqtt_client_args
+from orchestrator.cli.main import main
 from orchestrator.client import ArenaClient
+from orchestrator.core.wire import group_topic
 from orchestrator.errors import BusError, ConfigError
-from orchestrator.services import mqtt_client_args
-from orchestrator.wire import group_topic
 from tests.arena_helpers import REPO, agent_of, make_settings, running_daemon, write_team
 from tests.conftest import SecuredServers
 from tests.fakes import FakeMessagesServer

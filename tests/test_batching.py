@@ -12,13 +12,13 @@ import pytest
 from redis.asyncio import Redis
 from sqlalchemy.engine import Connection
 
-from orchestrator.batching import Coalescer
-from orchestrator.bus import Bus
+from orchestrator.adapters.bus import Bus
+from orchestrator.core.batching import Coalescer
+from orchestrator.core.models import ChatMessage, MessageKind
+from orchestrator.core.wire import Outbound, outbox_stream
+from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.history import HistoryStore
 from orchestrator.memory.transactions import BatchedWrites
-from orchestrator.models import ChatMessage, MessageKind
-from orchestrator.wire import Outbound, outbox_stream
 
 
 class _Recorder:

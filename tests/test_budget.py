@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.budget import (
+from orchestrator.core.budget import (
     BudgetRequest,
     ContextPlan,
     HistoryItem,
@@ -17,7 +17,7 @@ from orchestrator.budget import (
     RecallItem,
     plan_context,
 )
-from orchestrator.tokens import TokenCounter
+from orchestrator.core.tokens import TokenCounter
 
 COUNTER = TokenCounter()
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.cli import main
+from orchestrator.cli.main import main
 from tests.arena_helpers import REPO, read_until, write_team
 
 
@@ -164,8 +164,8 @@ def test_tail_prints_replies_as_they_arrive(tmp_path: Path, embedded_redis_url: 
 
     from redis.asyncio import Redis
 
-    from orchestrator.bus import Bus
-    from orchestrator.wire import Outbound
+    from orchestrator.adapters.bus import Bus
+    from orchestrator.core.wire import Outbound
 
     env = {"PATH": os.environ.get("PATH", ""), "REDIS_URL": embedded_redis_url}
     proc = subprocess.Popen(
@@ -215,7 +215,7 @@ def test_status_exits_1_when_messages_wait_unread(
     exits 1 (for monitors); with the threshold not reached it exits 0."""
     import redis as sync_redis
 
-    from orchestrator.wire import inbox_stream
+    from orchestrator.core.wire import inbox_stream
 
     monkeypatch.setenv("REDIS_URL", embedded_redis_url)
     monkeypatch.setenv("ARENA_DATA_DIR", str(tmp_path / "data"))

@@ -10,17 +10,17 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.cli import main
-from orchestrator.distill import run_distillation
+from orchestrator.adapters.offline import OfflineProvider
+from orchestrator.background.distill import run_distillation
+from orchestrator.background.summary import run_summary
+from orchestrator.cli.main import main
+from orchestrator.core.models import ChatMessage, MessageKind
+from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.history import HistoryStore
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.schema import PersonalDraft
 from orchestrator.memory.versions import VersionStore
-from orchestrator.models import ChatMessage, MessageKind
-from orchestrator.offline import OfflineProvider
 from orchestrator.settings import Settings, load_settings
-from orchestrator.summary import run_summary
 from tests.arena_helpers import set_team_environment
 
 DAY1, DAY2 = date(2026, 1, 5), date(2026, 1, 6)

@@ -17,13 +17,13 @@ import redis
 from click.testing import CliRunner
 from rq import Worker
 
-from orchestrator import cli_jobs
-from orchestrator.cli import main
+from orchestrator.cli import jobs as cli_jobs
+from orchestrator.cli.main import main
+from orchestrator.core.models import ChatMessage, MessageKind
+from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.history import HistoryStore
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.schema import PersonalDraft
-from orchestrator.models import ChatMessage, MessageKind
 from orchestrator.settings import load_settings
 from tests.arena_helpers import REPO, set_team_environment
 

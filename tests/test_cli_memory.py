@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.cli import main
+from orchestrator.cli.main import main
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.session import Citation, NewMemory, SessionMemory
 

@@ -9,7 +9,7 @@ import sys
 import click
 import pytest
 
-from orchestrator.cli import ArenaGroup, main
+from orchestrator.cli.main import ArenaGroup, main
 from tests.arena_helpers import REPO
 
 HEAVY = (

@@ -19,16 +19,16 @@ import redis
 from click.testing import CliRunner
 from rich.console import Console
 
-from orchestrator.cli import main
-from orchestrator.cli_jobs import jobs_table
+from orchestrator.cli.jobs import jobs_table
+from orchestrator.cli.main import main
+from orchestrator.core.models import ChatMessage, MessageKind
+from orchestrator.core.wire import Outbound, deadletter_stream, inbox_stream, outbox_stream
+from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.history import HistoryStore
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.session import NewMemory, SessionMemory
 from orchestrator.memory.versions import VersionStore
-from orchestrator.models import ChatMessage, MessageKind
 from orchestrator.settings import Settings, load_settings
-from orchestrator.wire import Outbound, deadletter_stream, inbox_stream, outbox_stream
 from tests.arena_helpers import REPO, set_team_environment
 
 T0 = datetime(2026, 4, 1, 10, 0, tzinfo=UTC)
@@ -371,7 +371,7 @@ def test_post_wait_and_tail_escape_replies(settings, embedded_redis_url, unique_
 
 def test_views_are_as_wide_as_the_terminal_when_they_print(monkeypatch):
     """The width is read at each print, not frozen when the CLI was first imported."""
-    from orchestrator.cli_output import out
+    from orchestrator.cli.output import out
 
     monkeypatch.setenv("COLUMNS", "50")
     assert out.width == 50

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator.cli import main
+from orchestrator.cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -9,15 +9,15 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from orchestrator.cli import main
+from orchestrator.cli.main import main
 from orchestrator.client import ArenaClient
-from orchestrator.context import build_context
-from orchestrator.daemon import load_drift, load_team, make_briefing
+from orchestrator.core.context import build_context
+from orchestrator.core.models import ChatMessage, MessageKind
+from orchestrator.core.prompts import Prompts
+from orchestrator.core.tokens import TokenCounter
+from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.history import HistoryStore
-from orchestrator.models import ChatMessage, MessageKind
-from orchestrator.prompts import Prompts
-from orchestrator.tokens import TokenCounter
+from orchestrator.runtime.daemon import load_drift, load_team, make_briefing
 from tests.arena_helpers import REPO, make_settings, running_daemon, set_environment
 from tests.fakes import FakeMessagesServer
 
@@ -89,7 +89,7 @@ def test_ten_thousand_messages_are_not_recounted(tmp_path: Path):
     store = HistoryStore(engine)
     counter = TokenCounter()
     with engine.begin() as conn:
-        from orchestrator.memory.history import MessageRow
+        from orchestrator.memory.conversation.store import MessageRow
 
         conn.execute(
             MessageRow.__table__.insert(),  # type: ignore[attr-defined]

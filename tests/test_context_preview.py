@@ -9,12 +9,12 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from orchestrator.cli import main
-from orchestrator.llm import AnthropicProvider
+from orchestrator.adapters.llm import AnthropicProvider
+from orchestrator.cli.main import main
+from orchestrator.core.models import ChatMessage, MessageKind
+from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.history import HistoryStore
 from orchestrator.memory.session import NewMemory, SessionMemory
-from orchestrator.models import ChatMessage, MessageKind
 from tests.arena_helpers import make_pipeline, make_settings, set_environment
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

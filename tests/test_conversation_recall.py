@@ -15,12 +15,12 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import text
 
-from orchestrator.cli import main
-from orchestrator.memory import history_index
+from orchestrator.cli.main import main
+from orchestrator.core.models import ChatMessage, MessageKind
+from orchestrator.memory.conversation import index as history_index
+from orchestrator.memory.conversation.index import HistoryIndex, backfill, pending
+from orchestrator.memory.conversation.store import Closing, HistoryStore, NewReply
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.history import Closing, HistoryStore, NewReply
-from orchestrator.memory.history_index import HistoryIndex, backfill, pending
-from orchestrator.models import ChatMessage, MessageKind
 from tests.arena_helpers import (
     make_pipeline,
     make_settings,
@@ -218,7 +218,7 @@ def test_backfill_indexes_a_database_from_before_the_index(settings, engine, cap
         stop = threading.Event()
         stop.set()
         assert backfill(reopened, batch=10, stop=stop) == 0
-        with caplog.at_level(logging.INFO, logger="orchestrator.memory.history_index"):
+        with caplog.at_level(logging.INFO, logger="orchestrator.memory.conversation.index"):
             assert backfill(reopened, batch=10, log_every=20) == 51
         progress = [r.getMessage() for r in caplog.records]
         assert "indexing history: 20/51" in progress

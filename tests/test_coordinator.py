@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator
 import pytest
 from redis.asyncio import Redis
 
-from orchestrator.coordinator import Coordinator
+from orchestrator.adapters.leases import Leases
+from orchestrator.core.wire import PARTITIONS, daemon_key, lease_key
 from orchestrator.errors import ConfigError
-from orchestrator.leases import Leases
-from orchestrator.wire import PARTITIONS, daemon_key, lease_key
+from orchestrator.runtime.coordinator import Coordinator
 
 
 @pytest.fixture

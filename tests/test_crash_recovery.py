@@ -20,10 +20,10 @@ import redis
 from rq import Worker
 from rq.serializers import JSONSerializer
 
+from orchestrator.adapters.services import RedisServer
+from orchestrator.background.jobs import queue
 from orchestrator.client import ArenaClient
-from orchestrator.jobs import queue
-from orchestrator.services import RedisServer
-from orchestrator.wire import outbox_stream
+from orchestrator.core.wire import outbox_stream
 from tests.arena_helpers import REPO, write_team
 
 pytestmark = [

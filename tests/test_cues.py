@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.memory import cues
-from orchestrator.offline import OfflineProvider
-from orchestrator.summary import run_summary
+from orchestrator.adapters.offline import OfflineProvider
+from orchestrator.background.summary import run_summary
+from orchestrator.core import cues
 from tests.test_offline import request_for
 from tests.test_summary import NOW, _say
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import aiomqtt
 import redis
 
+from orchestrator.adapters.services import mqtt_client_args
 from orchestrator.client import ArenaClient
+from orchestrator.core.wire import deadletter_stream, group_topic, inbox_stream
+from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.history import HistoryStore
-from orchestrator.services import mqtt_client_args
-from orchestrator.wire import deadletter_stream, group_topic, inbox_stream
 from tests.arena_helpers import (
     agent_of,
     group_of,
@@ -41,7 +41,7 @@ async def test_reply_reaches_stream_mqtt_and_database(
     """A posted message is answered: reply on the outbound stream, on MQTT, in SQL, logged."""
     fake_llm.reply_fn = lambda request: f"hello from {agent_of(request)}"
     settings = make_settings(tmp_path, redis_url, mqtt_broker, fake_llm.base_url)
-    caplog.set_level(logging.INFO, logger="orchestrator.pipeline")
+    caplog.set_level(logging.INFO, logger="orchestrator.runtime.pipeline")
     received: list[dict] = []
     async with (
         aiomqtt.Client(**mqtt_client_args(mqtt_broker)) as mqtt,

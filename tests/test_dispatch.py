@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from orchestrator.dispatch import GroupDispatcher
+from orchestrator.runtime.dispatch import GroupDispatcher
 
 
 async def test_order_within_a_group_and_overlap_across_groups():

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.distill import run_distillation
+from orchestrator.adapters.offline import OfflineProvider
+from orchestrator.background.distill import run_distillation
+from orchestrator.core.tokens import TokenCounter
 from orchestrator.errors import LLMError, ValidationError
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.schema import PersonalDraft
 from orchestrator.memory.versions import VersionStore
-from orchestrator.offline import OfflineProvider
 from orchestrator.settings import Settings
-from orchestrator.tokens import TokenCounter
 
 DAY = date(2026, 1, 5)
 NOW = datetime(2026, 1, 5, 23, 30, tzinfo=UTC)

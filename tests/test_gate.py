@@ -8,9 +8,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from orchestrator.core.wire import validate_text
 from orchestrator.errors import ValidationError
 from orchestrator.memory.gate import GateConfig, Rejection, check, normalise
-from orchestrator.wire import validate_text
 
 CONFIG = GateConfig()
 

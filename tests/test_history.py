@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import text
 
+from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.errors import ServiceError
+from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.history import HistoryStore
-from orchestrator.models import ChatMessage, MessageKind
 
 T0 = datetime(2026, 5, 1, 8, 0, tzinfo=UTC)
 
@@ -135,7 +135,7 @@ def test_newest_seq_per_group(store: HistoryStore):
 
 
 def test_record_stores_a_hop_and_closes_the_message_in_one_step(store: HistoryStore):
-    from orchestrator.memory.history import Closing, NewReply
+    from orchestrator.memory.conversation.store import Closing, NewReply
 
     store.open(_msg(1))
     store.update("1-0", meta={"seen": True})
@@ -158,7 +158,7 @@ def test_record_stores_a_hop_and_closes_the_message_in_one_step(store: HistorySt
 
 
 def test_a_replacing_closing_writes_the_meta_it_is_given(store: HistoryStore):
-    from orchestrator.memory.history import Closing
+    from orchestrator.memory.conversation.store import Closing
 
     store.open(_msg(1))
     store.update("1-0", meta={"seen": True, "old": 1})
@@ -172,7 +172,7 @@ def test_a_replacing_closing_writes_the_meta_it_is_given(store: HistoryStore):
 def test_stored_values_read_back_exactly(store: HistoryStore):
     """Rows written on the per-message path read back as they were given: the time to the
     microsecond, in UTC, and the JSON fields as dicts."""
-    from orchestrator.memory.history import Closing, NewReply
+    from orchestrator.memory.conversation.store import Closing, NewReply
 
     when = datetime(2026, 3, 4, 5, 6, 7, 891011, tzinfo=UTC)
     person = ChatMessage(

@@ -19,8 +19,13 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orchestrator.agents import load_agents
-from orchestrator.cli import main
+from orchestrator.adapters.services import ping_mqtt, ping_redis
+from orchestrator.cli.main import main
+from orchestrator.cli.supervisor import describe
+from orchestrator.core.agents import load_agents
+from orchestrator.core.models import AGENT_ID_RE, GROUP_ID_RE, SENDER_RE
+from orchestrator.core.prompts import Prompts
+from orchestrator.core.wire import parse_inbound, validate_post
 from orchestrator.errors import (
     AgentDefinitionError,
     ConfigError,
@@ -30,12 +35,7 @@ from orchestrator.errors import (
 )
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.schema import PersonalDraft
-from orchestrator.models import AGENT_ID_RE, GROUP_ID_RE, SENDER_RE
-from orchestrator.prompts import Prompts
-from orchestrator.services import ping_mqtt, ping_redis
 from orchestrator.settings import Settings, env_name, load_settings
-from orchestrator.supervisor import describe
-from orchestrator.wire import parse_inbound, validate_post
 
 REPO = Path(__file__).resolve().parent.parent
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -12,12 +12,12 @@ from click.testing import CliRunner
 from rq import SimpleWorker
 from rq.serializers import JSONSerializer
 
-from orchestrator.cli import main
-from orchestrator.jobs import fetch_job, queue
+from orchestrator.background.jobs import fetch_job, queue
+from orchestrator.cli.main import main
+from orchestrator.core.models import ChatMessage, MessageKind
+from orchestrator.core.wire import inbox_stream, outbox_stream
+from orchestrator.memory.conversation.store import HistoryStore, StoredMessage
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.history import HistoryStore, StoredMessage
-from orchestrator.models import ChatMessage, MessageKind
-from orchestrator.wire import inbox_stream, outbox_stream
 from tests.arena_helpers import set_team_environment
 
 GOOD = [

@@ -23,7 +23,8 @@ from rq import SimpleWorker
 from rq.job import JobStatus
 from rq.serializers import JSONSerializer
 
-from orchestrator.jobs import (
+from orchestrator.adapters.services import mqtt_client_args
+from orchestrator.background.jobs import (
     JobPolicy,
     distill_job_id,
     enqueue_distill,
@@ -34,14 +35,13 @@ from orchestrator.jobs import (
     store_schedule,
     summary_job_id,
 )
+from orchestrator.core.models import ChatMessage, MessageKind
+from orchestrator.core.wire import growth_topic
+from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.history import HistoryStore
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.schema import PersonalDraft
-from orchestrator.models import ChatMessage, MessageKind
-from orchestrator.services import mqtt_client_args
 from orchestrator.settings import Settings, load_settings
-from orchestrator.wire import growth_topic
 from tests.arena_helpers import REPO, write_team
 from tests.fakes import FakeMessagesServer
 

@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator
 import pytest
 from redis.asyncio import Redis
 
+from orchestrator.adapters.leases import Leases
+from orchestrator.core.wire import daemon_key, lease_key
 from orchestrator.errors import ConfigError
-from orchestrator.leases import Leases
-from orchestrator.wire import daemon_key, lease_key
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Tests for orchestrator.llm: the real SDK against a local Messages API server."""
+"""Tests for orchestrator.adapters.llm: the real SDK against a local Messages API server."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 import anthropic
 import pytest
 
+from orchestrator.adapters.llm import AnthropicProvider
+from orchestrator.core.models import AgentSpec, ChatMessage, LLMRequest, MessageKind
 from orchestrator.errors import LLMError
-from orchestrator.llm import AnthropicProvider
-from orchestrator.models import AgentSpec, ChatMessage, LLMRequest, MessageKind
 from tests.fakes import FakeMessagesServer, dead_base_url
 
 AGENT = AgentSpec(id="architect", name="Architect", role="software architect", model="claude-x")
@@ -163,11 +163,11 @@ async def test_retries_leave_a_trace(srv, provider_for, caplog):
     the call needed three attempts."""
     srv.script(status=529, times=2)
     srv.script(reply="at last")
-    with caplog.at_level(logging.WARNING, logger="orchestrator.llm"):
+    with caplog.at_level(logging.WARNING, logger="orchestrator.adapters.llm"):
         completion = await provider_for(max_retries=3).complete(make_request())
     assert completion.text == "at last"
     assert completion.failed_attempts == ("529 overloaded_error", "529 overloaded_error")
-    warnings = [r.getMessage() for r in caplog.records if r.name == "orchestrator.llm"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "orchestrator.adapters.llm"]
     assert warnings == [
         "anthropic claude-x answered at attempt 3 of 4, after "
         "529 overloaded_error, 529 overloaded_error"

@@ -19,16 +19,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.cli import main
+from orchestrator.adapters.llm import AnthropicProvider
+from orchestrator.background.summary import run_summary
+from orchestrator.cli.main import main
 from orchestrator.client import ArenaClient
-from orchestrator.daemon import make_writer
-from orchestrator.llm import AnthropicProvider
+from orchestrator.core.models import ChatMessage, MessageKind
+from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.history import HistoryStore
 from orchestrator.memory.session import SessionMemory
-from orchestrator.models import ChatMessage, MessageKind
+from orchestrator.runtime.daemon import make_writer
 from orchestrator.settings import load_settings
-from orchestrator.summary import run_summary
 from tests.arena_helpers import (
     REPO,
     environment,

@@ -1,4 +1,4 @@
-"""Tests for orchestrator.memory.markers: parsing replies and neutralising quoted text."""
+"""Tests for orchestrator.core.markers: parsing replies and neutralising quoted text."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.memory.markers import (
+from orchestrator.core.markers import (
     MARKER_RE,
     InvalidMarker,
     Marker,

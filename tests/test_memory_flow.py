@@ -10,7 +10,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from orchestrator.cli import main
+from orchestrator.cli.main import main
 from orchestrator.client import ArenaClient
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.session import SessionMemory

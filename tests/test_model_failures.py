@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.breaker import CircuitBreaker
-from orchestrator.cli import main
+from orchestrator.adapters.breaker import CircuitBreaker
+from orchestrator.adapters.llm import AnthropicProvider
+from orchestrator.cli.main import main
 from orchestrator.client import ArenaClient
+from orchestrator.core.models import AgentSpec, ChatMessage, LLMRequest, MessageKind
 from orchestrator.errors import LLMError
-from orchestrator.llm import AnthropicProvider
-from orchestrator.models import AgentSpec, ChatMessage, LLMRequest, MessageKind
 from tests.arena_helpers import make_settings, running_daemon
 from tests.fakes import FakeMessagesServer
 

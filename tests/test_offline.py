@@ -1,4 +1,4 @@
-"""Tests for orchestrator.offline: the deterministic stand-in for a model."""
+"""Tests for orchestrator.adapters.offline: the deterministic stand-in for a model."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from orchestrator.memory.markers import Marker, parse_markers
-from orchestrator.models import AgentSpec, ChatMessage, Completion, LLMRequest, MessageKind
-from orchestrator.offline import OfflineProvider
+from orchestrator.adapters.offline import OfflineProvider
+from orchestrator.core.markers import Marker, parse_markers
+from orchestrator.core.models import AgentSpec, ChatMessage, Completion, LLMRequest, MessageKind
 
 ARCHITECT = AgentSpec(id="architect", name="Architect", role="software architect", model="m")
 MENTION_RE = re.compile(r"@\w")

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import aiomqtt
 
+from orchestrator.adapters.services import RedisServer, mqtt_client_args
 from orchestrator.client import ArenaClient
-from orchestrator.services import RedisServer, mqtt_client_args
-from orchestrator.wire import group_topic
+from orchestrator.core.wire import group_topic
 from tests.arena_helpers import make_settings, outbox, running_daemon
 from tests.fakes import FakeMessagesServer
 

@@ -11,8 +11,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from orchestrator.core.markers import parse_markers
 from orchestrator.errors import ValidationError
-from orchestrator.memory.markers import parse_markers
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.schema import PersonalDraft
 

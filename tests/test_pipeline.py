@@ -6,9 +6,9 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from orchestrator.llm import AnthropicProvider
-from orchestrator.memory.history import HistoryStore
-from orchestrator.models import ChatMessage, MessageKind
+from orchestrator.adapters.llm import AnthropicProvider
+from orchestrator.core.models import ChatMessage, MessageKind
+from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.settings import load_settings
 from tests.arena_helpers import REPO, agent_of, make_pipeline, write_team
 

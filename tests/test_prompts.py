@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.core.prompts import Prompts
 from orchestrator.errors import TemplateError
-from orchestrator.prompts import Prompts
 
 
 def _write(folder: Path, text: str, bump: int = 0, name: str = "t.j2") -> None:

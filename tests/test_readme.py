@@ -27,10 +27,10 @@ import pytest
 import redis
 import yaml
 
-from orchestrator.cli import main
-from orchestrator.services import find_redis_executable, redact_url
+from orchestrator.adapters.services import find_redis_executable, redact_url
+from orchestrator.cli.main import main
+from orchestrator.core.wire import outbox_stream
 from orchestrator.settings import load_settings
-from orchestrator.wire import outbox_stream
 from tests.arena_helpers import REPO, read_until
 
 README = REPO / "README.md"

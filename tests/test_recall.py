@@ -10,14 +10,14 @@ from typing import Any, ClassVar
 
 import pytest
 
+from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.errors import ValidationError
 from orchestrator.memory import fts
+from orchestrator.memory.conversation.index import HistoryIndex
+from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.history import HistoryStore
-from orchestrator.memory.history_index import HistoryIndex
 from orchestrator.memory.recall import RecallConfig, Recaller
 from orchestrator.memory.session import NewMemory, SessionMemory
-from orchestrator.models import ChatMessage, MessageKind
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 OPEN = RecallConfig(relevance_floor=0.0, max_entries=50, char_budget=100_000)

@@ -15,10 +15,10 @@ from click.testing import CliRunner
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-from orchestrator.cli import main
+from orchestrator.cli.main import main
+from orchestrator.core.models import ChatMessage, MessageKind
+from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.history import HistoryStore
-from orchestrator.models import ChatMessage, MessageKind
 from tests.arena_helpers import make_settings, set_environment
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)

@@ -6,10 +6,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from orchestrator.core.models import ChatMessage, MessageKind
+from orchestrator.memory.conversation.recent import RecentMessages
+from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.history import HistoryStore
-from orchestrator.memory.recent import RecentMessages
-from orchestrator.models import ChatMessage, MessageKind
 
 T0 = datetime(2026, 5, 1, 8, 0, tzinfo=UTC)
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.client import ArenaClient
+from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.history import HistoryStore
 from tests.arena_helpers import agent_of, make_settings, outbox, spawn_daemon, wait_for
 from tests.fakes import FakeMessagesServer
 

@@ -15,15 +15,15 @@ from rq.serializers import JSONSerializer
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
-from orchestrator.cli import main
-from orchestrator.jobs import enqueue_prune, fetch_job, prune_job_id, queue
+from orchestrator.background.jobs import enqueue_prune, fetch_job, prune_job_id, queue
+from orchestrator.background.retention import prune
+from orchestrator.background.schedule import PRUNE, build_scheduler, next_fire_times
+from orchestrator.cli.main import main
+from orchestrator.core.models import ChatMessage, MessageKind
+from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.history import HistoryStore
 from orchestrator.memory.session import NewMemory, SessionMemory
 from orchestrator.memory.versions import VersionStore
-from orchestrator.models import ChatMessage, MessageKind
-from orchestrator.retention import prune
-from orchestrator.schedule import PRUNE, build_scheduler, next_fire_times
 from orchestrator.settings import Settings, load_settings
 from tests.arena_helpers import REPO, write_team
 

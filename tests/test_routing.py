@@ -1,4 +1,4 @@
-"""Tests for orchestrator.routing: mentions, rules, the default agent and handoffs."""
+"""Tests for orchestrator.core.routing: mentions, rules, the default agent and handoffs."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.agents import load_agents
-from orchestrator.models import AgentSpec, RouteReason, RoutingRule
-from orchestrator.routing import Router, find_mentions, handoff_targets, route
+from orchestrator.core.agents import load_agents
+from orchestrator.core.models import AgentSpec, RouteReason, RoutingRule
+from orchestrator.core.routing import Router, find_mentions, handoff_targets, route
 
 AGENTS_DIR = Path(__file__).resolve().parent.parent / "agents"
 

@@ -17,9 +17,9 @@ import pytest
 import redis
 from click.testing import CliRunner, Result
 
-from orchestrator.cli import main
+from orchestrator.cli.main import main
+from orchestrator.core.wire import PARTITIONS, lease_key, outbox_stream
 from orchestrator.settings import Settings
-from orchestrator.wire import PARTITIONS, lease_key, outbox_stream
 from tests.arena_helpers import environment, make_settings, spawn_daemon, wait_for
 
 # Real processes on a machine that may be busy: generous waits, and no test timeout shorter

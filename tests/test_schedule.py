@@ -13,14 +13,8 @@ import redis
 from rq import SimpleWorker
 from rq.serializers import JSONSerializer
 
-from orchestrator.errors import ConfigError
-from orchestrator.jobs import enqueue_distill, queue
-from orchestrator.memory.db import make_engine
-from orchestrator.memory.history import HistoryStore
-from orchestrator.memory.personal import PersonalLog
-from orchestrator.memory.schema import PersonalDraft
-from orchestrator.models import ChatMessage, MessageKind
-from orchestrator.schedule import (
+from orchestrator.background.jobs import enqueue_distill, queue
+from orchestrator.background.schedule import (
     HEARTBEAT,
     IDLE_CHECK,
     IdleGroup,
@@ -30,8 +24,14 @@ from orchestrator.schedule import (
     due_days,
     next_fire_times,
 )
+from orchestrator.core.models import ChatMessage, MessageKind
+from orchestrator.errors import ConfigError
+from orchestrator.memory.conversation.store import HistoryStore
+from orchestrator.memory.db import make_engine
+from orchestrator.memory.personal import PersonalLog
+from orchestrator.memory.schema import PersonalDraft
+from orchestrator.runtime.triggers import summary_due
 from orchestrator.settings import Settings, load_settings
-from orchestrator.triggers import summary_due
 from tests.arena_helpers import REPO, write_team
 
 BERLIN = ZoneInfo("Europe/Berlin")

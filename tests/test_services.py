@@ -18,8 +18,7 @@ import aiomqtt
 import pytest
 import redis
 
-from orchestrator.errors import ConfigError, ServiceError
-from orchestrator.services import (
+from orchestrator.adapters.services import (
     MqttBroker,
     RedisServer,
     find_redis_executable,
@@ -28,6 +27,7 @@ from orchestrator.services import (
     ping_redis,
     redact_url,
 )
+from orchestrator.errors import ConfigError, ServiceError
 
 PASSWORD = "s3cret-Pa55word"
 
@@ -116,7 +116,7 @@ def test_redis_server_that_dies_reports_its_log(tmp_path: Path, free_port: int) 
 _TIED_PARENT = """
 import sys, time
 from pathlib import Path
-from orchestrator.services import RedisServer
+from orchestrator.adapters.services import RedisServer
 folder = Path(sys.argv[1])
 server = RedisServer(folder, unix_socket=folder / "redis.sock", tied=True)
 server.start()

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.shares import fair_share, plan
+from orchestrator.runtime.shares import fair_share, plan
 
 
 @pytest.mark.parametrize(

@@ -12,14 +12,14 @@ from click.testing import CliRunner
 from rq import Worker
 from rq.serializers import JSONSerializer
 
-from orchestrator.checks import status, stuck
-from orchestrator.cli import main
-from orchestrator.jobs import enqueue_prune, queue
+from orchestrator.background.jobs import enqueue_prune, queue
+from orchestrator.cli.checks import status, stuck
+from orchestrator.cli.main import main
+from orchestrator.core.models import ChatMessage, MessageKind
+from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.history import HistoryStore
 from orchestrator.memory.session import NewMemory, SessionMemory
 from orchestrator.memory.versions import VersionStore
-from orchestrator.models import ChatMessage, MessageKind
 from orchestrator.settings import Settings, load_settings
 from tests.arena_helpers import environment, make_settings
 

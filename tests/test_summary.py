@@ -6,13 +6,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from orchestrator.adapters.offline import OfflineProvider
+from orchestrator.background.summary import run_summary
+from orchestrator.core.models import ChatMessage, MessageKind
+from orchestrator.core.tokens import TokenCounter
 from orchestrator.errors import ValidationError
-from orchestrator.memory.history import HistoryStore
+from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.versions import VersionStore, summary_path
-from orchestrator.models import ChatMessage, MessageKind
-from orchestrator.offline import OfflineProvider
-from orchestrator.summary import run_summary
-from orchestrator.tokens import TokenCounter
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from orchestrator.core.wire import Outbound, entry_time, parse_inbound, validate_post
 from orchestrator.errors import ValidationError
-from orchestrator.wire import Outbound, entry_time, parse_inbound, validate_post
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

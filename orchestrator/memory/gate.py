@@ -2,7 +2,7 @@
 
 :func:`check` refuses content that is too short or too long, anything that looks like a
 credential, characters people's messages may not hold either (control characters, NUL and
-ESC included, and bidirectional overrides: :func:`orchestrator.wire.character_problem`), a
+ESC included, and bidirectional overrides: :func:`orchestrator.core.wire.character_problem`), a
 confidence below the floor, and writes beyond the daily limit. It is pure: the
 caller counts what was written today and passes the number in. :func:`normalise` gives the form
 in which two memories count as the same.
@@ -15,8 +15,8 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Literal
 
+from orchestrator.core.wire import character_problem
 from orchestrator.memory.secrets import find_secret
-from orchestrator.wire import character_problem
 
 __all__ = ["GateConfig", "RejectReason", "Rejection", "check", "normalise"]
 

@@ -29,9 +29,9 @@ from datetime import date, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from orchestrator.agents import workspace_dir
+from orchestrator.core.agents import workspace_dir
+from orchestrator.core.markers import neutralise
 from orchestrator.errors import ValidationError
-from orchestrator.memory.markers import neutralise
 from orchestrator.memory.schema import PersonalDraft
 
 __all__ = ["PersonalLog"]

@@ -27,7 +27,7 @@ from functools import lru_cache
 from typing import Literal
 
 from orchestrator.memory import fts
-from orchestrator.memory.history_index import Said
+from orchestrator.memory.conversation.index import Said
 from orchestrator.memory.records import MemoryRecord, meta_text
 from orchestrator.memory.session import TextHit
 

@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from orchestrator.core import cues
 from orchestrator.errors import ValidationError
-from orchestrator.memory import cues, fts
+from orchestrator.memory import fts
+from orchestrator.memory.conversation.index import HistoryIndex, Said
 from orchestrator.memory.embeddings import Embedder
-from orchestrator.memory.history_index import HistoryIndex, Said
 from orchestrator.memory.ranking import (
     AUTHOR_BONUS,
     Trust,

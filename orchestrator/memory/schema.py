@@ -18,7 +18,7 @@ Unknown fields are errors, so a typo never silently drops data; an error names s
 only when its name is a short plain word that does not look like a credential, since errors are
 kept on the reply's metadata. ``null`` counts as absent for the optional fields. Booleans are not
 numbers. ``key``, ``tags`` and ``task_id`` follow the character rule of people's messages
-(:func:`orchestrator.wire.character_problem`). The checks are pure and only about shape: the
+(:func:`orchestrator.core.wire.character_problem`). The checks are pure and only about shape: the
 content's length and characters, confidence thresholds, secrets and rate limits belong to
 :mod:`orchestrator.memory.gate`.
 """
@@ -30,9 +30,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.core.wire import character_problem
 from orchestrator.errors import ValidationError
 from orchestrator.memory.secrets import find_secret
-from orchestrator.wire import character_problem
 
 __all__ = [
     "MEMORY_TYPES",

@@ -2,8 +2,8 @@
 has learned, in SQL, with a full-text index.
 
 Nothing is deleted unless archive retention is set (:meth:`SessionMemory.delete_archived_before`,
-run by :mod:`orchestrator.retention`); it deletes only superseded and archived entries. Writing
-content that an active entry of the same scope already holds
+run by :mod:`orchestrator.background.retention`); it deletes only superseded and archived
+entries. Writing content that an active entry of the same scope already holds
 (after :func:`normalise`, or by meaning when embeddings are on) reinforces that entry; writing
 a ``key`` that an active entry of the scope already has, with new content, supersedes it: the
 old entry stays, marked ``superseded``, and the two are linked. Two partial unique indexes (one

@@ -12,7 +12,7 @@ from typing import Any, TypeVar, cast
 
 from sqlalchemy.engine import Connection, Engine
 
-from orchestrator.batching import Coalescer
+from orchestrator.core.batching import Coalescer
 
 __all__ = ["BatchedWrites", "WriteJob", "writing"]
 
@@ -44,7 +44,7 @@ WriteJob = Callable[[Connection], Any]
 
 class BatchedWrites:
     """Write transactions asked for by many coroutines at about the same moment, run in one
-    worker-thread hand-off and one transaction (see :mod:`orchestrator.batching`).
+    worker-thread hand-off and one transaction (see :mod:`orchestrator.core.batching`).
 
     A job is a blocking function of the transaction's connection. When one job fails, the
     batch is rolled back and each job runs again in a transaction of its own, so only the

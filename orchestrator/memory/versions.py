@@ -35,9 +35,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Field, Session, SQLModel, col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
+from orchestrator.core.markers import parse_markers
 from orchestrator.errors import ServiceError
 from orchestrator.files import write_atomic
-from orchestrator.memory.markers import parse_markers
 
 __all__ = [
     "Kind",

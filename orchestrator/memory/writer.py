@@ -5,7 +5,7 @@ cannot be stored is reported with its reason, never raised.
 
 What a reply keeps of its markers (:func:`marker_meta`) never holds anything the gate refused:
 a marker that could not be read or was refused is kept as its kind, reason, length and a short
-hash of its text (:func:`orchestrator.memory.markers.fingerprint`), and only the payloads of
+hash of its text (:func:`orchestrator.core.markers.fingerprint`), and only the payloads of
 stored markers are kept. Each list keeps at most :data:`MAX_ENTRIES` entries and all of them
 together at most :data:`MAX_META_BYTES` bytes of JSON; ``truncated`` counts what was left out.
 """
@@ -20,8 +20,8 @@ from datetime import datetime, time
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from orchestrator.core.markers import InvalidMarker, Marker
 from orchestrator.memory.gate import GateConfig, check
-from orchestrator.memory.markers import InvalidMarker, Marker
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.records import Citation, NewMemory
 from orchestrator.memory.schema import (

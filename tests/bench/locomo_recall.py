@@ -48,11 +48,11 @@ from rich.console import Console
 from rich.table import Table
 from sqlalchemy.engine import Engine
 
+from orchestrator.memory.conversation.importer import ImportSettings, import_messages, parse_lines
+from orchestrator.memory.conversation.index import HistoryIndex
+from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.embeddings import load_embedder
-from orchestrator.memory.history import HistoryStore
-from orchestrator.memory.history_index import HistoryIndex
-from orchestrator.memory.importer import ImportSettings, import_messages, parse_lines
 from orchestrator.memory.recall import RecallConfig, Recaller, RecallResult
 from orchestrator.memory.session import Citation, NewMemory, SessionMemory
 

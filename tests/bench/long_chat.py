@@ -67,17 +67,17 @@ from rq.registry import StartedJobRegistry
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from orchestrator.background.jobs import queue  # noqa: E402
 from orchestrator.client import ArenaClient  # noqa: E402
-from orchestrator.context import build_context  # noqa: E402
-from orchestrator.daemon import load_drift, load_team, make_briefing  # noqa: E402
-from orchestrator.jobs import queue  # noqa: E402
+from orchestrator.core.context import build_context  # noqa: E402
+from orchestrator.core.models import ChatMessage, MessageKind  # noqa: E402
+from orchestrator.core.prompts import Prompts  # noqa: E402
+from orchestrator.core.tokens import TokenCounter  # noqa: E402
+from orchestrator.core.wire import DEFAULT_SENDER, PARTITIONS, lease_key  # noqa: E402
+from orchestrator.memory.conversation.store import HistoryStore  # noqa: E402
 from orchestrator.memory.db import make_engine  # noqa: E402
-from orchestrator.memory.history import HistoryStore  # noqa: E402
-from orchestrator.models import ChatMessage, MessageKind  # noqa: E402
-from orchestrator.prompts import Prompts  # noqa: E402
+from orchestrator.runtime.daemon import load_drift, load_team, make_briefing  # noqa: E402
 from orchestrator.settings import Settings, load_settings  # noqa: E402
-from orchestrator.tokens import TokenCounter  # noqa: E402
-from orchestrator.wire import DEFAULT_SENDER, PARTITIONS, lease_key  # noqa: E402
 from tests.bench.daemon_env import (  # noqa: E402
     check_running,
     copy_workspaces,

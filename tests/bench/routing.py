@@ -17,9 +17,9 @@ import sys
 import time
 from pathlib import Path
 
-from orchestrator.agents import load_agents
-from orchestrator.models import AgentSpec, RoutingRule
-from orchestrator.routing import route
+from orchestrator.core.agents import load_agents
+from orchestrator.core.models import AgentSpec, RoutingRule
+from orchestrator.core.routing import route
 
 REPO = Path(__file__).resolve().parents[2]
 TEXTS = [

@@ -72,12 +72,12 @@ from anthropic import AsyncAnthropic
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from orchestrator.adapters.services import MqttBroker, RedisServer  # noqa: E402
+from orchestrator.core.models import ChatMessage, MessageKind  # noqa: E402
+from orchestrator.core.tokens import TokenCounter  # noqa: E402
+from orchestrator.core.wire import PARTITIONS, inbox_stream, lease_key, outbox_stream  # noqa: E402
+from orchestrator.memory.conversation.store import HistoryStore  # noqa: E402
 from orchestrator.memory.db import make_engine  # noqa: E402
-from orchestrator.memory.history import HistoryStore  # noqa: E402
-from orchestrator.models import ChatMessage, MessageKind  # noqa: E402
-from orchestrator.services import MqttBroker, RedisServer  # noqa: E402
-from orchestrator.tokens import TokenCounter  # noqa: E402
-from orchestrator.wire import PARTITIONS, inbox_stream, lease_key, outbox_stream  # noqa: E402
 from tests.bench.daemon_env import (  # noqa: E402
     check_running,
     daemon_environment,

@@ -1,0 +1,294 @@
+"""Redis in and out: the inbound stream read through a consumer group, the groups' outbound
+streams, and the dead-letter stream. Stream and key names live in ``wire.py``."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError, ResponseError
+
+from orchestrator.core.batching import Coalescer
+from orchestrator.core.wire import (
+    CONSUMER_GROUP,
+    PARTITIONS,
+    Outbound,
+    daemons_key,
+    deadletter_stream,
+    inbox_stream,
+    lease_key,
+    outbox_stream,
+    partition_stream,
+    published_key,
+    stats_key,
+)
+from orchestrator.errors import BusError
+
+__all__ = ["Bus", "Entry", "decode_entries", "inbound_streams", "stream_stats"]
+
+logger = logging.getLogger(__name__)
+
+
+class Entry(NamedTuple):
+    """One stream entry as read: its stream, its id and its raw fields."""
+
+    stream: str
+    id: str
+    fields: dict[bytes, bytes]
+
+
+# Append each item to its outbound stream only if it was never published: an item's marker
+# key and its entry are written in one atomic step, so a crash cannot publish it twice.
+# KEYS: marker, stream per item. ARGV: ttl, maxlen, then per item its field count and fields.
+# Returns one flag per item: 1 when appended now, 0 when it had been before.
+_PUBLISH_ONCE = """
+local published = {}
+local at = 3
+for i = 1, #KEYS, 2 do
+  local n = tonumber(ARGV[at])
+  if redis.call('SET', KEYS[i], '1', 'NX', 'EX', ARGV[1]) then
+    redis.call('XADD', KEYS[i + 1], 'MAXLEN', '~', ARGV[2], '*', unpack(ARGV, at + 1, at + n))
+    published[#published + 1] = 1
+  else
+    published[#published + 1] = 0
+  end
+  at = at + n + 1
+end
+return published
+"""
+
+PUBLISHED_TTL_S = 14 * 24 * 3600
+
+
+def _str(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def decode_entries(response: Any) -> list[Entry]:
+    """The entries of an ``XREAD``/``XREADGROUP`` response (deleted ones, with no fields, left
+    out)."""
+    entries: list[Entry] = []
+    for stream, items in response or []:
+        name = _str(stream)
+        for entry_id, fields in items:
+            if fields:
+                entries.append(Entry(name, _str(entry_id), fields))
+    return entries
+
+
+def inbound_streams() -> list[str]:
+    """The inbox and every partition stream: all that is read through the consumer group."""
+    return [inbox_stream()] + [partition_stream(p) for p in range(PARTITIONS)]
+
+
+class Bus:
+    """The daemon's side of the Redis streams."""
+
+    def __init__(self, redis: Redis, consumer: str, *, outbox_maxlen: int = 100_000) -> None:
+        self.redis = redis
+        self.consumer = consumer
+        self.outbox_maxlen = outbox_maxlen
+        self._publish_once = redis.register_script(_PUBLISH_ONCE)
+        # Handlers of different groups finishing at about the same moment share round trips.
+        self._acks: Coalescer[tuple[str, str], None] = Coalescer(self._ack_many, name="acks")
+        self._publishes: Coalescer[Sequence[Outbound], int] = Coalescer(
+            self._publish_many, name="publish"
+        )
+
+    async def ensure_group(self) -> None:
+        """Create the inbound streams and their consumer group where they do not exist.
+
+        The group starts at each stream's beginning, so messages posted before the first
+        start of the daemon are handled too.
+        """
+        for stream in inbound_streams():
+            try:
+                await self.redis.xgroup_create(stream, CONSUMER_GROUP, id="0", mkstream=True)
+            except ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise BusError(f"cannot create consumer group: {exc}") from exc
+
+    async def read_new(self, streams: list[str], count: int, block_ms: int) -> list[Entry]:
+        """Entries of ``streams`` never delivered to any consumer."""
+        response = await self.redis.xreadgroup(
+            CONSUMER_GROUP, self.consumer, dict.fromkeys(streams, ">"), count=count, block=block_ms
+        )
+        return decode_entries(response)
+
+    async def claim(self, stream: str, min_idle_ms: int, count: int = 100) -> list[Entry]:
+        """Take over the entries of ``stream`` left unacknowledged for ``min_idle_ms`` by any
+        consumer (this one included), oldest first."""
+        entries: list[Entry] = []
+        start = "0-0"
+        while True:
+            response = await self.redis.xautoclaim(
+                stream, CONSUMER_GROUP, self.consumer, min_idle_ms, start, count=count
+            )
+            next_start, claimed = response[0], response[1]
+            entries.extend(
+                Entry(stream, _str(entry_id), fields) for entry_id, fields in claimed if fields
+            )
+            if _str(next_start) == "0-0":
+                return entries
+            start = _str(next_start)
+
+    async def ack(self, stream: str, entry_id: str) -> None:
+        """Acknowledge an inbound entry and remove it: it is done (its replies are stored and
+        published) and will not be delivered again.
+
+        Returns once it is acknowledged. Entries acknowledged at about the same moment (by
+        different groups' handlers) go to Redis together, in one round trip.
+        """
+        await self._acks((stream, entry_id))
+
+    async def _ack_many(self, entries: list[tuple[str, str]]) -> list[None]:
+        pipe = self.redis.pipeline(transaction=True)
+        for stream, entry_id in entries:
+            pipe.xack(stream, CONSUMER_GROUP, entry_id)
+            pipe.xdel(stream, entry_id)
+        await pipe.execute()
+        return [None] * len(entries)
+
+    async def publish(self, item: Outbound) -> bool:
+        """Append ``item`` to its group's outbound stream unless it was appended before.
+
+        Returns:
+            True when it was appended now, False when it had been already.
+        """
+        return await self.publish_all([item]) == 1
+
+    async def publish_all(self, items: Sequence[Outbound]) -> int:
+        """Append each of ``items``, in order and in one step, unless it was appended before.
+
+        Items published at about the same moment by other callers go in the same step (one
+        script call), each caller's in its order.
+
+        Returns:
+            How many were appended now.
+        """
+        if not items:
+            return 0
+        return await self._publishes(items)
+
+    async def _publish_many(self, requests: list[Sequence[Outbound]]) -> list[int]:
+        keys: list[str] = []
+        args: list[str | int] = [PUBLISHED_TTL_S, self.outbox_maxlen]
+        for items in requests:
+            for item in items:
+                keys += [published_key(item.id), outbox_stream(item.group)]
+                fields = item.fields()
+                args.append(2 * len(fields))
+                for name, value in fields.items():
+                    args.extend((name, value))
+        flags = [int(flag) for flag in await self._publish_once(keys=keys, args=args)]
+        counts: list[int] = []
+        at = 0
+        for items in requests:
+            counts.append(sum(flags[at : at + len(items)]))
+            at += len(items)
+        return counts
+
+    async def dead_letter(self, entry_id: str, raw: Mapping[bytes, bytes], reason: str) -> None:
+        """Move a rejected inbound entry to the dead-letter stream, with its reason."""
+        fields: dict[str | bytes, str | bytes] = {"entry_id": entry_id, "reason": reason}
+        for name, value in raw.items():
+            fields[b"field:" + name] = value
+        await self.redis.xadd(deadletter_stream(), fields)  # type: ignore[arg-type]
+
+    async def count(self, amounts: Mapping[str, int]) -> None:
+        """Add to the running totals ``arena status`` shows."""
+        pipe = self.redis.pipeline(transaction=False)
+        for name, amount in amounts.items():
+            if amount:
+                pipe.hincrby(stats_key(), name, amount)
+        await pipe.execute()
+
+    async def stats(self) -> dict[str, Any]:
+        """Stream lengths and pending counts (``arena status``)."""
+        return await stream_stats(self.redis)
+
+
+async def stream_stats(redis: Redis) -> dict[str, Any]:
+    """Inbound entries (waiting and in hand), pending entries per consumer, lag, dead letters,
+    and who holds each partition, the router lease and a place among the live daemons."""
+    try:
+        per_stream = [await _one_stream(redis, stream) for stream in inbound_streams()]
+        dead_len = await redis.xlen(deadletter_stream())
+        names = [f"p{p}" for p in range(PARTITIONS)]
+        holders = await redis.mget([lease_key(n) for n in [*names, "router"]])
+        clock = await redis.time()
+        now_ms = int(clock[0]) * 1000 + int(clock[1]) // 1000
+        daemons = sorted(_str(m) for m in await redis.zrangebyscore(daemons_key(), now_ms, "+inf"))
+        totals = {_str(k): int(v) for k, v in (await redis.hgetall(stats_key())).items()}
+    except RedisError as exc:
+        raise BusError(f"cannot read stream statistics: {exc}") from exc
+    pending: dict[str, int] = {}
+    idle: dict[str, int] = {}
+    lags = [s["lag"] for s in per_stream]
+    for stream in per_stream:
+        for name, count in stream["pending"].items():
+            pending[name] = pending.get(name, 0) + count
+        for name, ms in stream["idle"].items():
+            idle[name] = min(ms, idle.get(name, ms))
+    partitions = [
+        {
+            "partition": p,
+            "length": per_stream[p + 1]["length"],
+            "pending": sum(per_stream[p + 1]["pending"].values()),
+            "owner": _str(holders[p]) if holders[p] is not None else None,
+        }
+        for p in range(PARTITIONS)
+    ]
+    return {
+        "totals": totals,
+        "inbox_length": sum(s["length"] for s in per_stream),
+        "pending": sum(pending.values()),
+        "pending_by_consumer": pending,
+        "lag": None if all(lag is None for lag in lags) else sum(lag or 0 for lag in lags),
+        "oldest_pending_idle_ms": max(s["oldest_idle_ms"] for s in per_stream),
+        "consumers": [
+            {"name": name, "pending": pending.get(name, 0), "idle_ms": ms}
+            for name, ms in sorted(idle.items())
+        ],
+        "dead_letters": dead_len,
+        "router": _str(holders[-1]) if holders[-1] is not None else None,
+        "daemons": daemons,
+        "partitions": partitions,
+    }
+
+
+async def _one_stream(redis: Redis, stream: str) -> dict[str, Any]:
+    """One inbound stream's length, pending entries, lag and consumers' idle times."""
+    facts: dict[str, Any] = {
+        "length": await redis.xlen(stream),
+        "pending": {},
+        "idle": {},
+        "lag": None,
+        "oldest_idle_ms": 0,
+    }
+    try:
+        summary = await redis.xpending(stream, CONSUMER_GROUP)
+        for row in summary.get("consumers") or []:
+            facts["pending"][_str(row["name"])] = int(row["pending"])
+        for group in await redis.xinfo_groups(stream):
+            if _str(group.get("name")) == CONSUMER_GROUP:
+                facts["lag"] = await _lag(redis, stream, group)
+        oldest = await redis.xpending_range(stream, CONSUMER_GROUP, min="-", max="+", count=1)
+        facts["oldest_idle_ms"] = int(oldest[0]["time_since_delivered"]) if oldest else 0
+        for consumer in await redis.xinfo_consumers(stream, CONSUMER_GROUP):
+            facts["idle"][_str(consumer.get("name"))] = int(consumer.get("idle", 0))
+    except ResponseError:
+        pass  # no consumer group yet: nobody has read this stream
+    return facts
+
+
+async def _lag(redis: Redis, stream: str, group: dict[str, Any]) -> int:
+    """Entries not yet delivered to the consumer group (Redis 7 reports it; 6.2 does not, nor
+    does 7 when entries were deleted in between)."""
+    if group.get("lag") is not None:
+        return int(group["lag"])
+    last = _str(group.get("last-delivered-id", "0-0"))
+    newer = await redis.xrange(stream, min=f"({last}", max="+", count=100_000)
+    return len(newer or [])

@@ -1,0 +1,105 @@
+"""MQTT out: group replies published as JSON (QoS 1) without ever blocking message handling.
+
+``publish()`` only queues; a background task keeps one connection to the broker, reconnects
+with backoff when it is lost and sends what was queued meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections import deque
+
+import aiomqtt
+
+from orchestrator.adapters.services import mqtt_client_args
+
+__all__ = ["MqttPublisher"]
+
+logger = logging.getLogger(__name__)
+
+
+class MqttPublisher:
+    """Queues MQTT messages and sends them from a task of its own (``run``)."""
+
+    def __init__(self, url: str, *, queue_size: int = 10_000, max_backoff_s: float = 30.0) -> None:
+        self._args = mqtt_client_args(url)
+        self._queue: deque[tuple[str, bytes]] = deque()
+        self._queue_size = queue_size
+        self._wakeup = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._max_backoff_s = max_backoff_s
+        self.connected = False
+        self.published = 0
+        self.dropped = 0
+
+    def publish(self, topic: str, payload: bytes) -> None:
+        """Queue a message; the oldest queued one is dropped if the queue is full."""
+        if len(self._queue) >= self._queue_size:
+            self._queue.popleft()
+            self.dropped += 1
+            if self.dropped == 1 or self.dropped % 1000 == 0:
+                logger.warning("mqtt queue full: %d messages dropped so far", self.dropped)
+        self._queue.append((topic, payload))
+        self._idle.clear()
+        self._wakeup.set()
+
+    @property
+    def queued(self) -> int:
+        """Messages waiting to be sent."""
+        return len(self._queue)
+
+    async def flush(self, timeout_s: float) -> bool:
+        """Wait until everything queued has been sent, at most ``timeout_s``."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                await self._idle.wait()
+                return True
+        return False
+
+    async def run(self) -> None:
+        """Keep a connection and send queued messages until cancelled."""
+        backoff = 0.5
+        refused = False
+        while True:
+            try:
+                identifier = f"arena-{os.getpid()}-{id(self):x}"
+                async with aiomqtt.Client(**self._args, identifier=identifier) as client:
+                    if not self.connected:
+                        logger.info(
+                            "mqtt connected to %s:%s", self._args["hostname"], self._args["port"]
+                        )
+                    self.connected = True
+                    backoff = 0.5
+                    await self._send_all(client)
+            except aiomqtt.MqttError as exc:
+                if self.connected:
+                    logger.warning("mqtt connection lost (%s); retrying", exc)
+                elif isinstance(exc, aiomqtt.MqttCodeError) and not refused:
+                    # Retrying does not fix credentials: say so once, not at every attempt.
+                    logger.warning(
+                        "mqtt broker at %s:%s refused the connection (%s); check MQTT_URL",
+                        self._args["hostname"],
+                        self._args["port"],
+                        exc,
+                    )
+                else:
+                    logger.debug("mqtt connect failed (%s); retrying in %.1fs", exc, backoff)
+                refused = isinstance(exc, aiomqtt.MqttCodeError) and not self.connected
+                self.connected = False
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, self._max_backoff_s)
+
+    async def _send_all(self, client: aiomqtt.Client) -> None:
+        while True:
+            while self._queue:
+                topic, payload = self._queue[0]
+                await client.publish(topic, payload, qos=1, timeout=10)
+                self._queue.popleft()
+                self.published += 1
+            self._idle.set()
+            self._wakeup.clear()
+            await self._wakeup.wait()

@@ -1,0 +1,153 @@
+"""A model stand-in for running without an API key: deterministic replies, no I/O.
+
+``OfflineProvider`` answers every request the same way for the same input. Its reply:
+
+1. Starts with one line in the agent's role::
+
+       [offline] <name> (<role>) here. No model is configured (set ANTHROPIC_API_KEY),
+       so this is an offline reply to <sender>: "<quote>"
+
+   (shown here on two lines, sent as one). The quote is the trigger message with every ``@``
+   removed, so that quoting a mention never hands the turn to another agent, its whitespace
+   collapsed to single spaces, marker-shaped text made inert, and cut to at most 200
+   characters (the last one an ellipsis when cut). The sender, name and role also lose their ``@``.
+
+2. Then, one marker per line, for each sentence of the trigger message (split on ``.``,
+   ``!``, ``?``, their full-width forms U+3002, U+FF01 and U+FF1F, and line breaks) that
+   states a decision, requirement or task::
+
+       <!--SAVE_MEMORY:{"type": "decision", "content": "<sentence>", "confidence": 0.9}-->
+
+   Detection is case-insensitive and the first type that matches wins, in this order:
+
+   - decision and requirement: as :mod:`orchestrator.core.cues` tells them ("we decided",
+     "let's go with"…; "must ", "we need"…; never in a question, and never "must" as a guess
+     such as "that must have been hard");
+   - task: "please ", "todo:", "task:" or "can you" in a sentence that also @mentions
+     someone, or a sentence that starts with "todo:" or "task:". A mention is ``@`` then a
+     letter or digit, not right after a letter, digit, ``_`` or ``.`` (so an e-mail address
+     is not one).
+
+3. Then, for each sentence that teaches the agent something ("lesson:", "next time",
+   "remember that", "note to self")::
+
+       <!--SAVE_TO_PERSONAL:{"content": "<sentence>", "type": "lesson"}-->
+
+A marker's sentence is stripped and loses its ``@``; ``<!--`` in it becomes ``&lt;!--`` and
+``-->`` becomes ``--&gt;``, so no content can break a marker. The usage counts words, not
+tokens: input is the words of the system prompt and messages, output the words of the reply.
+The completion reports model "offline", provider "offline", stop reason "end_turn" and a
+latency of 0 ms.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from types import TracebackType
+from typing import Literal, Self
+
+from orchestrator.core import cues
+from orchestrator.core.markers import neutralise
+from orchestrator.core.models import Completion, LLMRequest, Usage
+
+__all__ = ["OfflineProvider"]
+
+MemoryType = Literal["decision", "requirement", "task"]
+
+_QUOTE_LIMIT = 200
+_MENTION_RE = re.compile(r"(?<![\w.])@[A-Za-z0-9]")
+_TASK = ("please ", "todo:", "task:", "can you")
+_TASK_PREFIX = ("todo:", "task:")
+_LESSON = ("lesson:", "next time", "remember that", "note to self")
+
+
+class OfflineProvider:
+    """Answers in role without a model, and saves what the message decides or asks."""
+
+    name = "offline"
+
+    async def complete(self, request: LLMRequest) -> Completion:
+        """Build the offline reply to ``request``.
+
+        Args:
+            request: The model call the agent would have made.
+
+        Returns:
+            The reply, with word counts as usage.
+        """
+        text = _reply(request)
+        prompt = " ".join([request.system, *(m.get("content", "") for m in request.messages)])
+        usage = Usage(input_tokens=len(prompt.split()), output_tokens=len(text.split()))
+        return Completion(
+            text=text, model="offline", provider=self.name, usage=usage, stop_reason="end_turn"
+        )
+
+    async def aclose(self) -> None:
+        """Nothing to release; here so the provider can be used like any other."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+def _reply(request: LLMRequest) -> str:
+    """The reply text described in the module docstring: a greeting, then markers."""
+    agent, trigger = request.agent, request.trigger
+    lines = [
+        f"[offline] {_clean(agent.name)} ({_clean(agent.role)}) here. No model is configured "
+        f"(set ANTHROPIC_API_KEY), so this is an offline reply to {_clean(trigger.sender)}: "
+        f'"{_quote(trigger.text)}"'
+    ]
+    sentences = [(cues.bare(s).strip(), question) for s, question in cues.sentences(trigger.text)]
+    for sentence, question in sentences:
+        kind = _memory_type(sentence, question)
+        if kind is not None:
+            payload = {"type": kind, "content": _marker_content(sentence), "confidence": 0.9}
+            lines.append(f"<!--SAVE_MEMORY:{json.dumps(payload, ensure_ascii=False)}-->")
+    for sentence, _ in sentences:
+        if _has_any(sentence, _LESSON):
+            payload = {"content": _marker_content(sentence), "type": "lesson"}
+            lines.append(f"<!--SAVE_TO_PERSONAL:{json.dumps(payload, ensure_ascii=False)}-->")
+    return "\n".join(lines)
+
+
+def _memory_type(sentence: str, question: bool) -> MemoryType | None:
+    """Whether a sentence states a decision, a requirement or a task, first match wins."""
+    if (stated := cues.states(sentence, question=question)) is not None:
+        return stated
+    lowered = sentence.lower().lstrip()
+    if lowered.startswith(_TASK_PREFIX) or (
+        _has_any(sentence, _TASK) and _MENTION_RE.search(sentence)
+    ):
+        return "task"
+    return None
+
+
+def _has_any(sentence: str, phrases: tuple[str, ...]) -> bool:
+    lowered = sentence.lower()
+    return any(phrase in lowered for phrase in phrases)
+
+
+def _clean(text: str) -> str:
+    """Text safe to repeat: no ``@`` to start a mention, no marker to save a memory."""
+    return neutralise(text.replace("@", ""))
+
+
+def _quote(text: str) -> str:
+    quoted = " ".join(_clean(text).split())
+    if len(quoted) > _QUOTE_LIMIT:
+        quoted = quoted[: _QUOTE_LIMIT - 1] + "…"
+    return quoted
+
+
+def _marker_content(sentence: str) -> str:
+    """A sentence as marker content that cannot close or open a marker early."""
+    return sentence.strip().replace("@", "").replace("<!--", "&lt;!--").replace("-->", "--&gt;")

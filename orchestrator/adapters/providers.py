@@ -1,0 +1,27 @@
+"""Which model provider a process uses: Anthropic's behind a circuit breaker when a key is
+set, else the offline one. The daemon and the background jobs both ask here."""
+
+from __future__ import annotations
+
+from orchestrator.adapters.breaker import CircuitBreaker
+from orchestrator.adapters.llm import AnthropicProvider
+from orchestrator.adapters.offline import OfflineProvider
+from orchestrator.core.turns import LLM
+from orchestrator.settings import Settings
+
+__all__ = ["build_llm"]
+
+
+def build_llm(settings: Settings) -> LLM:
+    """The Anthropic provider when a key is set, else the offline one."""
+    if settings.anthropic_api_key is None:
+        return OfflineProvider()
+    provider = AnthropicProvider(
+        api_key=settings.anthropic_api_key.get_secret_value(),
+        base_url=settings.anthropic_base_url,
+        timeout_s=settings.model_timeout_s,
+        max_retries=settings.model_max_retries,
+    )
+    return CircuitBreaker(
+        provider, threshold=settings.breaker_threshold, cooldown_s=settings.breaker_cooldown_s
+    )

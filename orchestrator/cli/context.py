@@ -1,0 +1,142 @@
+"""``arena context AGENT GROUP``: the context the agent's next turn would get, without a call."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+from rich.table import Table
+
+from orchestrator.cli.output import json_text, out
+from orchestrator.core.context import build_context
+from orchestrator.core.models import ChatMessage, MessageKind
+from orchestrator.core.prompts import Prompts
+from orchestrator.core.tokens import TokenCounter
+from orchestrator.core.wire import DEFAULT_SENDER, validate_group
+from orchestrator.errors import ValidationError
+from orchestrator.memory.conversation.store import HistoryStore
+from orchestrator.memory.db import make_engine
+from orchestrator.runtime.daemon import load_drift, load_team, make_briefing
+from orchestrator.settings import Settings
+
+__all__ = ["context"]
+
+LAYERS = ("overhead", "identity", "summary", "memory_md", "logs", "recall", "history")
+
+
+def _print_recall(report: Mapping[str, Any]) -> None:
+    """What the references cite, and how many candidates recall's layers left out."""
+    for citation in report["citations"]:
+        if str(citation["trust"]).startswith("said by"):
+            out.print(f"cites message {citation['id']} ({citation['trust']})", markup=False)
+        else:
+            out.print(
+                f"cites memory {citation['id']} ({citation['trust']}): {citation['ref']}",
+                markup=False,
+            )
+    layers: dict[str, int] = {}
+    for dropped in report.get("recall_dropped", ()):
+        layers[dropped["layer"]] = layers.get(dropped["layer"], 0) + 1
+    if layers:
+        counts = ", ".join(f"{layer} {n}" for layer, n in sorted(layers.items()))
+        out.print(f"recall left out {sum(layers.values())} candidates ({counts})", markup=False)
+
+
+def _trigger(store: HistoryStore, group: str, message: str | None) -> ChatMessage:
+    if message is not None:
+        return ChatMessage(
+            id="next",
+            group=group,
+            sender=DEFAULT_SENDER,
+            kind=MessageKind.HUMAN,
+            text=message,
+            created_at=datetime.now(UTC),
+        )
+    latest = store.recent(group, 1)
+    if latest:
+        return latest[0].message
+    return ChatMessage(
+        id="next",
+        group=group,
+        sender=DEFAULT_SENDER,
+        kind=MessageKind.HUMAN,
+        text="(no message yet)",
+        created_at=datetime.now(UTC),
+    )
+
+
+@click.command()
+@click.argument("agent_id", metavar="AGENT")
+@click.argument("group")
+@click.option("--message", default=None, help="Build it as if this message were posted next.")
+@click.option("--json", "as_json", is_flag=True, help="The request and the report as JSON.")
+@click.pass_obj
+def context(
+    settings: Settings, agent_id: str, group: str, message: str | None, as_json: bool
+) -> None:
+    """Show the context AGENT's next turn in GROUP would get: each layer with its tokens, the
+    budget decisions and the citations. Nothing is sent to the model."""
+    validate_group(group)
+    team = load_team(settings)
+    agent = next((a for a in team.agents if a.id == agent_id), None)
+    if agent is None:
+        known = ", ".join(a.id for a in team.agents)
+        raise ValidationError("agent", f"no agent {agent_id!r} (agents: {known})")
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    engine = make_engine(settings.effective_database_url)
+    try:
+        briefing = make_briefing(settings, engine, team)
+        trigger = _trigger(HistoryStore(engine), group, message)
+        now = datetime.now(UTC)
+        gathered = briefing.gather(agent, trigger, now)
+        built = build_context(
+            agent=agent,
+            agents=team.agents,
+            layers=gathered.layers,
+            trigger=trigger,
+            prompts=Prompts(settings.prompts_dir),
+            now=now.astimezone(settings.zone),
+            tz=settings.tz,
+            limits=briefing.limits(agent, load_drift(settings).factor(agent.model)),
+            counter=TokenCounter(),
+        )
+    finally:
+        engine.dispose()
+    request = built.request
+    if as_json:
+        data: dict[str, Any] = {
+            "agent": agent.id,
+            "group": group,
+            "model": request.model,
+            "system": request.system,
+            "system_tail": request.system_tail,
+            "messages": [dict(m) for m in request.messages],
+            "report": dict(built.report),
+        }
+        out.print(json_text(data, indent=2))
+        return
+    report = built.report
+    tokens = report["tokens"]
+    table = Table("layer", "tokens")
+    for name in LAYERS:
+        table.add_row(name, str(tokens.get(name, 0)))
+    table.add_row("total", str(tokens.get("total", 0)))
+    out.print(
+        f"{agent.id} in {group}: window {report['window']}, reserved output "
+        f"{report['reserved_output']}, available {report['available']}",
+        markup=False,
+    )
+    out.print(table)
+    for decision in report["decisions"] or ["everything fits"]:
+        out.print(f"- {decision}", markup=False)
+    _print_recall(report)
+    out.print("\n[bold]system (cached prefix)[/]", markup=True)
+    out.print(request.system, markup=False)
+    out.print("\n[bold]system (this turn)[/]", markup=True)
+    out.print(request.system_tail, markup=False)
+    out.print(f"\n[bold]conversation[/] ({len(request.messages)} turns)", markup=True)
+    for turn in request.messages:
+        out.print(f"{turn['role']}: ", style="dim", end="")
+        out.print(turn["content"])

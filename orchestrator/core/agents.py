@@ -1,0 +1,388 @@
+"""Agent definitions: ``agents/*.yaml`` into ``AgentSpec``, and each agent's workspace.
+
+One file per agent, named after its id (``agents/architect.yaml``), loaded in file-name order,
+which is also the order that breaks routing ties. Every field but ``id``, ``name``, ``role`` and
+``model`` is optional; unknown fields are errors::
+
+    id: architect                   # ^[a-z0-9][a-z0-9_-]{0,63}$, equal to the file name
+    name: Architect                 # shown in chats; ``@Architect`` mentions it too
+    role: software architect
+    description: Designs systems, weighs trade-offs and keeps the big picture.
+    model: claude-sonnet-4-5
+    models: {fast: claude-haiku-4-5, reasoning: claude-opus-4-1}   # optional hints
+    temperature: 0.4                # 0 to 1, default 0.7
+    max_tokens: 1024                # default 1024
+    max_concurrency: 4              # turns in flight at once, default 4
+    default: false                  # exactly one agent may be the default
+    routing:
+      rules:
+        - name: design              # default: "<id>#<index>"
+          keywords: [architecture, design, schema, 架构]   # any one, case-insensitive
+          patterns: ['\\bAPI\\b']    # any one, Python regular expressions, case-insensitive
+          min_length: 1             # characters of the stripped text, not bytes
+          max_length: 4000
+          priority: 50              # highest matching rule wins, default 0
+          agents: [architect]       # who answers; default: this agent
+
+A rule matches when every condition it has holds; it needs at least one. Ids and names must be
+unique across files, ignoring case and spaces, so every ``@mention`` names one agent. A key
+given twice in one mapping is an error rather than silently overridden. Mistakes raise
+``AgentDefinitionError`` naming the file and the field, e.g.
+``agents/developer.yaml: routing.rules[0].patterns[1]: invalid regular expression: ...``.
+
+Each agent also has a folder ``workspaces/<id>/`` holding ``CLAUDE.md`` (its role prompt) and
+``SOUL.md`` (its personality).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import ValidationError as PydanticValidationError
+
+from orchestrator.core.models import AGENT_ID_RE, AgentSpec, RoutingRule
+from orchestrator.errors import AgentDefinitionError, ValidationError
+
+__all__ = ["load_agents", "read_identity", "workspace_dir"]
+
+logger = logging.getLogger(__name__)
+
+MAX_FILE_BYTES = 256 * 1024
+IDENTITY_FILES = ("CLAUDE.md", "SOUL.md")
+
+# A non-blank string, and a non-blank single line; both are stripped.
+_Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+_Line = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200, pattern=r"^\S.*$")
+]
+
+
+# Plainer words than pydantic's for the mistakes people make most in these files.
+_PROBLEMS = {
+    "extra_forbidden": "unknown field",
+    "missing": "required field is missing",
+    "string_too_short": "must not be empty",
+    "string_pattern_mismatch": "must be a single line of text",
+    "string_unicode": "must be valid Unicode text",
+}
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """Safe YAML that refuses a key given twice in one mapping, where the last would win."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[str] = set()
+        for key_node, _ in node.value:
+            if key_node.tag != "tag:yaml.org,2002:str":
+                continue
+            if key_node.value in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"found duplicate key {key_node.value!r}",
+                    key_node.start_mark,
+                )
+            seen.add(key_node.value)
+        return super().construct_mapping(node, deep=deep)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class _RuleModel(_Model):
+    name: _Line | None = None
+    keywords: list[_Text] = []
+    patterns: list[_Text] = []
+    min_length: int | None = Field(default=None, ge=0)
+    max_length: int | None = Field(default=None, ge=0)
+    priority: int = 0
+    agents: list[str] | None = None
+
+
+class _RoutingModel(_Model):
+    rules: list[_RuleModel] = []
+
+
+class _ContextModel(_Model):
+    window: int | None = Field(default=None, ge=256)
+    reserved_output: int | None = Field(default=None, ge=1)
+    identity: int | None = Field(default=None, ge=1)
+    summary: int | None = Field(default=None, ge=0)
+    memory_md: int | None = Field(default=None, ge=0)
+    logs: int | None = Field(default=None, ge=0)
+    recall: int | None = Field(default=None, ge=0)
+
+
+class _RecallModel(_Model):
+    relevance_floor: float | None = Field(default=None, ge=0.0, le=1.0)
+    max_entries: int | None = Field(default=None, ge=0, le=100)
+    char_budget: int | None = Field(default=None, ge=0)
+    require_source: bool | None = None
+    exclude_untrusted: bool | None = None
+
+
+class _AgentModel(_Model):
+    id: str
+    name: _Line
+    role: _Line
+    description: str = ""
+    model: _Line
+    models: dict[_Line, _Line] = {}
+    temperature: float = Field(default=0.7, ge=0.0, le=1.0)
+    max_tokens: int = Field(default=1024, ge=1)
+    max_concurrency: int = Field(default=4, ge=1)
+    default: bool = False
+    routing: _RoutingModel = _RoutingModel()
+    context: _ContextModel = _ContextModel()
+    recall: _RecallModel = _RecallModel()
+
+
+def load_agents(folder: Path) -> tuple[AgentSpec, ...]:
+    """Load every ``*.yaml`` file in ``folder``, sorted by file name.
+
+    Args:
+        folder: the agents folder, usually ``Settings.agents_dir``.
+
+    Returns:
+        The agents, in file-name order.
+
+    Raises:
+        AgentDefinitionError: naming the first bad file and field.
+    """
+    if not folder.is_dir():
+        raise AgentDefinitionError(str(folder), "", "not a folder")
+    paths = sorted(folder.glob("*.yaml"))
+    if not paths:
+        raise AgentDefinitionError(str(folder), "", "no agent definitions (*.yaml) found")
+    agents: list[AgentSpec] = []
+    sources: dict[str, Path] = {}  # agent id -> file
+    handles: dict[str, Path] = {}  # casefolded id or name -> file, for unambiguous mentions
+    for path in paths:
+        spec = _load_file(path)
+        if spec.id in sources:
+            raise AgentDefinitionError(
+                str(path), "id", f"duplicate id {spec.id!r}, already used in {sources[spec.id]}"
+            )
+        if spec.id != path.stem:
+            raise AgentDefinitionError(
+                str(path), "id", f"{spec.id!r} does not match the file name {path.name!r}"
+            )
+        _claim_handles(spec, path, handles)
+        sources[spec.id] = path
+        agents.append(spec)
+    _check_defaults(agents, sources)
+    _check_rule_agents(agents, sources)
+    logger.debug("loaded %d agents from %s", len(agents), folder)
+    return tuple(agents)
+
+
+def _load_file(path: Path) -> AgentSpec:
+    where = str(path)
+    model = _validate(where, _read_document(path))
+    if not AGENT_ID_RE.fullmatch(model.id):
+        raise AgentDefinitionError(where, "id", f"{model.id!r} must match {AGENT_ID_RE.pattern}")
+    _check_rule_names(where, model.routing.rules)
+    rules = tuple(
+        _build_rule(where, index, rule, model.id) for index, rule in enumerate(model.routing.rules)
+    )
+    return AgentSpec(
+        id=model.id,
+        name=model.name,
+        role=model.role,
+        description=model.description.strip(),
+        model=model.model,
+        models=dict(model.models),
+        temperature=model.temperature,
+        max_tokens=model.max_tokens,
+        max_concurrency=model.max_concurrency,
+        default=model.default,
+        rules=rules,
+        context=model.context.model_dump(exclude_none=True),
+        recall=model.recall.model_dump(exclude_none=True),
+    )
+
+
+def _read_document(path: Path) -> dict[object, object]:
+    """The file's YAML document, which must be a mapping."""
+    where = str(path)
+    try:
+        raw = path.read_bytes()
+        if len(raw) > MAX_FILE_BYTES:
+            raise AgentDefinitionError(where, "", f"larger than {MAX_FILE_BYTES} bytes")
+        document = yaml.load(raw.decode("utf-8"), Loader=_StrictLoader)
+    except OSError as exc:
+        raise AgentDefinitionError(where, "", f"cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise AgentDefinitionError(where, "", f"not UTF-8 text: {exc.reason}") from None
+    except yaml.YAMLError as exc:
+        raise AgentDefinitionError(where, "", _yaml_problem(exc)) from None
+    except RecursionError:
+        raise AgentDefinitionError(where, "", "invalid YAML: nested too deeply") from None
+    if not isinstance(document, dict):
+        kind = "empty" if document is None else type(document).__name__
+        raise AgentDefinitionError(where, "", f"expected a mapping of fields, got {kind}")
+    return document
+
+
+def _validate(where: str, document: dict[object, object]) -> _AgentModel:
+    """Check types and fields, reporting pydantic's first complaint in our own words."""
+    try:
+        return _AgentModel.model_validate(document)
+    except PydanticValidationError as exc:
+        error = exc.errors()[0]
+        loc = error["loc"]
+        problem = _PROBLEMS.get(error["type"], error["msg"])
+        if loc and loc[-1] == "[key]":  # pydantic's marker for a bad mapping key
+            loc, problem = loc[:-1], f"key {problem}"
+        raise AgentDefinitionError(where, _field_path(loc), problem) from None
+
+
+def _check_rule_names(where: str, rules: Sequence[_RuleModel]) -> None:
+    names: dict[str, int] = {}
+    for index, rule in enumerate(rules):
+        if rule.name is not None and names.setdefault(rule.name, index) != index:
+            raise AgentDefinitionError(
+                where,
+                f"routing.rules[{index}].name",
+                f"{rule.name!r} is already the name of routing.rules[{names[rule.name]}]",
+            )
+
+
+def _build_rule(where: str, index: int, rule: _RuleModel, owner: str) -> RoutingRule:
+    field = f"routing.rules[{index}]"
+    for position, pattern in enumerate(rule.patterns):
+        try:
+            re.compile(pattern, re.IGNORECASE)
+        except (re.error, OverflowError, RecursionError) as exc:
+            raise AgentDefinitionError(
+                where, f"{field}.patterns[{position}]", f"invalid regular expression: {exc}"
+            ) from None
+    if rule.agents is not None and not rule.agents:
+        raise AgentDefinitionError(where, f"{field}.agents", "must name at least one agent")
+    if (
+        rule.min_length is not None
+        and rule.max_length is not None
+        and rule.min_length > rule.max_length
+    ):
+        raise AgentDefinitionError(where, f"{field}.min_length", "is greater than max_length")
+    try:
+        return RoutingRule(
+            agents=tuple(dict.fromkeys(rule.agents or [owner])),
+            name=rule.name or "",
+            keywords=tuple(rule.keywords),
+            patterns=tuple(rule.patterns),
+            min_length=rule.min_length,
+            max_length=rule.max_length,
+            priority=rule.priority,
+        )
+    except ValueError as exc:
+        raise AgentDefinitionError(where, field, str(exc)) from None
+
+
+def _claim_handles(spec: AgentSpec, path: Path, handles: dict[str, Path]) -> None:
+    """Refuse an id or name that would make an ``@mention`` ambiguous."""
+    for field, value in (
+        ("id", spec.id),
+        ("name", spec.name),
+        ("name", "".join(spec.name.split())),
+    ):
+        key = value.casefold()
+        owner = handles.get(key)
+        if owner is not None and owner != path:
+            raise AgentDefinitionError(
+                str(path), field, f"{value!r} is already an id or name in {owner}"
+            )
+        handles[key] = path
+
+
+def _check_defaults(agents: Sequence[AgentSpec], sources: dict[str, Path]) -> None:
+    defaults = [agent.id for agent in agents if agent.default]
+    if len(defaults) > 1:
+        raise AgentDefinitionError(
+            str(sources[defaults[1]]),
+            "default",
+            f"more than one default agent (also {sources[defaults[0]]})",
+        )
+
+
+def _check_rule_agents(agents: Sequence[AgentSpec], sources: dict[str, Path]) -> None:
+    for agent in agents:
+        for index, rule in enumerate(agent.rules):
+            for position, target in enumerate(rule.agents):
+                if target not in sources:
+                    raise AgentDefinitionError(
+                        str(sources[agent.id]),
+                        f"routing.rules[{index}].agents[{position}]",
+                        f"unknown agent {target!r}",
+                    )
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    """``("routing", "rules", 0, "patterns", 1)`` -> ``routing.rules[0].patterns[1]``.
+
+    Mapping keys that are not plain names (``models``' keys, unknown fields) are quoted.
+    """
+    text = ""
+    for part in loc:
+        if isinstance(part, int) or not _PLAIN_KEY.fullmatch(part):
+            text += f"[{part!r}]"
+        else:
+            text += f".{part}" if text else part
+    return text
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    if mark is not None:
+        return f"invalid YAML at line {mark.line + 1}, column {mark.column + 1}: {problem}"
+    return f"invalid YAML: {problem}"
+
+
+def workspace_dir(workspaces: Path, agent_id: str) -> Path:
+    """The folder holding an agent's identity and memory files: ``workspaces/<agent_id>``.
+
+    Args:
+        workspaces: the workspaces folder, usually ``Settings.workspaces_dir``.
+        agent_id: the agent's id.
+
+    Raises:
+        ValidationError: if ``agent_id`` is not a valid id or the folder would lie outside
+            ``workspaces`` (through ``..``, a separator, or a symbolic link).
+    """
+    if not isinstance(agent_id, str) or not AGENT_ID_RE.fullmatch(agent_id):
+        raise ValidationError("agent_id", f"invalid agent id {agent_id!r}")
+    path = workspaces / agent_id
+    root = workspaces.resolve()
+    resolved = path.resolve()
+    if resolved == root or not resolved.is_relative_to(root):
+        raise ValidationError("agent_id", f"workspace of {agent_id!r} lies outside {workspaces}")
+    return path
+
+
+def read_identity(workspaces: Path, agent_id: str) -> tuple[str, str]:
+    """An agent's ``CLAUDE.md`` (role) and ``SOUL.md`` (personality); ``""`` when missing.
+
+    This reads files: call it through ``asyncio.to_thread`` from async code.
+
+    Raises:
+        ValidationError: as ``workspace_dir`` does.
+    """
+    folder = workspace_dir(workspaces, agent_id)
+    role, soul = (_read_text(folder / name) for name in IDENTITY_FILES)
+    return role, soul
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return ""

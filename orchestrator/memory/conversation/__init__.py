@@ -1,0 +1,2 @@
+"""A group's stored conversation: the message store, its full-text index, ``arena import``
+and the recent-messages cache."""

@@ -1,0 +1,225 @@
+"""The composition root: builds every adapter from ``Settings`` and runs the consumer, the
+leases that share the work with other daemons, and the schedule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from redis.asyncio import BlockingConnectionPool, Redis
+from sqlalchemy.engine import Engine
+
+from orchestrator.adapters.bus import Bus
+from orchestrator.adapters.events import MqttPublisher
+from orchestrator.adapters.leases import Leases
+from orchestrator.adapters.providers import build_llm
+from orchestrator.adapters.services import ping_redis
+from orchestrator.background.schedule import start_schedule
+from orchestrator.core.agents import load_agents, read_identity
+from orchestrator.core.context import Identity
+from orchestrator.core.prompts import Prompts
+from orchestrator.core.tokens import DriftCorrector, TokenCounter
+from orchestrator.core.turns import LLM
+from orchestrator.errors import ConfigError
+from orchestrator.files import write_atomic
+from orchestrator.memory.conversation.index import BackgroundIndexing, HistoryIndex
+from orchestrator.memory.conversation.recent import RecentMessages
+from orchestrator.memory.conversation.store import HistoryStore
+from orchestrator.memory.db import make_engine
+from orchestrator.memory.gate import GateConfig
+from orchestrator.memory.personal import PersonalLog
+from orchestrator.memory.recall import Recaller
+from orchestrator.memory.session import SessionMemory
+from orchestrator.memory.writer import MemoryWriter
+from orchestrator.runtime.briefing import Briefing, RecentSource
+from orchestrator.runtime.consumer import Consumer
+from orchestrator.runtime.coordinator import Coordinator
+from orchestrator.runtime.pipeline import Pipeline, Team
+from orchestrator.runtime.triggers import SummaryTrigger
+from orchestrator.settings import Settings
+
+__all__ = [
+    "ensure_data_dir",
+    "load_drift",
+    "load_team",
+    "make_briefing",
+    "make_writer",
+    "run",
+    "save_drift",
+]
+
+logger = logging.getLogger(__name__)
+
+
+def load_team(settings: Settings) -> Team:
+    """Load the agents and their identity files."""
+    agents = load_agents(settings.agents_dir)
+    identities = {}
+    for agent in agents:
+        claude, soul = read_identity(settings.workspaces_dir, agent.id)
+        identities[agent.id] = Identity(claude=claude, soul=soul)
+    return Team(agents=agents, identities=identities)
+
+
+def make_briefing(
+    settings: Settings, engine: Engine, team: Team, recent: RecentSource | None = None
+) -> Briefing:
+    """What gathers each agent's layers, on the given database (recent messages from
+    ``recent``, else read from the database each time)."""
+    session = SessionMemory(engine)
+    return Briefing(
+        settings=settings,
+        identities=team.identities,
+        store=recent or HistoryStore(engine),
+        personal=PersonalLog(settings.workspaces_dir, settings.zone),
+        recaller=Recaller(session, history=HistoryIndex(engine)),
+        counter=TokenCounter(),
+    )
+
+
+def make_writer(settings: Settings, engine: Engine) -> MemoryWriter:
+    """The memory write path: gate, session memory and personal logs."""
+    return MemoryWriter(
+        SessionMemory(engine),
+        PersonalLog(settings.workspaces_dir, settings.zone),
+        GateConfig(
+            min_confidence=settings.memory_min_confidence,
+            daily_limit=settings.memory_daily_limit,
+        ),
+        settings.zone,
+    )
+
+
+def ensure_data_dir(settings: Settings) -> None:
+    """Create the data folder (and its parents) if it does not exist yet.
+
+    Raises:
+        ConfigError: naming ARENA_DATA_DIR and why the folder cannot be made.
+    """
+    folder = settings.data_dir
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ConfigError("ARENA_DATA_DIR", f"{folder} exists and is not a folder") from None
+    except OSError as exc:
+        reason = exc.strerror or exc.__class__.__name__
+        raise ConfigError("ARENA_DATA_DIR", f"cannot create {folder}: {reason}") from None
+
+
+def _drift_path(settings: Settings) -> Path:
+    return settings.data_dir / "drift.json"
+
+
+def load_drift(settings: Settings) -> DriftCorrector:
+    """The per-model token correction factors learnt by earlier runs."""
+    drift = DriftCorrector()
+    try:
+        drift.restore(json.loads(_drift_path(settings).read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        pass
+    except (ValueError, TypeError, AttributeError) as exc:
+        logger.warning("ignoring unreadable %s: %s", _drift_path(settings), exc)
+    return drift
+
+
+def save_drift(settings: Settings, drift: DriftCorrector) -> None:
+    """Keep the correction factors for the next run."""
+    factors = drift.snapshot()
+    if factors:
+        write_atomic(_drift_path(settings), json.dumps(factors, indent=2) + "\n")
+
+
+async def run(
+    settings: Settings,
+    stop: asyncio.Event,
+    *,
+    ready: Callable[[], None] | None = None,
+    llm: LLM | None = None,
+) -> None:
+    """Run the daemon until ``stop`` is set.
+
+    Raises:
+        OrchestratorError: when configuration or a service is wrong at start.
+    """
+    ensure_data_dir(settings)
+    team = load_team(settings)
+    prompts = Prompts(settings.prompts_dir)
+    await ping_redis(settings.effective_redis_url, timeout_s=5)
+    engine = await asyncio.to_thread(make_engine, settings.effective_database_url)
+    # Commands wait for a free connection rather than fail when every one is busy (hundreds
+    # of groups in flight at once).
+    redis = Redis.from_pool(
+        BlockingConnectionPool.from_url(
+            settings.effective_redis_url,
+            max_connections=settings.redis_max_connections,
+            timeout=30,
+            socket_timeout=30,
+        )
+    )
+    provider = llm or build_llm(settings)
+    publisher = MqttPublisher(settings.effective_mqtt_url)
+    bus = Bus(redis, settings.consumer)
+    drift = load_drift(settings)
+    summaries = SummaryTrigger(redis, settings)
+    store = HistoryStore(engine)
+    # This daemon is the only writer of the groups of the partitions it holds; on taking a
+    # partition over, the consumer has it let go of that partition's groups.
+    recent = RecentMessages(store, settings.history_limit, verify=False)
+    pipeline = Pipeline(
+        team=team,
+        store=store,
+        outbox=bus,
+        events=publisher,
+        llm=provider,
+        prompts=prompts,
+        briefing=make_briefing(settings, engine, team, recent),
+        counter=TokenCounter(),
+        hop_limit=settings.hop_limit,
+        memory=make_writer(settings, engine),
+        counters=bus,
+        drift=drift,
+        summaries=summaries,
+        dead_letters=bus,
+        recent=recent,
+    )
+    consumer = Consumer(bus, pipeline, settings)
+    leases = Leases(redis, settings.consumer, int(settings.lease_ttl_s * 1000))
+    coordinator = Coordinator(leases, consumer.idle)
+    mqtt_task = asyncio.create_task(publisher.run(), name="orchestrator.adapters.events.publish")
+    # Messages stored before the history index existed are indexed while the daemon answers.
+    indexing = BackgroundIndexing(engine)
+    schedule = None
+    try:
+        await bus.ensure_group()
+        # First: a daemon refused its consumer name starts nothing else.
+        async with coordinator.holding(stop):
+            # Heartbeats and catch-up only enqueue RQ jobs; start_schedule logs a failure and
+            # returns None, so messages are handled with or without it.
+            schedule = await start_schedule(settings, engine, [a.id for a in team.agents])
+            logger.info(
+                "daemon %s: %d agents (%s), model provider %s",
+                settings.consumer,
+                len(team.agents),
+                ", ".join(a.id for a in team.agents),
+                provider.name,
+            )
+            if ready is not None:
+                ready()
+            await consumer.run(stop, coordinator)
+        await publisher.flush(timeout_s=2)
+    finally:
+        if schedule is not None:
+            await schedule.stop()
+        save_drift(settings, drift)
+        summaries.close()
+        mqtt_task.cancel()
+        await asyncio.gather(mqtt_task, return_exceptions=True)
+        await provider.aclose()
+        await redis.aclose()
+        await indexing.stop()
+        engine.dispose()
+        logger.info("daemon stopped after %d messages", consumer.handled)

@@ -1,0 +1,104 @@
+"""When a group's rolling summary is due: every N messages, or at once on a decision.
+
+Counts live in Redis (one counter per group), so they survive restarts and are shared by
+several daemons.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+import redis
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from orchestrator.background.jobs import enqueue_summary
+from orchestrator.core.batching import Coalescer
+from orchestrator.core.wire import summary_counter_key
+from orchestrator.settings import Settings
+
+__all__ = ["SummaryTrigger", "summary_due"]
+
+logger = logging.getLogger(__name__)
+
+_SUMMARY_TAGS = (
+    ("[decision]", "decision"),
+    ("[requirement]", "requirement"),
+    ("[task_assigned]", "task"),
+)
+# Saved memories of these types make a summary due at once, like the text tags do.
+_MARKER_TRIGGERS = {"decision": "decision", "requirement": "requirement", "task": "task"}
+
+
+def summary_due(count_since_last: int, text: str, every: int) -> str | None:
+    """Whether a group's rolling summary is due after a message, and why.
+
+    Args:
+        count_since_last: messages in the group since its last summary, this one included.
+        text: this message (or marker) text.
+        every: summarise every this many messages; 0 or less never by count.
+
+    Returns:
+        ``"decision"``, ``"requirement"`` or ``"task"`` when the text carries ``[decision]``,
+        ``[requirement]`` or ``[task_assigned]``; else ``"messages"`` when ``count_since_last``
+        reached ``every``; else None.
+    """
+    lowered = text.lower()
+    for tag, trigger in _SUMMARY_TAGS:
+        if tag in lowered:
+            return trigger
+    if every > 0 and count_since_last >= every:
+        return "messages"
+    return None
+
+
+class SummaryTrigger:
+    """Counts a group's messages and enqueues its summary job when one is due."""
+
+    def __init__(self, redis_async: Redis, settings: Settings) -> None:
+        self._redis = redis_async
+        self._settings = settings
+        self._sync = redis.Redis.from_url(settings.effective_redis_url)
+        # Many groups' counts go to Redis in one round trip.
+        self._counts: Coalescer[tuple[str, int], int] = Coalescer(
+            self._count_many, name="summary-counts"
+        )
+
+    def close(self) -> None:
+        """Close the connection used for enqueueing."""
+        self._sync.close()
+
+    async def after_message(
+        self, group: str, stored: int, texts: Sequence[str], marker_types: Sequence[str]
+    ) -> str | None:
+        """Count ``stored`` new messages of ``group``; enqueue its summary if due.
+
+        Returns:
+            The trigger that made it due, or None. Failures are logged, never raised: a
+            summary is never worth losing a message over.
+        """
+        try:
+            count = await self._counts((group, stored))
+            trigger = summary_due(count, "\n".join(texts), self._settings.summary_every_messages)
+            trigger = trigger or next(
+                (_MARKER_TRIGGERS[t] for t in marker_types if t in _MARKER_TRIGGERS), None
+            )
+            if trigger is None:
+                return None
+            result = await asyncio.to_thread(
+                enqueue_summary, self._sync, group, None, trigger, settings=self._settings
+            )
+            await self._redis.set(summary_counter_key(group), 0)
+            logger.info("group %s: summary due (%s): %s", group, trigger, result.detail)
+            return trigger
+        except (RedisError, OSError) as exc:
+            logger.warning("group %s: could not enqueue its summary: %s", group, exc)
+            return None
+
+    async def _count_many(self, counts: list[tuple[str, int]]) -> list[int]:
+        pipe = self._redis.pipeline(transaction=False)
+        for group, stored in counts:
+            pipe.incrby(summary_counter_key(group), stored)
+        return [int(total) for total in await pipe.execute()]
