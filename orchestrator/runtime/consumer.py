@@ -26,7 +26,7 @@ from orchestrator.core.wire import PARTITIONS, parse_inbound, partition_of, part
 from orchestrator.errors import ValidationError
 from orchestrator.runtime.coordinator import Coordinator
 from orchestrator.runtime.dispatch import GroupDispatcher
-from orchestrator.runtime.partitioner import Router
+from orchestrator.runtime.partitioner import Partitioner
 from orchestrator.runtime.pipeline import Pipeline
 from orchestrator.settings import Settings
 
@@ -67,7 +67,7 @@ class Consumer:
         self._in_hand: set[str] = set()
         self._per_partition: Counter[int] = Counter()
         self._streams = {partition_stream(p): p for p in range(PARTITIONS)}
-        self.router = Router(bus.redis, settings.consumer)
+        self.partitioner = Partitioner(bus.redis, settings.consumer)
         # Look for abandoned messages about twice per idle limit (at most every 15 s).
         self._claim_every_s = min(CLAIM_EVERY_S, max(0.5, settings.claim_idle_ms / 2000))
 
@@ -140,7 +140,7 @@ class Consumer:
                 await asyncio.sleep(READ_BLOCK_MS / 1000)
                 continue
             try:
-                await self.router.step(ROUTE_COUNT, READ_BLOCK_MS, claim=claim)
+                await self.partitioner.step(ROUTE_COUNT, READ_BLOCK_MS, claim=claim)
                 claim = False
             except RedisError as exc:
                 logger.warning("routing failed (%s); retrying", exc)

@@ -1,7 +1,7 @@
-"""The router: moves entries from the inbox, in the order they were posted, to their group's
-partition stream, keeping each entry's id.
+"""The partitioner: moves entries from the inbox, in the order they were posted, to their group's
+partition stream, keeping each entry's id (``arena status`` calls this role "router").
 
-Only the daemon holding the router lease runs it. Each batch moves in one Lua script that
+Only the daemon holding the ``router`` lease runs it. Each batch moves in one Lua script that
 acknowledges an entry before copying it, so an entry is moved once even if two daemons both
 believe they are the router for a moment, and removes it from the inbox once moved.
 """
@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 from orchestrator.adapters.bus import decode_entries
 from orchestrator.core.wire import CONSUMER_GROUP, inbox_stream, partition_of, partition_stream
 
-__all__ = ["Router"]
+__all__ = ["Partitioner"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ return moved
 """
 
 
-class Router:
+class Partitioner:
     """Moves inbound entries to their partition streams."""
 
     def __init__(self, redis: Redis, consumer: str) -> None:
