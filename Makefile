@@ -21,6 +21,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check orchestrator tests
 	$(BIN)/ruff format --check orchestrator tests
 	$(BIN)/mypy orchestrator
+	$(BIN)/lint-imports
 
 # Tests run in parallel, one process per core.
 test: lint
