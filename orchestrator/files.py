@@ -1,19 +1,34 @@
-"""Writing user data safely: a temporary file in the same folder, fsync, then rename."""
+"""Writing user data safely: one atomic write and one folder lock for the whole package.
+
+:func:`write_atomic` writes a temporary file in the same folder, fsyncs it, renames it over
+the target and fsyncs the folder: a reader sees the old file or the new one, never half of
+one, and a crash leaves one of the two. :func:`locked_folder` lets writers of one folder take
+turns, across threads and processes, with an exclusive ``flock`` on the folder itself (a lock
+file would stay behind in the user's workspace; removing one races with its next user).
+Everything here blocks: call it through ``asyncio.to_thread`` from async code.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["write_atomic"]
+__all__ = ["locked_folder", "remove_stale_temps", "write_atomic"]
 
 
-def write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str, *, mode: int | None = None) -> None:
     """Replace ``path`` with ``text`` so that readers see the old or the new file, never half.
 
     Creates the folder if needed; the folder is fsynced so the rename survives a crash.
+
+    Args:
+        path: The file to replace (or create).
+        text: Its new content, written as UTF-8.
+        mode: The new file's permission bits; None leaves them private to the owner (0o600).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -21,14 +36,45 @@ def write_atomic(path: Path, text: str) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
             out.flush()
+            if mode is not None:
+                os.fchmod(out.fileno(), mode)
             os.fsync(out.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    folder = os.open(path.parent, os.O_RDONLY)
+    _fsync_folder(path.parent)
+
+
+def remove_stale_temps(path: Path) -> None:
+    """Remove the temporary files a killed :func:`write_atomic` of ``path`` left behind.
+
+    Call it only while holding :func:`locked_folder` of the file's folder, which every
+    writer of the file takes, so that no live writer owns one.
+    """
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):
+        with contextlib.suppress(FileNotFoundError):
+            stale.unlink()
+
+
+@contextlib.contextmanager
+def locked_folder(folder: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``folder``, shared by every thread and process.
+
+    The folder must exist.
+    """
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        os.fsync(folder)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
     finally:
-        os.close(folder)
+        os.close(fd)  # closing the last descriptor releases the lock
+
+
+def _fsync_folder(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

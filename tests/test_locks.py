@@ -14,7 +14,8 @@ import pytest
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.schema import PersonalDraft
-from orchestrator.memory.versions import VersionedFile, VersionStore
+from orchestrator.memory.versioned_file import VersionedFile
+from orchestrator.memory.versions import VersionStore
 
 NOW = datetime(2025, 3, 4, 12, 0, tzinfo=UTC)
 

@@ -154,7 +154,7 @@ def test_failed_write_leaves_log_and_no_temp_file(log: PersonalLog, monkeypatch)
     def broken_replace(src: str, dst: object) -> None:
         raise OSError("disk on fire")
 
-    monkeypatch.setattr("orchestrator.memory.personal.os.replace", broken_replace)
+    monkeypatch.setattr("orchestrator.files.os.replace", broken_replace)
     with pytest.raises(OSError, match="disk on fire"):
         log.append("dev", note("lost"), source="g/m", now=NOON)
     assert path.read_text(encoding="utf-8") == before

@@ -51,7 +51,8 @@ from orchestrator.core.tokens import TokenCounter
 from orchestrator.core.turns import LLM
 from orchestrator.errors import ValidationError
 from orchestrator.memory.personal import PersonalLog
-from orchestrator.memory.versions import Kind, VersionedFile, VersionStore, sha256_of, text_problem
+from orchestrator.memory.versioned_file import VersionedFile, text_problem
+from orchestrator.memory.versions import Kind, VersionStore, sha256_of
 from orchestrator.settings import Settings
 
 __all__ = [

@@ -46,13 +46,8 @@ from orchestrator.core.tokens import TokenCounter
 from orchestrator.core.turns import LLM
 from orchestrator.core.wire import validate_group
 from orchestrator.memory.conversation.store import MessageRow
-from orchestrator.memory.versions import (
-    Kind,
-    VersionedFile,
-    VersionStore,
-    summary_path,
-    text_problem,
-)
+from orchestrator.memory.versioned_file import VersionedFile, text_problem
+from orchestrator.memory.versions import Kind, VersionStore, summary_path
 from orchestrator.settings import Settings
 
 __all__ = ["Said", "SummaryOutcome", "SummaryStatus", "run_summary", "summarise_offline"]

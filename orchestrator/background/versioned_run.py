@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any, Protocol, TypeVar, cast
 
 from orchestrator.errors import LLMError
-from orchestrator.memory.versions import VersionedFile
+from orchestrator.memory.versioned_file import VersionedFile
 
 __all__ = ["Staged", "run_versioned"]
 

@@ -1,6 +1,7 @@
 """Plain values passed between the parts of Agent Arena.
 
-Everything here is a frozen dataclass that validates itself; nothing here does I/O.
+Everything here is a frozen dataclass that validates itself, plus the one rule for reading a
+stored time (:func:`assume_utc`); nothing here does I/O.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -25,11 +26,18 @@ __all__ = [
     "RouteReason",
     "RoutingRule",
     "Usage",
+    "assume_utc",
 ]
 
 GROUP_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}\Z")
 AGENT_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}\Z")
 SENDER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.@-]{0,63}\Z")
+
+
+def assume_utc(value: datetime) -> datetime:
+    """``value`` with a time zone: a naive one is taken as UTC (everything we store is UTC,
+    and SQLite hands datetimes back naive); an aware one is returned as it is."""
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 class MessageKind(StrEnum):

@@ -6,10 +6,9 @@ A log is Markdown, one heading and one bullet per note, dated in the configured 
 
     - 07:30 [lesson] Ask for the expected load first (source: demo/msg-42)
 
-Appends are atomic and never lose a line, across threads and processes: each takes an
-exclusive ``flock`` on the agent's ``memory/`` folder itself (no lock file is left in the
-workspace), reads the log, writes the whole new text to a temporary file in the same folder,
-flushes it to disk, renames it over the log and flushes the folder. A reader sees the old
+Appends are atomic and never lose a line, across threads and processes: each takes the
+agent's ``memory/`` folder lock (:func:`orchestrator.files.locked_folder`), reads the log and
+writes the whole new text with :func:`orchestrator.files.write_atomic`. A reader sees the old
 file or the new one, never half of one, and a crash leaves one of the two. Everything here
 blocks: call it through ``asyncio.to_thread``.
 """
@@ -17,14 +16,10 @@ blocks: call it through ``asyncio.to_thread``.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
-import os
 import re
 import stat
-import tempfile
 import time
-from collections.abc import Iterator
 from datetime import date, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -32,6 +27,7 @@ from zoneinfo import ZoneInfo
 from orchestrator.core.agents import workspace_dir
 from orchestrator.core.markers import neutralise
 from orchestrator.errors import ValidationError
+from orchestrator.files import locked_folder, remove_stale_temps, write_atomic
 from orchestrator.memory.schema import PersonalDraft
 
 __all__ = ["PersonalLog"]
@@ -89,8 +85,9 @@ class PersonalLog:
         line = f"- {local:%H:%M} [{draft.type}] {_one_line(draft.content)}"
         line += f" (source: {_one_line(source)})\n"
         path.parent.mkdir(parents=True, exist_ok=True)
-        with _locked(path):
-            _remove_stale_temps(path)
+        # Every writer of the folder's logs takes this lock.
+        with locked_folder(path.parent):
+            remove_stale_temps(path)
             current = _read(path)
             if _already_noted(current, line):
                 # The same note from the same source: a turn replayed after a crash.
@@ -99,7 +96,7 @@ class PersonalLog:
                 current = f"# {agent_id} — {local.date().isoformat()}\n\n"
             elif not current.endswith("\n"):
                 current += "\n"  # the file was edited by hand
-            _replace(path, current + line)
+            write_atomic(path, current + line, mode=_mode_of(path))
         logger.debug("appended a %s note to %s", draft.type, path)
         return path
 
@@ -170,19 +167,6 @@ def _read(path: Path) -> str:
         return ""
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock for ``path``, shared by every thread and process: a ``flock``
-    on its folder, which every writer of the folder's logs takes (a lock file would stay
-    behind in the user's workspace; removing one races with its next user)."""
-    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing the last descriptor releases the lock
-
-
 def _already_noted(current: str, line: str) -> bool:
     """Whether ``current`` has ``line`` already, whatever the minute it was written at."""
     body = line.strip().split(" ", 2)[2]  # without "- HH:MM"
@@ -193,38 +177,9 @@ def _already_noted(current: str, line: str) -> bool:
     )
 
 
-def _remove_stale_temps(path: Path) -> None:
-    """Remove temporary files a killed writer left behind (only called under the lock, so
-    no live writer of this log can own one)."""
-    for stale in path.parent.glob(f".{path.name}.*.tmp"):
-        with contextlib.suppress(FileNotFoundError):
-            stale.unlink()
-
-
-def _replace(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically and durably."""
+def _mode_of(path: Path) -> int:
+    """The log's permission bits, kept across a rewrite; a new log is readable by all."""
     try:
-        mode = stat.S_IMODE(path.stat().st_mode)
+        return stat.S_IMODE(path.stat().st_mode)
     except FileNotFoundError:
-        mode = _NEW_FILE_MODE
-    fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as temp:
-            temp.write(text)
-            temp.flush()
-            os.fchmod(temp.fileno(), mode)
-            os.fsync(temp.fileno())
-        os.replace(temp_name, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp_name)
-        raise
-    _fsync_folder(path.parent)
-
-
-def _fsync_folder(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        return _NEW_FILE_MODE
