@@ -18,7 +18,8 @@ from sqlalchemy import text
 from orchestrator.cli.main import main
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.memory.conversation import index as history_index
-from orchestrator.memory.conversation.index import HistoryIndex, backfill, pending
+from orchestrator.memory.conversation.index import HistoryIndex
+from orchestrator.memory.conversation.indexing import backfill, pending
 from orchestrator.memory.conversation.store import Closing, HistoryStore, NewReply
 from orchestrator.memory.db import make_engine
 from tests.arena_helpers import (
@@ -218,7 +219,7 @@ def test_backfill_indexes_a_database_from_before_the_index(settings, engine, cap
         stop = threading.Event()
         stop.set()
         assert backfill(reopened, batch=10, stop=stop) == 0
-        with caplog.at_level(logging.INFO, logger="orchestrator.memory.conversation.index"):
+        with caplog.at_level(logging.INFO, logger="orchestrator.memory.conversation.indexing"):
             assert backfill(reopened, batch=10, log_every=20) == 51
         progress = [r.getMessage() for r in caplog.records]
         assert "indexing history: 20/51" in progress

@@ -26,7 +26,8 @@ from orchestrator.core.tokens import DriftCorrector, TokenCounter
 from orchestrator.core.turns import LLM
 from orchestrator.errors import ConfigError
 from orchestrator.files import write_atomic
-from orchestrator.memory.conversation.index import BackgroundIndexing, HistoryIndex
+from orchestrator.memory.conversation.index import HistoryIndex
+from orchestrator.memory.conversation.indexing import BackgroundIndexing
 from orchestrator.memory.conversation.recent import RecentMessages
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
