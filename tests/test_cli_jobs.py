@@ -20,12 +20,12 @@ from rq import Worker
 from orchestrator.cli import jobs as cli_jobs
 from orchestrator.cli.main import main
 from orchestrator.core.models import ChatMessage, MessageKind
-from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.schema import PersonalDraft
 from orchestrator.settings import load_settings
 from tests.arena_helpers import REPO, set_team_environment
+from tests.history_seed import write_history
 
 
 @pytest.fixture
@@ -98,7 +98,7 @@ def test_heartbeat_refuses_unknown_agents_and_bad_dates(env):
     """An unknown agent or a malformed date is one line on stderr and exit 1."""
     unknown = arena("heartbeat", "ghost")
     assert unknown.exit_code == 1
-    assert "unknown agent 'ghost' (agents: helper, ping, pong)" in unknown.stderr
+    assert "no agent 'ghost' (agents: helper, ping, pong)" in unknown.stderr
     bad = arena("heartbeat", "ping", "--date", "14.03.2025")
     assert bad.exit_code == 1
     assert "date: '14.03.2025' is not a date (YYYY-MM-DD)" in bad.stderr
@@ -129,7 +129,8 @@ def test_heartbeat_and_summarize_wait_for_the_outcome(env, worker):
     engine = make_engine(load_settings().effective_database_url)
     start = datetime(2025, 3, 14, 9, 0, tzinfo=UTC)
     for n, text in enumerate(["Let us build a login", "[decision] we use JWT"]):
-        HistoryStore(engine).save(
+        write_history(
+            engine,
             ChatMessage(
                 id=f"m{n}",
                 group="demo",
@@ -137,7 +138,7 @@ def test_heartbeat_and_summarize_wait_for_the_outcome(env, worker):
                 kind=MessageKind.HUMAN,
                 text=text,
                 created_at=start + timedelta(minutes=n),
-            )
+            ),
         )
     engine.dispose()
     summary = arena("summarize", "demo", "--wait", "30")

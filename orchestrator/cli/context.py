@@ -10,14 +10,13 @@ import click
 from rich.table import Table
 
 from orchestrator.cli.output import json_text, out
+from orchestrator.cli.resources import database, known_agent
 from orchestrator.core.context import build_context
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.core.prompts import Prompts
 from orchestrator.core.tokens import TokenCounter
 from orchestrator.core.wire import DEFAULT_SENDER, validate_group
-from orchestrator.errors import ValidationError
 from orchestrator.memory.conversation.store import HistoryStore
-from orchestrator.memory.db import make_engine
 from orchestrator.runtime.daemon import load_drift, load_team, make_briefing
 from orchestrator.settings import Settings
 
@@ -80,13 +79,8 @@ def context(
     budget decisions and the citations. Nothing is sent to the model."""
     validate_group(group)
     team = load_team(settings)
-    agent = next((a for a in team.agents if a.id == agent_id), None)
-    if agent is None:
-        known = ", ".join(a.id for a in team.agents)
-        raise ValidationError("agent", f"no agent {agent_id!r} (agents: {known})")
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    engine = make_engine(settings.effective_database_url)
-    try:
+    agent = known_agent(team.agents, agent_id)
+    with database(settings) as engine:
         briefing = make_briefing(settings, engine, team)
         trigger = _trigger(HistoryStore(engine), group, message)
         now = datetime.now(UTC)
@@ -102,8 +96,6 @@ def context(
             limits=briefing.limits(agent, load_drift(settings).factor(agent.model)),
             counter=TokenCounter(),
         )
-    finally:
-        engine.dispose()
     request = built.request
     if as_json:
         data: dict[str, Any] = {

@@ -13,10 +13,10 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator.cli.output import err, json_text, out, printable
+from orchestrator.cli.resources import database, known_agent
 from orchestrator.core.agents import load_agents, workspace_dir
 from orchestrator.core.wire import validate_group
 from orchestrator.errors import ValidationError
-from orchestrator.memory.db import make_engine
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.versions import Run, Version, VersionStore, summary_path
 from orchestrator.settings import Settings
@@ -29,21 +29,14 @@ _DIFF_STYLES = (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green")
 
 @contextmanager
 def _store(settings: Settings) -> Iterator[VersionStore]:
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    engine = make_engine(settings.effective_database_url)
-    try:
+    with database(settings) as engine:
         yield VersionStore(engine)
-    finally:
-        engine.dispose()
 
 
 def _agent_id(settings: Settings, agent_id: str) -> str:
     """``agent_id`` if it is a valid id of one of the team's agents."""
     workspace_dir(settings.workspaces_dir, agent_id)
-    known = [a.id for a in load_agents(settings.agents_dir)]
-    if agent_id not in known:
-        raise ValidationError("agent", f"no agent {agent_id!r} (agents: {', '.join(known)})")
-    return agent_id
+    return known_agent(load_agents(settings.agents_dir), agent_id).id
 
 
 def _stamp(settings: Settings, when: datetime) -> str:

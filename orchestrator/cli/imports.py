@@ -10,10 +10,11 @@ import click
 import redis
 from redis.exceptions import RedisError
 
-from orchestrator.adapters.services import ping_redis
-from orchestrator.background.jobs import enqueue_summary
+from orchestrator.adapters.probes import ping_redis
+from orchestrator.background.queue import enqueue_summary
 from orchestrator.background.summary import MAX_MESSAGES
 from orchestrator.cli.output import err, out
+from orchestrator.cli.resources import database
 from orchestrator.core.agents import load_agents
 from orchestrator.core.wire import validate_group
 from orchestrator.errors import OrchestratorError
@@ -25,7 +26,6 @@ from orchestrator.memory.conversation.importer import (
     parse_lines,
 )
 from orchestrator.memory.conversation.store import HistoryStore
-from orchestrator.memory.db import make_engine
 from orchestrator.settings import Settings
 
 __all__ = ["import_command"]
@@ -123,14 +123,10 @@ def import_command(settings: Settings, group: str, file: IO[bytes]) -> None:
         group=group, zone=settings.zone, max_bytes=settings.max_message_bytes, agents=agents
     )
     messages = parse_lines(data, config, _reporter("checked line", lines))
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    engine = make_engine(settings.effective_database_url)
-    try:
+    with database(settings) as engine:
         result = import_messages(
             HistoryStore(engine), messages, progress=_reporter("stored", lines)
         )
-    finally:
-        engine.dispose()
     _say(result, settings)
     if result.imported:
         for line in _after(settings, result):

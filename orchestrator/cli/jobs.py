@@ -18,23 +18,22 @@ from rich.text import Text
 from rq import Worker
 from rq.job import Job, JobStatus
 
-from orchestrator.adapters.services import ping_redis
-from orchestrator.background.jobs import (
+from orchestrator.adapters.probes import ping_redis
+from orchestrator.background.listing import list_jobs, schedule_rows
+from orchestrator.background.queue import (
     QUEUE_NAMES,
     EnqueueResult,
     enqueue_distill,
     enqueue_summary,
     fetch_job,
-    list_jobs,
-    schedule_rows,
 )
 from orchestrator.background.schedule import next_fire_times
 from orchestrator.cli.output import json_text, out, printable
+from orchestrator.cli.resources import database, known_agent
 from orchestrator.core.agents import load_agents
 from orchestrator.core.wire import validate_group
 from orchestrator.errors import OrchestratorError, ServiceError, ValidationError
 from orchestrator.memory.conversation.store import HistoryStore
-from orchestrator.memory.db import make_engine
 from orchestrator.settings import Settings
 
 __all__ = ["heartbeat", "jobs", "summarize"]
@@ -162,9 +161,7 @@ def heartbeat(
     settings: Settings, agent: str, day_text: str | None, force: bool, wait_s: float | None
 ) -> None:
     """Distil AGENT's daily log into a new MEMORY.md now (a background job)."""
-    known = [a.id for a in load_agents(settings.agents_dir)]
-    if agent not in known:
-        raise ValidationError("agent", f"unknown agent {agent!r} (agents: {', '.join(known)})")
+    known_agent(load_agents(settings.agents_dir), agent)
     day = _parse_day(day_text) if day_text else datetime.now(settings.zone).date()
     with _redis(settings) as connection:
         result = enqueue_distill(connection, agent, day, "manual", settings=settings, force=force)
@@ -183,12 +180,8 @@ def heartbeat(
 def summarize(settings: Settings, group: str, force: bool, wait_s: float | None) -> None:
     """Update GROUP's rolling summary up to its latest message now (a background job)."""
     validate_group(group)
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    engine = make_engine(settings.effective_database_url)
-    try:
+    with database(settings) as engine:
         latest = HistoryStore(engine).recent(group, 1)
-    finally:
-        engine.dispose()
     if not latest:
         raise ValidationError("group", f"group {group!r} has no messages yet")
     with _redis(settings) as connection:

@@ -12,11 +12,11 @@ import click
 from rich.table import Table
 
 from orchestrator.cli.output import json_text, out
+from orchestrator.cli.resources import database
 from orchestrator.core.wire import validate_group
 from orchestrator.errors import ValidationError
 from orchestrator.files import write_atomic
 from orchestrator.memory.conversation.store import HistoryStore
-from orchestrator.memory.db import make_engine
 from orchestrator.memory.recall import text_relevance
 from orchestrator.memory.records import STATUSES, MemoryRecord
 from orchestrator.memory.schema import MEMORY_TYPES, PERSONAL_TYPES
@@ -31,12 +31,8 @@ TYPES = tuple(dict.fromkeys((*MEMORY_TYPES, *PERSONAL_TYPES)))
 
 @contextmanager
 def _stores(settings: Settings) -> Iterator[tuple[SessionMemory, HistoryStore]]:
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    engine = make_engine(settings.effective_database_url)
-    try:
+    with database(settings) as engine:
         yield SessionMemory(engine), HistoryStore(engine)
-    finally:
-        engine.dispose()
 
 
 def _row(record: MemoryRecord) -> dict[str, Any]:

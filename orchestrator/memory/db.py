@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from sqlalchemy import event
@@ -20,7 +22,7 @@ from orchestrator.memory.conversation import index as _index  # noqa: F401
 # registered before create_all.
 from orchestrator.memory.conversation import store as _history  # noqa: F401
 
-__all__ = ["make_engine"]
+__all__ = ["make_engine", "open_engine"]
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +74,20 @@ def make_engine(url: str) -> Engine:
             reason += f" ({str(exc.orig).strip().splitlines()[0][:200]})"
         raise ServiceError("database", f"cannot open {safe}: {reason}") from exc
     return engine
+
+
+@contextmanager
+def open_engine(url: str) -> Iterator[Engine]:
+    """:func:`make_engine` for one ``with`` block: the engine is disposed of when it ends.
+
+    Raises:
+        ServiceError: when the database cannot be opened.
+    """
+    engine = make_engine(url)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
 
 
 def _create_tables(engine: Engine, attempts: int = 10) -> None:
