@@ -1,0 +1,181 @@
+"""``arena post``, ``tail``, ``history``, ``dead-letters``, ``retry`` and ``route``: talking
+to the groups and reading what was said.
+
+``arena --help`` and ``arena post`` must start quickly: each command imports the client, the
+database or the agent files when it runs (``tests/test_cli_startup.py``).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from orchestrator.cli.output import err, fail, json_text, out
+from orchestrator.core.wire import DEFAULT_SENDER, Outbound, validate_group
+from orchestrator.errors import ValidationError
+from orchestrator.settings import Settings
+
+__all__ = ["dead_letters", "history", "post", "retry", "route", "tail"]
+
+# A Redis stream entry id, as `arena dead-letters` lists them.
+_ENTRY_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
+
+
+def _print_item(item: Outbound) -> None:
+    if item.type == "notice":
+        out.print(f"! {item.text}", style="yellow")
+    else:
+        out.print(f"{item.sender}: ", style="bold cyan", end="")
+        out.print(item.text)
+
+
+@click.command()
+@click.argument("group")
+@click.argument("text")
+@click.option("--sender", default=DEFAULT_SENDER, show_default=True, help="Who is speaking.")
+@click.option(
+    "--wait",
+    "wait_s",
+    type=float,
+    is_flag=False,
+    flag_value=60.0,
+    default=None,
+    metavar="[SECONDS]",
+    help="Wait for the replies and print them (default 60 s).",
+)
+@click.pass_obj
+def post(settings: Settings, group: str, text: str, sender: str, wait_s: float | None) -> None:
+    """Post TEXT to GROUP and print the message id ('-' reads TEXT from stdin)."""
+    from orchestrator.client import ArenaClient
+
+    if text == "-":
+        text = sys.stdin.read()
+    with ArenaClient.from_settings(settings) as client:
+        after = client.last_reply_id(group) if wait_s is not None else "$"
+        message_id = client.post(group, text, sender)
+        out.print(message_id)
+        if wait_s is None:
+            return
+        try:
+            for item in client.replies(group, message_id, wait_s, after=after):
+                _print_item(item)
+        except TimeoutError:
+            fail(f"no complete answer within {wait_s:g}s; is the daemon running? (`arena status`)")
+
+
+@click.command()
+@click.argument("group")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 100_000))
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@click.pass_obj
+def history(settings: Settings, group: str, limit: int, as_json: bool) -> None:
+    """Print GROUP's latest messages, oldest first."""
+    from orchestrator.cli.resources import database
+    from orchestrator.memory.conversation.store import HistoryStore
+
+    validate_group(group)
+    with database(settings) as engine:
+        messages = HistoryStore(engine).recent(group, limit)
+    if as_json:
+        for stored in messages:
+            out.print(json_text(stored.as_dict()))
+        return
+    if not messages:
+        err.print(f"arena: no messages in group {group!r} yet")
+        return
+    for stored in messages:
+        m = stored.message
+        stamp = m.created_at.astimezone(settings.zone).strftime("%Y-%m-%d %H:%M:%S")
+        who = f"[dim]{stamp}[/] [bold]{escape(m.sender)}[/] ({escape(m.kind.value)}): "
+        out.print(who, markup=True, end="")
+        out.print(m.text)
+
+
+@click.command()
+@click.argument("group")
+@click.pass_obj
+def tail(settings: Settings, group: str) -> None:
+    """Follow GROUP's replies as they are published (Ctrl-C to stop)."""
+    from orchestrator.client import ArenaClient
+
+    validate_group(group)
+    with ArenaClient.from_settings(settings) as client:
+        client.ping()
+        after = client.last_reply_id(group)
+        err.print(f"arena: following group {group}; Ctrl-C to stop")
+        try:
+            for item in client.follow(group, after=after):
+                if item is not None and item.type != "done":
+                    _print_item(item)
+        except KeyboardInterrupt:
+            return
+
+
+@click.command(name="dead-letters")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
+@click.option("--json", "as_json", is_flag=True, help="A JSON list ([] when there are none).")
+@click.pass_obj
+def dead_letters(settings: Settings, limit: int, as_json: bool) -> None:
+    """List messages that were rejected or could not be answered, with the reason."""
+    from orchestrator.client import ArenaClient
+
+    with ArenaClient.from_settings(settings) as client:
+        letters = client.dead_letters(limit)
+    if as_json:
+        out.print(json_text(letters, indent=2))
+        return
+    if not letters:
+        out.print("no dead letters")
+        return
+    table = Table("id", "message", "group", "reason", "text")
+    for letter in letters:
+        table.add_row(
+            letter["id"],
+            letter.get("entry_id", ""),
+            letter.get("group", ""),
+            letter.get("reason", ""),
+            letter.get("text", "")[:60],
+        )
+    out.print(table)
+
+
+@click.command()
+@click.argument("dead_letter_id", metavar="ID")
+@click.pass_obj
+def retry(settings: Settings, dead_letter_id: str) -> None:
+    """Post a dead letter's message again (see `arena dead-letters`); prints the new id."""
+    from orchestrator.client import ArenaClient
+
+    if not _ENTRY_ID.fullmatch(dead_letter_id):
+        raise ValidationError(
+            "id", f"not a message id: {dead_letter_id!r} (expected like 1700000000000-0)"
+        )
+    with ArenaClient.from_settings(settings) as client:
+        out.print(client.retry(dead_letter_id))
+
+
+@click.command()
+@click.argument("text")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_obj
+def route(settings: Settings, text: str, as_json: bool) -> None:
+    """Show which agents would answer TEXT, and why (a dry run over the real rules)."""
+    from orchestrator.core.agents import load_agents
+    from orchestrator.core.routing import route as decide
+
+    decision = decide(text, load_agents(settings.agents_dir))
+    if as_json:
+        out.print(json_text(decision.as_dict()))
+        return
+    out.print(f"agents:   {', '.join(decision.agents)}", markup=False)
+    out.print(f"reason:   {decision.reason.value}", markup=False)
+    if decision.rule:
+        out.print(f"rule:     {decision.rule}", markup=False)
+    if decision.keywords_hit:
+        out.print(f"keywords: {', '.join(decision.keywords_hit)}", markup=False)
+    if decision.detail:
+        out.print(f"detail:   {decision.detail}", markup=False)

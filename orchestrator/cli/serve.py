@@ -1,0 +1,68 @@
+"""``arena up``, ``arena daemon`` and ``arena worker``: the long-running processes.
+
+Each imports the daemon's modules when it runs, so that ``arena --help`` stays quick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import click
+
+from orchestrator.cli.output import out
+from orchestrator.logs import configure
+from orchestrator.settings import Settings
+
+__all__ = ["daemon", "up", "worker"]
+
+
+@click.command()
+@click.pass_obj
+def up(settings: Settings) -> None:
+    """Run the daemon, its workers and (when not configured) embedded Redis and MQTT.
+
+    Stops cleanly on Ctrl-C or SIGTERM: intake stops, messages in hand are finished.
+    """
+    from orchestrator.cli import supervisor
+
+    configure(settings.log_level)
+    for what, where in supervisor.describe(settings):
+        out.print(f"arena: {what:<9}{where}")
+
+    async def _up() -> None:
+        stop = asyncio.Event()
+        supervisor.stop_on_signals(stop)
+        await supervisor.serve(settings, stop, say=lambda line: out.print(line))
+
+    asyncio.run(_up())
+    out.print("arena: stopped")
+
+
+@click.command()
+@click.pass_obj
+def daemon(settings: Settings) -> None:
+    """Run only the daemon, against configured services (for scale-out)."""
+    from orchestrator.cli import supervisor
+    from orchestrator.runtime import daemon as runtime
+
+    configure(settings.log_level)
+
+    async def _run() -> None:
+        stop = asyncio.Event()
+        supervisor.stop_on_signals(stop)
+        await runtime.run(settings, stop, ready=lambda: out.print("arena: ready"))
+
+    asyncio.run(_run())
+
+
+@click.command()
+@click.option("--burst", is_flag=True, help="Work until the queues are empty, then exit.")
+@click.pass_obj
+def worker(settings: Settings, burst: bool) -> None:
+    """Run a background worker (RQ) for heartbeat and summary jobs."""
+    from orchestrator.adapters.probes import ping_redis
+    from orchestrator.background.worker import run_worker
+
+    configure(settings.log_level)
+    asyncio.run(ping_redis(settings.effective_redis_url, timeout_s=5))
+    run_worker(settings.effective_redis_url, burst=burst)
