@@ -21,7 +21,7 @@ from rq import Worker
 from rq.serializers import JSONSerializer
 
 from orchestrator.adapters.services import RedisServer
-from orchestrator.background.jobs import queue
+from orchestrator.background.queue import queue
 from orchestrator.client import ArenaClient
 from orchestrator.core.wire import outbox_stream
 from tests.arena_helpers import REPO, write_team

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from rq import SimpleWorker
 from rq.serializers import JSONSerializer
 
-from orchestrator.background.jobs import fetch_job, queue
+from orchestrator.background.queue import fetch_job, queue
 from orchestrator.cli.main import main
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.core.wire import inbox_stream, outbox_stream

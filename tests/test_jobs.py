@@ -24,15 +24,14 @@ from rq.job import JobStatus
 from rq.serializers import JSONSerializer
 
 from orchestrator.adapters.services import mqtt_client_args
-from orchestrator.background.jobs import (
+from orchestrator.background.listing import list_jobs, store_schedule
+from orchestrator.background.queue import (
     JobPolicy,
     distill_job_id,
     enqueue_distill,
     enqueue_summary,
     fetch_job,
-    list_jobs,
     queue,
-    store_schedule,
     summary_job_id,
 )
 from orchestrator.core.models import ChatMessage, MessageKind

@@ -15,7 +15,7 @@ from rq.serializers import JSONSerializer
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
-from orchestrator.background.jobs import enqueue_prune, fetch_job, prune_job_id, queue
+from orchestrator.background.queue import enqueue_prune, fetch_job, prune_job_id, queue
 from orchestrator.background.retention import prune
 from orchestrator.background.schedule import PRUNE, build_scheduler, next_fire_times
 from orchestrator.cli.main import main

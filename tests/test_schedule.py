@@ -13,7 +13,7 @@ import redis
 from rq import SimpleWorker
 from rq.serializers import JSONSerializer
 
-from orchestrator.background.jobs import enqueue_distill, queue
+from orchestrator.background.queue import enqueue_distill, queue
 from orchestrator.background.schedule import (
     HEARTBEAT,
     IDLE_CHECK,

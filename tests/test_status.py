@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from rq import Worker
 from rq.serializers import JSONSerializer
 
-from orchestrator.background.jobs import enqueue_prune, queue
+from orchestrator.background.queue import enqueue_prune, queue
 from orchestrator.cli.checks import status, stuck
 from orchestrator.cli.main import main
 from orchestrator.core.models import ChatMessage, MessageKind

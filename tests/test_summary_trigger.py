@@ -9,7 +9,8 @@ import redis
 from rq import SimpleWorker
 from rq.serializers import JSONSerializer
 
-from orchestrator.background.jobs import list_jobs, queue
+from orchestrator.background.listing import list_jobs
+from orchestrator.background.queue import queue
 from orchestrator.client import ArenaClient
 from orchestrator.memory.versions import summary_path
 from tests.arena_helpers import make_settings, running_daemon

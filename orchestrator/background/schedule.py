@@ -34,7 +34,8 @@ from apscheduler.triggers.cron import CronTrigger
 from redis.exceptions import RedisError
 from sqlalchemy.engine import Engine
 
-from orchestrator.background.jobs import enqueue_distill, enqueue_prune, store_schedule
+from orchestrator.background.listing import store_schedule
+from orchestrator.background.queue import enqueue_distill, enqueue_prune
 from orchestrator.background.retention import enabled as retention_enabled
 from orchestrator.core.models import MessageKind
 from orchestrator.core.wire import schedule_key

@@ -22,7 +22,7 @@ from sqlalchemy.engine import Engine
 
 from orchestrator.adapters.bus import stream_stats
 from orchestrator.adapters.services import ping_mqtt, ping_redis
-from orchestrator.background.jobs import fetch_job, queue
+from orchestrator.background.queue import fetch_job, queue
 from orchestrator.core.agents import load_agents
 from orchestrator.core.context import ContextLimits, Identity, Layers, PastMessage, build_context
 from orchestrator.core.models import AgentSpec, ChatMessage, MessageKind

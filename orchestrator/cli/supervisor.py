@@ -31,7 +31,7 @@ from orchestrator.adapters.services import (
     die_with_parent,
     redact_url,
 )
-from orchestrator.background.jobs import forget_workers
+from orchestrator.background.worker import forget_workers
 from orchestrator.errors import ServiceError
 from orchestrator.files import write_atomic
 from orchestrator.runtime import daemon

@@ -14,7 +14,7 @@ import redis
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from orchestrator.background.jobs import enqueue_summary
+from orchestrator.background.queue import enqueue_summary
 from orchestrator.core.batching import Coalescer
 from orchestrator.core.wire import summary_counter_key
 from orchestrator.settings import Settings

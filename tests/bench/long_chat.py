@@ -67,7 +67,7 @@ from rq.registry import StartedJobRegistry
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from orchestrator.background.jobs import queue  # noqa: E402
+from orchestrator.background.queue import queue  # noqa: E402
 from orchestrator.client import ArenaClient  # noqa: E402
 from orchestrator.core.context import build_context  # noqa: E402
 from orchestrator.core.models import ChatMessage, MessageKind  # noqa: E402

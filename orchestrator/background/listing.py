@@ -1,0 +1,124 @@
+"""What ``arena jobs`` lists: the daemon's next fire times, kept in Redis, and the jobs RQ
+still holds (queued, running, waiting for a retry, failed, finished) with their outcome.
+
+Every row has the same keys: ``id``, ``kind``, ``status``, ``target``, ``trigger``,
+``enqueued_at``, ``ended_at``, ``next_run_at``, ``result`` and ``error``; they are printed as
+they are by ``arena jobs --json``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import redis
+from rq.job import Job, JobStatus
+from rq.results import Result
+from rq.serializers import JSONSerializer
+
+from orchestrator.background.queue import queue
+from orchestrator.core.wire import schedule_key
+
+__all__ = ["list_jobs", "schedule_rows", "store_schedule"]
+
+SCHEDULE_TTL_S = 180  # the daemon refreshes it every minute; gone soon after it stops
+LIST_LIMIT = 50
+_ERROR_CHARS = 300
+
+
+def store_schedule(connection: redis.Redis, times: dict[str, datetime], now: datetime) -> None:
+    """Record the daemon's next fire times for ``arena jobs`` (expires if not refreshed)."""
+    key = schedule_key()
+    with connection.pipeline() as pipe:
+        pipe.delete(key)
+        for name, when in times.items():
+            pipe.hset(key, name, when.isoformat())
+        pipe.hset(key, "updated_at", now.isoformat())
+        pipe.expire(key, SCHEDULE_TTL_S)
+        pipe.execute()
+
+
+def list_jobs(connection: redis.Redis, *, limit: int = LIST_LIMIT) -> list[dict[str, Any]]:
+    """The daemon's schedule, then queued, running, retrying, failed and finished jobs.
+
+    Every row has the same keys: ``id``, ``kind``, ``status``, ``target``, ``trigger``,
+    ``enqueued_at``, ``ended_at``, ``next_run_at``, ``result`` and ``error``.
+    """
+    rows = _schedule_rows(connection)
+    q = queue(connection)
+    ids: dict[str, None] = {}
+    for found in (
+        q.get_job_ids(0, limit),
+        q.started_job_registry.get_job_ids(),
+        q.scheduled_job_registry.get_job_ids(),
+        q.failed_job_registry.get_job_ids(0, limit - 1, desc=True),
+        q.finished_job_registry.get_job_ids(0, limit - 1, desc=True),
+    ):
+        ids.update(dict.fromkeys(found))
+    jobs = [j for j in Job.fetch_many(list(ids), connection, JSONSerializer) if j is not None]
+    described = [_describe(job) for job in jobs]
+    described.sort(key=lambda r: r["enqueued_at"] or "", reverse=True)
+    return rows + described
+
+
+def schedule_rows(times: Mapping[str, str], status: str) -> list[dict[str, Any]]:
+    """``arena jobs`` rows for fire times (ISO 8601 strings), soonest first."""
+    return [
+        _row(id=name, kind="schedule", status=status, next_run_at=when)
+        for name, when in sorted(times.items(), key=lambda item: (item[1], item[0]))
+    ]
+
+
+def _row(**values: Any) -> dict[str, Any]:
+    keys = ("id", "kind", "status", "target", "trigger", "enqueued_at", "ended_at")
+    row: dict[str, Any] = dict.fromkeys(keys)
+    row |= {"next_run_at": None, "result": None, "error": None}
+    row.update(values)
+    return row
+
+
+def _schedule_rows(connection: redis.Redis) -> list[dict[str, Any]]:
+    raw = connection.hgetall(schedule_key())
+    times = {_text(k): _text(v) for k, v in raw.items()}
+    times.pop("updated_at", None)
+    return schedule_rows(times, "scheduled")
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _iso(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    return (value if value.tzinfo else value.replace(tzinfo=UTC)).isoformat()
+
+
+def _describe(job: Job) -> dict[str, Any]:
+    meta = job.get_meta(refresh=False)
+    status = job.get_status(refresh=False)
+    latest = job.latest_result()
+    row = _row(
+        id=job.id,
+        kind=meta.get("kind"),
+        status=status.value,
+        target=meta.get("target"),
+        trigger=meta.get("trigger"),
+        enqueued_at=_iso(job.enqueued_at),
+        ended_at=_iso(job.ended_at),
+    )
+    if latest is not None and latest.type is Result.Type.SUCCESSFUL:
+        row["result"] = latest.return_value
+    elif latest is not None and latest.exc_string:
+        row["error"] = _last_line(latest.exc_string)
+    if status is JobStatus.SCHEDULED:
+        row["next_run_at"] = _iso(
+            queue(job.connection).scheduled_job_registry.get_scheduled_time(job)
+        )
+    return row
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:_ERROR_CHARS] if lines else ""

@@ -1,0 +1,312 @@
+"""The ``arena`` queue and enqueue-once: job ids, the retry and keep policy, and the rule for
+when a job with a taken id may run again.
+
+Three kinds of job run on the ``arena`` queue, all with the JSON serializer (their bodies are
+in :mod:`orchestrator.background.jobs`):
+
+    distill_{agent}_{YYYY-MM-DD}   a heartbeat: the day's log and MEMORY.md → a new MEMORY.md
+    summary_{group}_{upto}         a group's rolling summary, up to message ``upto`` (or
+                                   ``latest``)
+    prune_{YYYY-MM-DD}             the day's retention run
+                                   (:mod:`orchestrator.background.retention`)
+
+The job id is the input, so the same input never runs twice: a job with that id that is
+queued, running, waiting for a retry or finished is not enqueued again (RQ's atomic
+``unique`` enqueue decides, so concurrent callers create one job). A finished or failed job
+is replaced by a new run only when its input has changed since (a heartbeat's daily log has
+grown, e.g. after an idle heartbeat earlier that day) or when forced (``arena heartbeat
+--force``). Failed jobs are retried with backoff; when the retries are used up they stay in
+RQ's failed registry with their traceback, and ``arena jobs`` shows them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+import redis
+from rq import Queue, Retry
+from rq.exceptions import DuplicateJobError, NoSuchJobError
+from rq.job import Job, JobStatus
+from rq.serializers import JSONSerializer
+
+from orchestrator.background.jobs import distill_job, prune_job, summary_job
+from orchestrator.core.wire import job_guard_key, validate_group
+from orchestrator.memory.personal import PersonalLog
+from orchestrator.settings import Settings
+
+__all__ = [
+    "QUEUE_NAMES",
+    "EnqueueResult",
+    "JobPolicy",
+    "distill_job_id",
+    "enqueue_distill",
+    "enqueue_prune",
+    "enqueue_summary",
+    "fetch_job",
+    "prune_job_id",
+    "queue",
+    "summary_job_id",
+]
+
+QUEUE_NAMES = ("arena",)
+DAY_S = 24 * 3600
+GUARD_TTL_S = 30
+_BUSY = {
+    JobStatus.QUEUED: "already queued",
+    JobStatus.STARTED: "already running",
+    JobStatus.SCHEDULED: "waiting to be retried",
+    JobStatus.DEFERRED: "waiting for another job",
+    JobStatus.CREATED: "being enqueued",
+}
+_ENDED = (JobStatus.FINISHED, JobStatus.FAILED, JobStatus.STOPPED, JobStatus.CANCELED)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobPolicy:
+    """Retries, time limit and how long outcomes are kept (for ``arena jobs`` and dedup)."""
+
+    retries: int = 3
+    retry_intervals_s: tuple[int, ...] = (10, 30, 60)
+    timeout_s: int = 300
+    keep_s: int = 8 * DAY_S
+
+    def __post_init__(self) -> None:
+        if self.retries < 0 or self.timeout_s < 1 or self.keep_s < 1:
+            raise ValueError("retries must be >= 0, timeout_s and keep_s >= 1")
+        if not self.retry_intervals_s or min(self.retry_intervals_s) < 0:
+            raise ValueError("retry_intervals_s must be non-empty and not negative")
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> JobPolicy:
+        """Outcomes are kept a day longer than catch-up looks back, so it sees them."""
+        return cls(
+            retries=settings.job_retries,
+            timeout_s=settings.job_timeout_s,
+            keep_s=(max(settings.catch_up_days, 1) + 1) * DAY_S,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EnqueueResult:
+    """What an enqueue did: ``enqueued`` is False when the job already exists."""
+
+    job_id: str
+    enqueued: bool
+    status: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Request:
+    """One job to enqueue once: what runs, under which id, and what decides a rerun."""
+
+    func: Callable[..., dict[str, Any]]
+    args: tuple[Any, ...]
+    job_id: str
+    meta: dict[str, Any]
+    revision: str | None
+    force: bool
+    policy: JobPolicy
+
+
+def queue(connection: redis.Redis) -> Queue:
+    """The ``arena`` queue, with the JSON serializer."""
+    return Queue(QUEUE_NAMES[0], connection=connection, serializer=JSONSerializer)
+
+
+def distill_job_id(agent_id: str, day: date) -> str:
+    """``distill_{agent}_{YYYY-MM-DD}`` (RQ allows only letters, digits, ``_`` and ``-``)."""
+    return f"distill_{agent_id}_{day.isoformat()}"
+
+
+def summary_job_id(group: str, upto_seq: int | None) -> str:
+    """``summary_{group}_{upto}``, ``latest`` when the range is open."""
+    return f"summary_{group}_{'latest' if upto_seq is None else upto_seq}"
+
+
+def prune_job_id(day: date) -> str:
+    """``prune_{YYYY-MM-DD}``: one retention run per day."""
+    return f"prune_{day.isoformat()}"
+
+
+def fetch_job(connection: redis.Redis, job_id: str) -> Job | None:
+    """The job with this id, if Redis still has it."""
+    try:
+        return Job.fetch(job_id, connection=connection, serializer=JSONSerializer)
+    except NoSuchJobError:
+        return None
+
+
+def enqueue_distill(
+    connection: redis.Redis,
+    agent_id: str,
+    day: date,
+    trigger: str,
+    *,
+    settings: Settings,
+    force: bool = False,
+    policy: JobPolicy | None = None,
+) -> EnqueueResult:
+    """Enqueue the heartbeat distillation of ``agent_id``'s log of ``day``, once per input.
+
+    The input's revision is the size of the day's log: a log only grows, so a finished run is
+    repeated only when notes were added since it was enqueued.
+
+    Raises:
+        ValidationError: if ``agent_id`` is not a valid id.
+        redis.RedisError: when Redis cannot be reached.
+    """
+    log = PersonalLog(settings.workspaces_dir, settings.zone).path(agent_id, day)
+    try:
+        revision = str(log.stat().st_size)
+    except FileNotFoundError:
+        revision = "0"
+    meta = {"kind": "distill", "target": agent_id, "day": day.isoformat()}
+    request = _Request(
+        func=distill_job,
+        args=(agent_id, day.isoformat(), trigger),
+        job_id=distill_job_id(agent_id, day),
+        meta=meta | {"trigger": trigger, "revision": revision},
+        revision=revision,
+        force=force,
+        policy=policy or JobPolicy.from_settings(settings),
+    )
+    return _enqueue_once(connection, request)
+
+
+def enqueue_summary(
+    connection: redis.Redis,
+    group: str,
+    upto_seq: int | None,
+    trigger: str,
+    *,
+    settings: Settings,
+    force: bool = False,
+    policy: JobPolicy | None = None,
+) -> EnqueueResult:
+    """Enqueue a rolling summary of ``group`` up to message ``upto_seq`` (None: the latest).
+
+    An open range (``upto_seq=None``) may run again once its previous run has ended.
+
+    Raises:
+        ValidationError: if ``group`` is not a valid group id.
+        redis.RedisError: when Redis cannot be reached.
+    """
+    validate_group(group)
+    revision = None if upto_seq is None else str(upto_seq)
+    meta = {"kind": "summary", "target": group, "upto": upto_seq}
+    request = _Request(
+        func=summary_job,
+        args=(group, upto_seq, trigger),
+        job_id=summary_job_id(group, upto_seq),
+        meta=meta | {"trigger": trigger, "revision": revision},
+        revision=revision,
+        force=force,
+        policy=policy or JobPolicy.from_settings(settings),
+    )
+    return _enqueue_once(connection, request)
+
+
+def enqueue_prune(
+    connection: redis.Redis,
+    day: date,
+    trigger: str,
+    *,
+    settings: Settings,
+    policy: JobPolicy | None = None,
+) -> EnqueueResult:
+    """Enqueue the retention run of ``day``, once a day.
+
+    Raises:
+        redis.RedisError: when Redis cannot be reached.
+    """
+    meta = {"kind": "prune", "target": "storage", "day": day.isoformat()}
+    request = _Request(
+        func=prune_job,
+        args=(day.isoformat(), trigger),
+        job_id=prune_job_id(day),
+        meta=meta | {"trigger": trigger, "revision": day.isoformat()},
+        revision=day.isoformat(),
+        force=False,
+        policy=policy or JobPolicy.from_settings(settings),
+    )
+    return _enqueue_once(connection, request)
+
+
+def _enqueue_once(connection: redis.Redis, request: _Request) -> EnqueueResult:
+    job_id = request.job_id
+    if _submit(connection, request):
+        return EnqueueResult(job_id=job_id, enqueued=True, status="queued", detail="enqueued")
+    # The id is taken. Replacing an ended job must not race another caller doing the same.
+    if not connection.set(job_guard_key(job_id), "1", nx=True, ex=GUARD_TTL_S):
+        return EnqueueResult(
+            job_id=job_id,
+            enqueued=False,
+            status="queued",
+            detail="being replaced by another caller",
+        )
+    try:
+        existing = fetch_job(connection, job_id)
+        if existing is not None:
+            status = existing.get_status()
+            why = _replace_reason(existing, status, request.revision, request.force)
+            if why is None:
+                return EnqueueResult(
+                    job_id=job_id, enqueued=False, status=status.value, detail=_why_not(status)
+                )
+            existing.delete()
+        else:
+            why = "enqueued"  # it expired in between
+        if not _submit(connection, request):
+            return EnqueueResult(
+                job_id=job_id, enqueued=False, status="queued", detail="already queued"
+            )
+        return EnqueueResult(job_id=job_id, enqueued=True, status="queued", detail=why)
+    finally:
+        connection.delete(job_guard_key(job_id))
+
+
+def _submit(connection: redis.Redis, request: _Request) -> bool:
+    """Enqueue unless a job with the request's id exists (one atomic step in Redis)."""
+    policy, meta = request.policy, request.meta
+    retry = None
+    if policy.retries:
+        retry = Retry(max=policy.retries, interval=list(policy.retry_intervals_s))
+    try:
+        queue(connection).enqueue_call(
+            request.func,
+            args=request.args,
+            job_id=request.job_id,
+            meta=meta,
+            timeout=policy.timeout_s,
+            result_ttl=policy.keep_s,
+            failure_ttl=policy.keep_s,
+            retry=retry,
+            description=f"{meta['kind']} {meta['target']} ({meta['trigger']})",
+            unique=True,
+        )
+    except DuplicateJobError:
+        return False
+    return True
+
+
+def _replace_reason(job: Job, status: JobStatus, revision: str | None, force: bool) -> str | None:
+    """Why an existing job may be replaced by a new run; None when it may not."""
+    if status not in _ENDED:
+        return None
+    if force:
+        return "forced to run again"
+    if revision is None or job.get_meta(refresh=False).get("revision") != revision:
+        return "input changed since the last run"
+    return None
+
+
+def _why_not(status: JobStatus) -> str:
+    if status is JobStatus.FINISHED:
+        return "already done for this input"
+    if status in _ENDED:
+        return f"{status.value} earlier for this input (force a new run to retry it)"
+    return _BUSY.get(status, str(status.value))

@@ -1,0 +1,57 @@
+"""The ``arena worker`` process: an RQ worker on Agent Arena's queues, and forgetting the
+workers of a crashed run. The jobs it runs are in :mod:`orchestrator.background.jobs`."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Collection
+
+import redis
+from rq import Queue, Worker
+from rq.serializers import JSONSerializer
+
+from orchestrator.background.queue import QUEUE_NAMES
+
+__all__ = ["forget_workers", "run_worker"]
+
+logger = logging.getLogger(__name__)
+
+
+def forget_workers(redis_url: str, pids: Collection[int]) -> list[str]:
+    """Unregister the RQ workers of this machine that ran as ``pids`` (a crashed run's
+    workers, known to be gone), so that nothing counts them as alive.
+
+    Returns:
+        The names of the workers forgotten.
+    """
+    host = socket.gethostname()
+    forgotten: list[str] = []
+    with redis.Redis.from_url(redis_url) as connection:
+        try:
+            for worker in Worker.all(connection=connection, serializer=JSONSerializer):
+                if worker.hostname == host and worker.pid in pids:
+                    worker.register_death()  # type: ignore[no-untyped-call]  # rq is untyped here
+                    forgotten.append(worker.name)
+        except redis.RedisError as exc:  # they expire by themselves within minutes
+            logger.warning("cannot unregister the workers that are gone: %s", exc)
+    return forgotten
+
+
+def run_worker(redis_url: str, *, burst: bool = False, name: str | None = None) -> bool:
+    """Run an RQ worker on Agent Arena's queues until it is told to stop (SIGTERM/SIGINT).
+
+    The worker also runs RQ's scheduler (one per Redis, by lock), which requeues jobs whose
+    retry is due.
+
+    Returns:
+        True when it did any work (RQ's own answer).
+    """
+    connection = redis.Redis.from_url(redis_url)
+    queues = [Queue(q, connection=connection, serializer=JSONSerializer) for q in QUEUE_NAMES]
+    worker = Worker(queues, connection=connection, name=name, serializer=JSONSerializer)
+    logger.info("worker %s listening on %s", worker.name, ", ".join(QUEUE_NAMES))
+    try:
+        return bool(worker.work(burst=burst, logging_level="WARNING", with_scheduler=True))
+    finally:
+        connection.close()
