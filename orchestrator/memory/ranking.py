@@ -29,7 +29,7 @@ from typing import Literal
 from orchestrator.memory import fts
 from orchestrator.memory.conversation.index import Said
 from orchestrator.memory.records import MemoryRecord, meta_text
-from orchestrator.memory.session import TextHit
+from orchestrator.memory.session_search import TextHit
 
 __all__ = [
     "AUTHOR_BONUS",

@@ -9,40 +9,43 @@ available; :mod:`orchestrator.memory.ranking` scores them. Then come the layers,
 configurable and each recording what it drops: relevance floor, untrusted filter,
 require-source, ranking (memories and messages together), repeats (a message whose words are
 mostly those of one recalled already, such as a reply quoting it), max entries and char
-budget. A
-short message that answers another sender's question comes with that question: the last one
-the message before it asks, cut to :data:`QUESTION_MAX_CHARS`.
+budget; the last three, and a short answer shown with the question it answers, are
+:mod:`orchestrator.memory.recall_fit`. The values recall takes and returns are
+:mod:`orchestrator.memory.recalled`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Literal
 
-from orchestrator.core import cues
-from orchestrator.errors import ValidationError
 from orchestrator.memory import fts
 from orchestrator.memory.conversation.index import HistoryIndex, Said
 from orchestrator.memory.embeddings import Embedder
 from orchestrator.memory.ranking import (
     AUTHOR_BONUS,
     Trust,
-    adjusted_confidence,
     authors_of,
     final_score,
     fuse,
     message_score,
     message_similarities,
-    repeats,
     text_relevance,
     text_similarities,
-    trust_of,
     untrusted_reason,
 )
-from orchestrator.memory.records import Citation, MemoryRecord
-from orchestrator.memory.session import SessionMemory, TextHit
+from orchestrator.memory.recall_fit import Ranked, fit
+from orchestrator.memory.recalled import (
+    Dropped,
+    Layer,
+    RecallConfig,
+    RecalledMessage,
+    RecallResult,
+    Snippet,
+)
+from orchestrator.memory.records import MemoryRecord
+from orchestrator.memory.session import SessionMemory
+from orchestrator.memory.session_search import TextHit
 
 __all__ = [
     "Dropped",
@@ -54,128 +57,6 @@ __all__ = [
     "Trust",
     "text_relevance",
 ]
-
-Layer = Literal[
-    "relevance_floor", "untrusted", "require_source", "repeat", "max_entries", "char_budget"
-]
-
-# A short recalled message (at most SHORT_ANSWER_CHARS) that answers another sender's question
-# is shown with that question (the last one the message before it asks), cut to
-# QUESTION_MAX_CHARS: "yes, four years" means nothing without it, while a longer message
-# usually says what it is about.
-SHORT_ANSWER_CHARS = 160
-QUESTION_MAX_CHARS = 120
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RecallConfig:
-    """The layers of recall, per agent. ``candidates`` is how many entries each search
-    returns before the layers."""
-
-    relevance_floor: float = 0.4
-    max_entries: int = 5
-    char_budget: int = 2000
-    require_source: bool = False
-    exclude_untrusted: bool = True
-    candidates: int = 50
-
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.relevance_floor <= 1.0:
-            raise ValidationError("relevance_floor", "must be within 0..1")
-        if self.max_entries < 0 or self.char_budget < 0 or self.candidates < 1:
-            raise ValidationError("recall", "max_entries, char_budget and candidates are >= 0")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Snippet:
-    """A recalled memory: ``score`` is the final rank, ``similarity`` the relevance (0..1)
-    and ``confidence`` the adjusted confidence that went into the score."""
-
-    id: int
-    content: str
-    type: str
-    score: float
-    similarity: float
-    confidence: float
-    trust: Trust
-    citation: Citation | None
-    created_at: datetime
-    scope: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Dropped:
-    """A candidate a layer left out, and why: a memory (its id) or a message (its id)."""
-
-    id: int | str
-    layer: Layer
-    reason: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RecallResult:
-    """What recall returned, best first, and what it dropped on the way."""
-
-    snippets: tuple[Snippet, ...] = ()
-    messages: tuple[RecalledMessage, ...] = ()
-    dropped: tuple[Dropped, ...] = ()
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RecalledMessage:
-    """An earlier message of the group and, when it answers another sender's question, the
-    message before it (``previous``) and that question (``question``: a question and its
-    answer belong together)."""
-
-    said: Said
-    previous: Said | None
-    question: str = ""
-    score: float
-    similarity: float
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Ranked:
-    """A candidate past the filters: a memory or a message, with its final score."""
-
-    score: float
-    similarity: float
-    order: int  # ties: the newer first
-    item: MemoryRecord | Said
-
-
-@dataclass(slots=True, kw_only=True)
-class _Fit:
-    """The entries and characters taken so far, against ``max_entries`` and ``char_budget``."""
-
-    config: RecallConfig
-    dropped: list[Dropped]
-    entries: int = 0
-    used: int = 0
-    shown: set[str] = field(default_factory=set)
-    before: dict[int, Said] = field(default_factory=dict)  # the message before a hit, by seq
-    taken: list[Said] = field(default_factory=list)  # the messages recalled so far
-
-    def fits(self, size: int) -> bool:
-        return self.used + size <= self.config.char_budget
-
-    def take(self, item_id: int | str, size: int) -> bool:
-        """Count the candidate in, or record why it is left out."""
-        config = self.config
-        if self.entries >= config.max_entries:
-            reason = f"rank {self.entries + 1} is past the limit of {config.max_entries} entries"
-            self.dropped.append(Dropped(id=item_id, layer="max_entries", reason=reason))
-            return False
-        if not self.fits(size):
-            reason = (
-                f"{size} characters do not fit in the "
-                f"{config.char_budget - self.used} left of {config.char_budget}"
-            )
-            self.dropped.append(Dropped(id=item_id, layer="char_budget", reason=reason))
-            return False
-        self.entries += 1
-        self.used += size
-        return True
 
 
 class Recaller:
@@ -228,7 +109,7 @@ class Recaller:
         """
         scopes = [("session", group), ("personal", agent), ("global", "")]
         dropped: list[Dropped] = []
-        ranked: list[_Ranked] = self._memories(query, scopes, config, now, dropped)
+        ranked: list[Ranked] = self._memories(query, scopes, config, now, dropped)
         if messages:
             ranked += self._messages(query, group, before_seq, config, dropped)
         ranked.sort(key=lambda item: (-item.score, item.order))
@@ -241,7 +122,7 @@ class Recaller:
         config: RecallConfig,
         now: datetime,
         dropped: list[Dropped],
-    ) -> list[_Ranked]:
+    ) -> list[Ranked]:
         """The memories past the floor and the filters, with their final score."""
         candidates = self._candidates(query, scopes, config.candidates)
         # Only what passes the relevance floor is read in full (text hits come light).
@@ -250,7 +131,7 @@ class Recaller:
             for c, sim in candidates
             if isinstance(c, TextHit) and _below_floor(sim, config) is None
         )
-        kept: list[_Ranked] = []
+        kept: list[Ranked] = []
         for candidate, similarity in candidates:
             record = candidate if isinstance(candidate, MemoryRecord) else full.get(candidate.id)
             verdict = (
@@ -263,7 +144,7 @@ class Recaller:
             elif record is not None and record.status == "active":
                 score = final_score(similarity, record, now)
                 kept.append(
-                    _Ranked(score=score, similarity=similarity, order=-record.id, item=record)
+                    Ranked(score=score, similarity=similarity, order=-record.id, item=record)
                 )
         return kept
 
@@ -274,7 +155,7 @@ class Recaller:
         before_seq: int | None,
         config: RecallConfig,
         dropped: list[Dropped],
-    ) -> list[_Ranked]:
+    ) -> list[Ranked]:
         """The group's earlier messages past the floor, with their final score."""
         if self.history is None:
             return []
@@ -283,45 +164,29 @@ class Recaller:
             terms, group=group, before_seq=before_seq, limit=config.candidates
         )
         stemmed = [(term, fts.stem(term)) for term in terms]
-        kept: list[_Ranked] = []
+        kept: list[Ranked] = []
         for (said, _), similarity in zip(hits, message_similarities(stemmed, hits), strict=True):
             if (verdict := _below_floor(similarity, config)) is not None:
                 dropped.append(Dropped(id=said.id, layer=verdict[0], reason=verdict[1]))
                 continue
             score = message_score(similarity, said.kind)
-            kept.append(_Ranked(score=score, similarity=similarity, order=-said.seq, item=said))
+            kept.append(Ranked(score=score, similarity=similarity, order=-said.seq, item=said))
         return kept
 
     def _fit(
         self,
-        ranked: Sequence[_Ranked],
+        ranked: Sequence[Ranked],
         group: str,
         config: RecallConfig,
         now: datetime,
         dropped: list[Dropped],
     ) -> RecallResult:
         """The best candidates within ``max_entries`` and ``char_budget``."""
-        fit = _Fit(config=config, dropped=dropped)
-        fit.before = self._previous_of(ranked, group, config)
-        asked = {c.item.id: _asked(c.item, fit.before) for c in ranked if isinstance(c.item, Said)}
-        # A question quoted whole with its answer is not shown again on its own.
-        fit.shown.update(p.id for p, q in asked.values() if p and q == " ".join(p.text.split()))
-        snippets: list[Snippet] = []
-        messages: list[RecalledMessage] = []
-        for candidate in ranked:
-            item = candidate.item
-            if isinstance(item, MemoryRecord):
-                if fit.take(item.id, len(item.content)):
-                    snippets.append(_snippet(item, candidate.score, candidate.similarity, now))
-            elif item.id not in fit.shown:
-                found = _take_message(candidate, item, asked[item.id], fit)
-                messages += [found] if found else []
-        return RecallResult(
-            snippets=tuple(snippets), messages=tuple(messages), dropped=tuple(dropped)
-        )
+        before = self._previous_of(ranked, group, config)
+        return fit(ranked, before, config, now, dropped)
 
     def _previous_of(
-        self, ranked: Sequence[_Ranked], group: str, config: RecallConfig
+        self, ranked: Sequence[Ranked], group: str, config: RecallConfig
     ) -> dict[int, Said]:
         """The message before each message that may be shown (read in one go)."""
         if self.history is None:
@@ -378,63 +243,8 @@ class Recaller:
         return [(records[i], fused[i] * scale) for i in order]
 
 
-def _asked(said: Said, before: Mapping[int, Said]) -> tuple[Said | None, str]:
-    """The message before ``said`` and the question it asks, when ``said`` is short and that
-    message is another sender's and asks one; else ``(None, "")``."""
-    previous = before.get(said.seq)
-    if previous is None or previous.sender == said.sender or len(said.text) > SHORT_ANSWER_CHARS:
-        return None, ""
-    question = cues.question_of(previous.text, QUESTION_MAX_CHARS)
-    return (previous, question) if question else (None, "")
-
-
-def _repeat(said: Said, fit: _Fit) -> str | None:
-    """Why ``said`` adds nothing: it repeats a message recalled already."""
-    repeated = next((m for m in fit.taken if repeats(said.text, m.text)), None)
-    return None if repeated is None else f"repeats message {repeated.id}, recalled already"
-
-
-def _take_message(
-    candidate: _Ranked, said: Said, asked: tuple[Said | None, str], fit: _Fit
-) -> RecalledMessage | None:
-    """``said`` as recalled, with the question it answers when that fits too, or None when
-    it does not fit or repeats a message taken already."""
-    if (why := _repeat(said, fit)) is not None:
-        fit.dropped.append(Dropped(id=said.id, layer="repeat", reason=why))
-        return None
-    previous, question = asked
-    if question and not fit.fits(len(said.text) + len(question)):
-        previous, question = None, ""
-    if not fit.take(said.id, len(said.text) + len(question)):
-        return None
-    fit.shown.add(said.id)
-    fit.taken.append(said)
-    return RecalledMessage(
-        said=said,
-        previous=previous,
-        question=question,
-        score=round(candidate.score, 4),
-        similarity=round(candidate.similarity, 4),
-    )
-
-
 def _below_floor(similarity: float, config: RecallConfig) -> tuple[Layer, str] | None:
     if similarity < config.relevance_floor:
         floor = config.relevance_floor
         return "relevance_floor", f"similarity {similarity:.2f} is below {floor:.2f}"
     return None
-
-
-def _snippet(record: MemoryRecord, score: float, similarity: float, now: datetime) -> Snippet:
-    return Snippet(
-        id=record.id,
-        content=record.content,
-        type=record.type,
-        score=round(score, 4),
-        similarity=round(similarity, 4),
-        confidence=round(adjusted_confidence(record, now), 4),
-        trust=trust_of(record),
-        citation=record.citation,
-        created_at=record.created_at,
-        scope=record.scope,
-    )

@@ -14,26 +14,23 @@ race: the loser of a race retries and finds the winner's row.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import bindparam, case, delete, func, insert, literal, or_, select, update
+from sqlalchemy import bindparam, delete, func, or_, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from orchestrator.errors import ServiceError, ValidationError
 from orchestrator.memory import fts
-from orchestrator.memory.embeddings import DUPLICATE_SIMILARITY, Embedder, cosine, pack, unpack
+from orchestrator.memory.embeddings import Embedder, cosine, pack, unpack
 from orchestrator.memory.entries import (
     ENTRIES,
-    IS_ACTIVE,
     VECTORS,
     MemoryEntry,
     active_in,
     db_time,
-    new_row,
     to_record,
 )
 from orchestrator.memory.records import (
@@ -44,6 +41,8 @@ from orchestrator.memory.records import (
     WriteOutcome,
     normalise,
 )
+from orchestrator.memory.session_search import TextHit, text_hits
+from orchestrator.memory.session_writes import Retry, VectorCache, write_in
 
 __all__ = [
     "INDEXED_EXTRA",
@@ -52,47 +51,21 @@ __all__ = [
     "MemoryRecord",
     "NewMemory",
     "SessionMemory",
-    "TextHit",
     "WriteOutcome",
     "normalise",
 ]
 
 _RETRIES = 5
-_REINFORCE_STEP = 0.05
 _T = ENTRIES
 _V = VECTORS
 
 # The statements of the per-message paths, built once: building a statement costs more than
-# running it on SQLite.
-_ACTIVE_IN_SCOPE = (
-    (_T.c.scope == bindparam("scope")) & (_T.c.scope_id == bindparam("scope_id")) & IS_ACTIVE
-)
-_SAME_TEXT = select(_T.c.id).where(_ACTIVE_IN_SCOPE, _T.c.norm_hash == bindparam("norm_hash"))
-_SAME_KEY = select(_T).where(_ACTIVE_IN_SCOPE, _T.c.key == bindparam("key"))
-_INSERT = insert(_T)
-_BY_ID = select(_T).where(_T.c.id == bindparam("id"))
-# Search results need a record, not the texts kept only for the index and duplicate checks.
+# running it on SQLite. Search results need a record, not the texts kept only for the index
+# and duplicate checks.
 _RECORD_COLUMNS = [
     c for c in _T.c if c.name not in ("norm", "norm_hash", "search_body", "search_meta")
 ]
 _BY_IDS = select(*_RECORD_COLUMNS).where(_T.c.id.in_(bindparam("ids", expanding=True)))
-# What recall needs to judge a full-text hit's relevance; the full record is read only for
-# the hits that pass (most of a search's candidates do not).
-_HIT_COLUMNS = (
-    "id",
-    "scope",
-    "scope_id",
-    "status",
-    "type",
-    "content",
-    "key",
-    "tags",
-    "extra",
-    "agent",
-)
-_HITS_BY_IDS = select(*(_T.c[name] for name in _HIT_COLUMNS)).where(
-    _T.c.id.in_(bindparam("ids", expanding=True))
-)
 _MARK_USED = (
     update(_T)
     .where(_T.c.id.in_(bindparam("ids", expanding=True)))
@@ -103,61 +76,6 @@ _WRITTEN_SINCE = select(func.count()).where(
     _T.c.group_id == bindparam("group"),
     _T.c.created_at >= bindparam("since"),
 )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TextHit:
-    """A full-text hit with the fields that say what it is about and who wrote it; read the
-    whole entry with :meth:`SessionMemory.records`."""
-
-    id: int
-    type: str
-    content: str
-    key: str | None
-    tags: tuple[str, ...]
-    extra: Mapping[str, Any]
-    agent: str
-    score: float
-
-
-class _Retry(Exception):
-    """A concurrent writer changed a row this write had read: start the write again."""
-
-
-class _Vectors:
-    """The stored vectors of each scope's active entries, loaded once per transaction."""
-
-    def __init__(self, model: str) -> None:
-        self.model = model
-        self._by_scope: dict[tuple[str, str], builtins.list[tuple[int, builtins.list[float]]]] = {}
-
-    def _load(self, conn: Connection, scope: str, scope_id: str) -> builtins.list[Any]:
-        key = (scope, scope_id)
-        if key not in self._by_scope:
-            rows = conn.execute(
-                select(_V.c.entry_id, _V.c.vector)
-                .join(_T, _T.c.id == _V.c.entry_id)
-                .where(active_in(scope, scope_id))
-            )
-            self._by_scope[key] = [(int(i), unpack(blob)) for i, blob in rows]
-        return self._by_scope[key]
-
-    def duplicate(
-        self, conn: Connection, scope: str, scope_id: str, vector: Sequence[float]
-    ) -> int | None:
-        """The id of the most similar active entry at or above the duplicate threshold."""
-        best_id, best = None, DUPLICATE_SIMILARITY
-        for entry_id, stored in self._load(conn, scope, scope_id):
-            similarity = cosine(vector, stored)
-            if similarity >= best:
-                best_id, best = entry_id, similarity
-        return best_id
-
-    def add(self, conn: Connection, entry_id: int, scope: tuple[str, str], vector: bytes) -> None:
-        """Store a new entry's vector (and remember it for the rest of the transaction)."""
-        stored = self._load(conn, *scope)
-        conn.execute(insert(_V).values(entry_id=entry_id, model=self.model, vector=vector))
-        stored.append((entry_id, unpack(vector)))
 
 
 class SessionMemory:
@@ -191,14 +109,14 @@ class SessionMemory:
             return []
         vectors = self._embed([item.content for item in items])
         for _ in range(_RETRIES):
-            cache = _Vectors(type(self.embedder).__name__)
+            cache = VectorCache(type(self.embedder).__name__)
             try:
                 with self._engine.begin() as conn:
                     return [
-                        self._write_in(conn, item, vector, cache)
+                        write_in(conn, item, vector, cache)
                         for item, vector in zip(items, vectors, strict=True)
                     ]
-            except (IntegrityError, _Retry):
+            except (IntegrityError, Retry):
                 continue
         raise ServiceError("database", "memory writes kept conflicting; try again")
 
@@ -206,75 +124,6 @@ class SessionMemory:
         if self.embedder is None:
             return [None] * len(texts)
         return [pack(v) for v in self.embedder.embed(texts)]
-
-    def _write_in(
-        self, conn: Connection, new: NewMemory, vector: bytes | None, cache: _Vectors
-    ) -> WriteOutcome:
-        norm = normalise(new.content)
-        values = new_row(new, norm)
-        scope = {"scope": new.scope, "scope_id": new.scope_id}
-        same = conn.execute(_SAME_TEXT, {**scope, "norm_hash": values["norm_hash"]}).first()
-        duplicate = same[0] if same else None
-        if duplicate is None and vector is not None:
-            duplicate = cache.duplicate(conn, new.scope, new.scope_id, unpack(vector))
-        if duplicate is not None:
-            return WriteOutcome(action="reinforced", record=self._reinforce(conn, duplicate, new))
-        previous = None
-        if new.key is not None:
-            old = conn.execute(_SAME_KEY, {**scope, "key": new.key}).mappings().first()
-            if old is not None:
-                previous = self._supersede(conn, old["id"], values["created_at"])
-                values["supersedes"] = previous.id
-        result = conn.execute(_INSERT, values)
-        entry_id = int(result.inserted_primary_key[0])  # type: ignore[index]
-        if previous is not None:
-            conn.execute(update(_T).where(_T.c.id == previous.id).values(superseded_by=entry_id))
-            previous = self._get(conn, previous.id)
-        if vector is not None:
-            cache.add(conn, entry_id, (new.scope, new.scope_id), vector)
-        record = to_record({**values, "id": entry_id})
-        if previous is None:
-            return WriteOutcome(action="added", record=record)
-        return WriteOutcome(action="superseded", record=record, previous=previous)
-
-    def _reinforce(self, conn: Connection, entry_id: int, new: NewMemory) -> MemoryRecord:
-        current = self._get(conn, entry_id)
-        seen = [current.source_message_id, *current.extra.get("reinforced_by", [])]
-        if new.source_message_id is not None and new.source_message_id in seen:
-            # The same message again (a turn replayed after a crash): nothing new learnt.
-            return current
-        now = db_time(new.now)
-        stored = _T.c.confidence
-        best = case((stored >= new.confidence, stored), else_=literal(new.confidence))
-        changes: dict[str, Any] = {
-            "count": _T.c.count + 1,
-            "last_seen_at": now,
-            "updated_at": now,
-            "confidence": case(
-                (best + _REINFORCE_STEP > 1.0, literal(1.0)), else_=best + _REINFORCE_STEP
-            ),
-        }
-        if new.verified:
-            changes["verified"] = True
-        if new.source_message_id is not None:
-            sources = [*current.extra.get("reinforced_by", []), new.source_message_id]
-            changes["extra"] = {**current.extra, "reinforced_by": sources[-50:]}
-        done = conn.execute(
-            update(_T).where(_T.c.id == entry_id, _T.c.status == "active").values(**changes)
-        )
-        if done.rowcount != 1:
-            raise _Retry
-        return self._get(conn, entry_id)
-
-    def _supersede(self, conn: Connection, entry_id: int, now: datetime) -> MemoryRecord:
-        done = conn.execute(
-            update(_T)
-            .where(_T.c.id == entry_id, _T.c.status == "active")
-            .values(status="superseded", updated_at=now)
-        )
-        if done.rowcount != 1:
-            raise _Retry
-        return self._get(conn, entry_id)
 
     # Status ---------------------------------------------------------------------------------
 
@@ -339,9 +188,6 @@ class SessionMemory:
 
     # Reading --------------------------------------------------------------------------------
 
-    def _get(self, conn: Connection, entry_id: int) -> MemoryRecord:
-        return to_record(conn.execute(_BY_ID, {"id": entry_id}).mappings().one())
-
     def get(self, entry_id: int) -> MemoryRecord | None:
         """The entry with this id, whatever its status."""
         with self._engine.connect() as conn:
@@ -382,32 +228,8 @@ class SessionMemory:
     ) -> builtins.list[TextHit]:
         """:meth:`search`, reading only what a hit's relevance depends on (see
         :class:`TextHit`): cheaper when most hits are then left out."""
-        terms = fts.query_terms(query)
-        wanted = set(scopes)
         with self._engine.connect() as conn:
-            scored = fts.search_ids(conn, terms, scopes, limit)
-            if not scored:
-                return []
-            rows = conn.execute(_HITS_BY_IDS, {"ids": [i for i, _ in scored]}).mappings()
-            found = {
-                row["id"]: row
-                for row in rows
-                if row["status"] == "active" and (row["scope"], row["scope_id"]) in wanted
-            }
-        return [
-            TextHit(
-                id=entry_id,
-                type=row["type"],
-                content=row["content"],
-                key=row["key"],
-                tags=tuple(row["tags"] or ()),
-                extra=dict(row["extra"] or {}),
-                agent=row["agent"],
-                score=score,
-            )
-            for entry_id, score in scored
-            if (row := found.get(entry_id)) is not None
-        ]
+            return text_hits(conn, fts.query_terms(query), scopes, limit)
 
     def records(self, ids: Iterable[int]) -> dict[int, MemoryRecord]:
         """The entries with these ids that exist, whatever their status, by id."""

@@ -1,0 +1,86 @@
+"""The values recall takes and returns: its settings per agent, what it recalled (memories and
+earlier messages) and what each layer left out, and why."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from orchestrator.errors import ValidationError
+from orchestrator.memory.conversation.index import Said
+from orchestrator.memory.ranking import Trust
+from orchestrator.memory.records import Citation
+
+__all__ = ["Dropped", "Layer", "RecallConfig", "RecallResult", "RecalledMessage", "Snippet"]
+
+Layer = Literal[
+    "relevance_floor", "untrusted", "require_source", "repeat", "max_entries", "char_budget"
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecallConfig:
+    """The layers of recall, per agent. ``candidates`` is how many entries each search
+    returns before the layers."""
+
+    relevance_floor: float = 0.4
+    max_entries: int = 5
+    char_budget: int = 2000
+    require_source: bool = False
+    exclude_untrusted: bool = True
+    candidates: int = 50
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.relevance_floor <= 1.0:
+            raise ValidationError("relevance_floor", "must be within 0..1")
+        if self.max_entries < 0 or self.char_budget < 0 or self.candidates < 1:
+            raise ValidationError("recall", "max_entries, char_budget and candidates are >= 0")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Snippet:
+    """A recalled memory: ``score`` is the final rank, ``similarity`` the relevance (0..1)
+    and ``confidence`` the adjusted confidence that went into the score."""
+
+    id: int
+    content: str
+    type: str
+    score: float
+    similarity: float
+    confidence: float
+    trust: Trust
+    citation: Citation | None
+    created_at: datetime
+    scope: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Dropped:
+    """A candidate a layer left out, and why: a memory (its id) or a message (its id)."""
+
+    id: int | str
+    layer: Layer
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecallResult:
+    """What recall returned, best first, and what it dropped on the way."""
+
+    snippets: tuple[Snippet, ...] = ()
+    messages: tuple[RecalledMessage, ...] = ()
+    dropped: tuple[Dropped, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecalledMessage:
+    """An earlier message of the group and, when it answers another sender's question, the
+    message before it (``previous``) and that question (``question``: a question and its
+    answer belong together)."""
+
+    said: Said
+    previous: Said | None
+    question: str = ""
+    score: float
+    similarity: float
