@@ -17,7 +17,8 @@ from typing import Any, cast
 import redis
 from redis.exceptions import RedisError
 
-from orchestrator.adapters.services import check_tls_files, redis_problem
+from orchestrator.adapters.probes import redis_problem
+from orchestrator.adapters.urls import check_tls_files
 from orchestrator.core.wire import (
     DEFAULT_SENDER,
     Outbound,

@@ -23,7 +23,8 @@ import redis
 from sqlalchemy.engine import Engine
 
 from orchestrator.adapters.llm import AnthropicProvider
-from orchestrator.adapters.services import MqttBroker, RedisServer, find_redis_executable
+from orchestrator.adapters.mqtt_broker import MqttBroker
+from orchestrator.adapters.redis_server import RedisServer, find_redis_executable
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
 from orchestrator.settings import Settings, load_settings

@@ -22,7 +22,7 @@ import aiomqtt
 import pytest
 from click.testing import CliRunner, Result
 
-from orchestrator.adapters.services import mqtt_client_args
+from orchestrator.adapters.urls import mqtt_client_args
 from orchestrator.cli.main import main
 from orchestrator.client import ArenaClient
 from orchestrator.core.wire import group_topic

@@ -20,7 +20,7 @@ import redis
 from rq import Worker
 from rq.serializers import JSONSerializer
 
-from orchestrator.adapters.services import RedisServer
+from orchestrator.adapters.redis_server import RedisServer
 from orchestrator.background.queue import queue
 from orchestrator.client import ArenaClient
 from orchestrator.core.wire import outbox_stream

@@ -11,7 +11,7 @@ from pathlib import Path
 import aiomqtt
 import redis
 
-from orchestrator.adapters.services import mqtt_client_args
+from orchestrator.adapters.urls import mqtt_client_args
 from orchestrator.client import ArenaClient
 from orchestrator.core.wire import deadletter_stream, group_topic, inbox_stream
 from orchestrator.memory.conversation.store import HistoryStore

@@ -27,7 +27,8 @@ import pytest
 import redis
 import yaml
 
-from orchestrator.adapters.services import find_redis_executable, redact_url
+from orchestrator.adapters.redis_server import find_redis_executable
+from orchestrator.adapters.urls import redact_url
 from orchestrator.cli.main import main
 from orchestrator.core.wire import outbox_stream
 from orchestrator.settings import load_settings

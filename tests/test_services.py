@@ -18,15 +18,10 @@ import aiomqtt
 import pytest
 import redis
 
-from orchestrator.adapters.services import (
-    MqttBroker,
-    RedisServer,
-    find_redis_executable,
-    mqtt_client_args,
-    ping_mqtt,
-    ping_redis,
-    redact_url,
-)
+from orchestrator.adapters.mqtt_broker import MqttBroker
+from orchestrator.adapters.probes import ping_mqtt, ping_redis
+from orchestrator.adapters.redis_server import RedisServer, find_redis_executable
+from orchestrator.adapters.urls import mqtt_client_args, redact_url
 from orchestrator.errors import ConfigError, ServiceError
 
 PASSWORD = "s3cret-Pa55word"
@@ -116,7 +111,7 @@ def test_redis_server_that_dies_reports_its_log(tmp_path: Path, free_port: int) 
 _TIED_PARENT = """
 import sys, time
 from pathlib import Path
-from orchestrator.adapters.services import RedisServer
+from orchestrator.adapters.redis_server import RedisServer
 folder = Path(sys.argv[1])
 server = RedisServer(folder, unix_socket=folder / "redis.sock", tied=True)
 server.start()

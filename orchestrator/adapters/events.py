@@ -14,7 +14,7 @@ from collections import deque
 
 import aiomqtt
 
-from orchestrator.adapters.services import mqtt_client_args
+from orchestrator.adapters.urls import mqtt_address
 
 __all__ = ["MqttPublisher"]
 
@@ -25,7 +25,7 @@ class MqttPublisher:
     """Queues MQTT messages and sends them from a task of its own (``run``)."""
 
     def __init__(self, url: str, *, queue_size: int = 10_000, max_backoff_s: float = 30.0) -> None:
-        self._args = mqtt_client_args(url)
+        self._address = mqtt_address(url)
         self._queue: deque[tuple[str, bytes]] = deque()
         self._queue_size = queue_size
         self._wakeup = asyncio.Event()
@@ -67,11 +67,10 @@ class MqttPublisher:
         while True:
             try:
                 identifier = f"arena-{os.getpid()}-{id(self):x}"
-                async with aiomqtt.Client(**self._args, identifier=identifier) as client:
+                client_args = self._address.client_args()
+                async with aiomqtt.Client(**client_args, identifier=identifier) as client:
                     if not self.connected:
-                        logger.info(
-                            "mqtt connected to %s:%s", self._args["hostname"], self._args["port"]
-                        )
+                        logger.info("mqtt connected to %s", self._address.where)
                     self.connected = True
                     backoff = 0.5
                     await self._send_all(client)
@@ -81,9 +80,8 @@ class MqttPublisher:
                 elif isinstance(exc, aiomqtt.MqttCodeError) and not refused:
                     # Retrying does not fix credentials: say so once, not at every attempt.
                     logger.warning(
-                        "mqtt broker at %s:%s refused the connection (%s); check MQTT_URL",
-                        self._args["hostname"],
-                        self._args["port"],
+                        "mqtt broker at %s refused the connection (%s); check MQTT_URL",
+                        self._address.where,
                         exc,
                     )
                 else:

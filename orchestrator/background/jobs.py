@@ -24,7 +24,7 @@ import aiomqtt
 from sqlalchemy.engine import Engine
 
 from orchestrator.adapters.providers import build_llm
-from orchestrator.adapters.services import mqtt_client_args
+from orchestrator.adapters.urls import mqtt_client_args
 from orchestrator.background.distill import run_distillation
 from orchestrator.background.retention import prune
 from orchestrator.background.summary import run_summary

@@ -21,7 +21,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
 from orchestrator.adapters.bus import stream_stats
-from orchestrator.adapters.services import ping_mqtt, ping_redis
+from orchestrator.adapters.probes import ping_mqtt, ping_redis
 from orchestrator.background.queue import fetch_job, queue
 from orchestrator.core.agents import load_agents
 from orchestrator.core.context import ContextLimits, Identity, Layers, PastMessage, build_context

@@ -24,13 +24,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.adapters.services import (
-    MqttBroker,
-    RedisServer,
-    check_port_free,
-    die_with_parent,
-    redact_url,
-)
+from orchestrator.adapters.mqtt_broker import MqttBroker
+from orchestrator.adapters.redis_server import RedisServer
+from orchestrator.adapters.spawn import check_port_free, die_with_parent
+from orchestrator.adapters.urls import redact_url
 from orchestrator.background.worker import forget_workers
 from orchestrator.errors import ServiceError
 from orchestrator.files import write_atomic

@@ -16,8 +16,8 @@ from sqlalchemy.engine import Engine
 from orchestrator.adapters.bus import Bus
 from orchestrator.adapters.events import MqttPublisher
 from orchestrator.adapters.leases import Leases
+from orchestrator.adapters.probes import ping_redis
 from orchestrator.adapters.providers import build_llm
-from orchestrator.adapters.services import ping_redis
 from orchestrator.background.schedule import start_schedule
 from orchestrator.core.agents import load_agents, read_identity
 from orchestrator.core.context import Identity

@@ -34,7 +34,7 @@ import redis
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from orchestrator.adapters.services import RedisServer  # noqa: E402
+from orchestrator.adapters.redis_server import RedisServer  # noqa: E402
 from orchestrator.core.wire import inbox_stream, outbox_stream  # noqa: E402
 from tests.bench.daemon_env import copy_workspaces, daemon_environment, dead_port  # noqa: E402
 

@@ -72,7 +72,8 @@ from anthropic import AsyncAnthropic
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from orchestrator.adapters.services import MqttBroker, RedisServer  # noqa: E402
+from orchestrator.adapters.mqtt_broker import MqttBroker  # noqa: E402
+from orchestrator.adapters.redis_server import RedisServer  # noqa: E402
 from orchestrator.core.models import ChatMessage, MessageKind  # noqa: E402
 from orchestrator.core.tokens import TokenCounter  # noqa: E402
 from orchestrator.core.wire import PARTITIONS, inbox_stream, lease_key, outbox_stream  # noqa: E402

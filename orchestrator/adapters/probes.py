@@ -1,0 +1,141 @@
+"""Health probes: is the configured Redis or MQTT broker there and willing to talk to us?
+
+:func:`ping_redis` and :func:`ping_mqtt` back ``arena check`` and every command's start;
+:func:`redis_problem` says what went wrong talking to Redis, for people. Messages name the
+socket or host and port only, never the credentials.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import ssl
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import aiomqtt
+import redis
+import redis.asyncio
+
+from orchestrator.adapters.urls import check_tls_files, display_path, mqtt_address
+from orchestrator.errors import ConfigError, ServiceError
+
+__all__ = ["ping_mqtt", "ping_redis", "redis_problem"]
+
+_START_HINT = "start the daemon with `arena up` (or `make run`), or set {name}"
+_TLS_HINT = "name the authority that signed the server's certificate: {name}=…?ssl_ca_certs=PATH"
+
+
+async def ping_mqtt(url: str, timeout_s: float) -> None:
+    """Connect to the broker at ``url`` and disconnect.
+
+    Raises:
+        ServiceError: the broker is unreachable, silent or refuses the connection. The message
+            names host and port only, never the credentials.
+    """
+    address = mqtt_address(url)
+    try:
+        async with (
+            asyncio.timeout(timeout_s),
+            aiomqtt.Client(**address.client_args(), timeout=timeout_s),
+        ):
+            pass
+    except aiomqtt.MqttCodeError as exc:
+        problem = f"the MQTT broker at {address.where} refused the connection: {exc}"
+        hint = "check the user name and password in MQTT_URL"
+        raise ServiceError("mqtt", _scrub(problem, address.password), hint) from exc
+    except (aiomqtt.MqttError, OSError, TimeoutError) as exc:
+        reason = _reason(exc, timeout_s)
+        problem = f"cannot reach the MQTT broker at {address.where}: {reason}"
+        hint = _TLS_HINT if reason.startswith("TLS") else _START_HINT
+        raise ServiceError(
+            "mqtt", _scrub(problem, address.password), hint.format(name="MQTT_URL")
+        ) from exc
+
+
+async def ping_redis(url: str, timeout_s: float) -> None:
+    """Send PING to the Redis at ``url``.
+
+    Raises:
+        ConfigError: the URL is malformed (a bad port, an unclosed ``[``, a bad argument) or
+            names a TLS file that does not exist.
+        ServiceError: Redis is unreachable, silent or rejects the credentials. The message
+            names the socket or host and port only, never the credentials.
+    """
+    try:
+        parts = urlsplit(url)
+        password = unquote(parts.password) if parts.password else None
+        socket_path = Path(unquote(parts.path)) if parts.scheme == "unix" else None
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError as exc:  # an unclosed '[', a port that is not a number from 0 to 65535
+        raise ConfigError("REDIS_URL", f"not a valid URL: {exc}") from None
+    check_tls_files("REDIS_URL", url)
+    if socket_path is not None and not socket_path.exists():
+        problem = f"no Redis is listening at {display_path(socket_path)}"
+        raise ServiceError("redis", problem, _START_HINT.format(name="REDIS_URL"))
+    try:
+        client = redis.asyncio.Redis.from_url(
+            url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s
+        )
+    except ValueError as exc:  # redis-py's own checks, e.g. of query arguments
+        raise ConfigError("REDIS_URL", _scrub(f"not a valid Redis URL: {exc}", password)) from None
+    try:
+        async with asyncio.timeout(timeout_s):
+            await client.ping()
+    except (redis.RedisError, OSError, TimeoutError) as exc:
+        raise ServiceError("redis", *redis_problem(url, exc, timeout_s)) from exc
+    finally:
+        await client.aclose()
+
+
+def redis_problem(url: str, exc: BaseException, timeout_s: float) -> tuple[str, str]:
+    """What went wrong talking to the Redis at ``url``, for people: ``(problem, hint)``.
+
+    Names the socket or host and port, never the credentials.
+    """
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        where = display_path(Path(unquote(parts.path)))
+        unreachable = f"no Redis is listening at {where}"
+        hint = _START_HINT.format(name="REDIS_URL")
+    else:
+        where = f"{parts.hostname}:{parts.port or 6379}"
+        unreachable = f"cannot reach Redis at {where}"
+        hint = "check REDIS_URL, or unset it to let `arena up` start an embedded Redis"
+    has_credentials = parts.username or parts.password or "password=" in parts.query
+    if isinstance(exc, redis.AuthenticationError) and has_credentials:
+        return (
+            f"Redis at {where} rejected the credentials",
+            "check the user name and password in REDIS_URL",
+        )
+    if isinstance(exc, redis.AuthenticationError):
+        scheme = parts.scheme
+        return (
+            f"Redis at {where} requires a password",
+            f"set REDIS_URL={scheme}://:PASSWORD@{where}",
+        )
+    password = unquote(parts.password) if parts.password else None
+    reason = _reason(exc, timeout_s)
+    if reason.startswith("TLS"):
+        hint = _TLS_HINT.format(name="REDIS_URL")
+    return _scrub(f"{unreachable}: {reason}", password), hint
+
+
+def _reason(exc: BaseException, timeout_s: float) -> str:
+    if isinstance(exc, TimeoutError | redis.TimeoutError):
+        return f"no answer within {timeout_s:g} s"
+    for candidate in (exc, exc.__cause__, exc.__context__):
+        # An SSLError is an OSError whose errno is not a system error number.
+        if isinstance(candidate, ssl.SSLCertVerificationError):
+            return f"TLS: the server's certificate is not trusted ({candidate.verify_message})"
+        if isinstance(candidate, ssl.SSLError):
+            return f"TLS: {candidate.reason or candidate.strerror or candidate}"
+        # Name the socket error plainly ("Connection refused"): redis-py and asyncio wrap it.
+        if isinstance(candidate, OSError) and candidate.errno:
+            return os.strerror(candidate.errno)
+    return str(exc) or type(exc).__name__
+
+
+def _scrub(text: str, secret: str | None) -> str:
+    # Foreign error texts are not ours to trust: make sure no password slips through.
+    return text.replace(secret, "***") if secret else text

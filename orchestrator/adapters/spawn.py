@@ -1,0 +1,64 @@
+"""What starting a local server or child process asks of the system: a port free to listen
+on (:func:`check_port_free`), and a child that ends with its parent (:func:`die_with_parent`).
+
+``arena up`` uses both for what it runs: the embedded Redis and MQTT broker, and the workers.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import signal
+import socket
+import sys
+from collections.abc import Callable
+
+from orchestrator.errors import ServiceError
+
+__all__ = ["check_port_free", "die_with_parent"]
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def die_with_parent(sig: signal.Signals) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that has the child receive ``sig`` when its parent dies (Linux).
+
+    The kernel sends it when the *thread* that spawned the child ends, so spawn from a thread
+    that lives as long as the process (the main thread, or the event loop's). Returns None
+    where the kernel offers no such signal.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    parent = os.getpid()
+
+    def arm() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the signal was armed
+            os.kill(os.getpid(), sig)
+
+    return arm
+
+
+def check_port_free(service: str, host: str, port: int, hint: str) -> None:
+    """Check that a server could listen on ``host:port`` (by binding it for a moment).
+
+    Raises:
+        ServiceError: one line naming the port, with ``hint`` (the settings to change).
+    """
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        with socket.socket(family, kind, proto) as probe:
+            # As the broker will: a socket in TIME_WAIT must not count as taken.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise ServiceError(service, f"port {port} on {host} is already in use", hint) from exc
+        reason = exc.strerror or str(exc)
+        raise ServiceError(service, f"cannot listen on {host}:{port}: {reason}", hint) from exc
