@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, date, datetime
-from typing import Any, Protocol
+from typing import Any
 
 import aiomqtt
 from sqlalchemy.engine import Engine
@@ -28,6 +28,7 @@ from orchestrator.adapters.urls import mqtt_client_args
 from orchestrator.background.distill import run_distillation
 from orchestrator.background.retention import prune
 from orchestrator.background.summary import run_summary
+from orchestrator.background.versioned_run import Outcome
 from orchestrator.core.turns import LLM
 from orchestrator.core.wire import growth_topic
 from orchestrator.memory.db import make_engine
@@ -65,21 +66,8 @@ def prune_job(day_iso: str, trigger: str) -> dict[str, Any]:
     return {"kind": "prune", "day": day_iso, "trigger": trigger, **report.as_dict()}
 
 
-class _Outcome(Protocol):
-    """What ``run_distillation`` and ``run_summary`` return, as far as a job reports it."""
-
-    @property
-    def status(self) -> str: ...
-    @property
-    def version(self) -> int | None: ...
-    @property
-    def reason(self) -> str: ...
-    @property
-    def tokens(self) -> int: ...
-
-
 async def _distill(settings: Settings, agent_id: str, day: date, trigger: str) -> dict[str, Any]:
-    async def run(engine: Engine, llm: LLM, now: datetime) -> _Outcome:
+    async def run(engine: Engine, llm: LLM, now: datetime) -> Outcome:
         return await run_distillation(settings, engine, llm, agent_id, day, trigger, now)
 
     result = {"kind": "distill", "agent": agent_id, "day": day.isoformat(), "trigger": trigger}
@@ -93,7 +81,7 @@ async def _distill(settings: Settings, agent_id: str, day: date, trigger: str) -
 async def _summarise(
     settings: Settings, group: str, upto_seq: int | None, trigger: str
 ) -> dict[str, Any]:
-    async def run(engine: Engine, llm: LLM, now: datetime) -> _Outcome:
+    async def run(engine: Engine, llm: LLM, now: datetime) -> Outcome:
         return await run_summary(settings, engine, llm, group, upto_seq, trigger, now)
 
     result = {"kind": "summary", "group": group, "upto": upto_seq, "trigger": trigger}
@@ -103,7 +91,7 @@ async def _summarise(
 
 
 async def _run(
-    settings: Settings, run: Callable[[Engine, LLM, datetime], Awaitable[_Outcome]]
+    settings: Settings, run: Callable[[Engine, LLM, datetime], Awaitable[Outcome]]
 ) -> dict[str, Any]:
     """Open the database and the model for one run, and report what came of it."""
     started = time.monotonic()
