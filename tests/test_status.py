@@ -13,8 +13,9 @@ from rq import Worker
 from rq.serializers import JSONSerializer
 
 from orchestrator.background.queue import enqueue_prune, queue
-from orchestrator.cli.checks import status, stuck
 from orchestrator.cli.main import main
+from orchestrator.cli.report import Consumer, Jobs, Streams, stuck
+from orchestrator.cli.survey import status
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
@@ -22,6 +23,7 @@ from orchestrator.memory.session import NewMemory, SessionMemory
 from orchestrator.memory.versions import VersionStore
 from orchestrator.settings import Settings, load_settings
 from tests.arena_helpers import environment, make_settings
+from tests.history_seed import write_history
 
 T0 = datetime(2026, 5, 1, 23, 30, tzinfo=UTC)
 
@@ -41,7 +43,8 @@ def seed(settings: Settings) -> None:
     try:
         store = HistoryStore(engine)
         for n in range(2):
-            store.save(
+            write_history(
+                store,
                 ChatMessage(
                     id=f"{n}-0",
                     group="demo",
@@ -49,7 +52,7 @@ def seed(settings: Settings) -> None:
                     kind=MessageKind.HUMAN,
                     text="hello",
                     created_at=T0,
-                )
+                ),
             )
         memory = SessionMemory(engine)
         for content in ("we use JWT", "we use Postgres", "we ship on Friday"):
@@ -178,20 +181,20 @@ async def test_a_worker_silent_past_the_threshold_is_not_live(env, connection):
         later = await status(env, now=datetime.now(UTC) + timedelta(hours=1))
     finally:
         worker.register_death()
-    assert now["stuck"] == []
-    assert len(later["stuck"]) == 1
-    assert "the last one 3" in later["stuck"][0]  # about 3600 s ago
+    assert now.stuck == ()
+    assert len(later.stuck) == 1
+    assert "the last one 3" in later.stuck[0]  # about 3600 s ago
 
 
 def test_stream_checks_are_kept():
     """A message in hand too long, or waiting unread, is still reported with no jobs at all."""
-    streams = {
-        "pending": 1,
-        "oldest_pending_idle_ms": 90_000,
-        "lag": 2,
-        "consumers": [{"name": "d1", "pending": 1, "idle_ms": 90_000}],
-    }
-    assert stuck(streams, 60, jobs={"queued": 0, "oldest_queued_s": None}) == [
+    streams = Streams(
+        pending=1,
+        oldest_pending_idle_ms=90_000,
+        lag=2,
+        consumers=(Consumer(name="d1", pending=1, idle_ms=90_000),),
+    )
+    assert stuck(streams, 60, jobs=Jobs(queued=0, oldest_queued_s=None)) == [
         "a message has been in hand for 90s",
         "2 messages wait and no daemon has read the inbox for 90s",
     ]

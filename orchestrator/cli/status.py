@@ -1,8 +1,9 @@
 """``arena status``, ``arena check`` and ``arena prune``: how the installation is doing, and
 keeping its storage in bounds.
 
-What they report is gathered in :mod:`orchestrator.cli.checks`, imported when a command runs
-(so that ``arena --help`` stays quick); this module only prints it.
+What they report is gathered in :mod:`orchestrator.cli.survey` and
+:mod:`orchestrator.cli.checks`, imported when a command runs (so that ``arena --help`` stays
+quick); this module only prints it.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 from rich.markup import escape
@@ -18,6 +19,9 @@ from rich.table import Table
 
 from orchestrator.cli.output import err, json_text, out
 from orchestrator.settings import Settings
+
+if TYPE_CHECKING:  # imported when a command runs: `arena --help` stays quick
+    from orchestrator.cli.report import Heartbeat, Status, Storage, Streams
 
 __all__ = ["check", "prune", "status"]
 
@@ -32,82 +36,83 @@ def status(settings: Settings, as_json: bool) -> None:
     Exits 1 when something is stuck longer than ARENA_STUCK_AFTER_S: a message in hand or
     waiting unread, or background jobs queued with no live worker (for monitors).
     """
-    from orchestrator.cli import checks
+    from orchestrator.cli import survey
 
-    report = asyncio.run(checks.status(settings))
+    report = asyncio.run(survey.status(settings))
     if as_json:
-        out.print(json_text(report, indent=2))
-        if report["stuck"]:
-            sys.exit(1)
-        return
-    s = report["streams"]
-    out.print(
-        f"inbox: {s['inbox_length']} entries, {s['pending']} pending, lag {s['lag']}, "
-        f"{s['dead_letters']} dead letters"
-    )
-    totals = s.get("totals") or {}
-    out.print(
-        "memory: "
-        f"{totals.get('memory_saved', 0)} saved, {totals.get('memory_rejected', 0)} rejected "
-        f"by the gate, {totals.get('markers_invalid', 0)} invalid markers dropped"
-    )
-    table = Table("group", "messages", "outbox", "last message")
-    for g in report["groups"]:
-        table.add_row(g["group"], str(g["messages"]), str(g["outbox_length"]), g["last_at"] or "")
-    out.print(table)
-    out.print("agents: " + ", ".join(a.get("id", a.get("error", "?")) for a in report["agents"]))
-    for agent in report["agents"]:
-        if "heartbeat" in agent:
-            out.print(f"  {agent['id']}: {_heartbeat_line(agent['heartbeat'])}", markup=False)
-    out.print(f"workers: {len(report['workers'])}")
-    for w in report["workers"]:
-        out.print(f"  {w['name']} {w['state']} (last heartbeat {w['last_heartbeat']})")
-    j = report["jobs"]
-    out.print(
-        f"jobs: {j['queued']} queued, {j['running']} running, {j['retrying']} waiting to be "
-        f"retried, {j['failed']} failed"
-    )
-    out.print(_storage_line(report["storage"]), markup=False)
-    _print_daemons(s)
-    for problem in report["stuck"]:
-        err.print(f"[bold red]stuck:[/] {escape(problem)}", markup=True)
-    if report["stuck"]:
+        out.print(json_text(report.as_dict(), indent=2))
+    else:
+        _print_status(report)
+    if report.stuck:
         sys.exit(1)
 
 
-def _print_daemons(streams: dict[str, Any]) -> None:
+def _print_status(report: Status) -> None:
+    s = report.streams
+    out.print(
+        f"inbox: {s.inbox_length} entries, {s.pending} pending, lag {s.lag}, "
+        f"{s.dead_letters} dead letters"
+    )
+    out.print(
+        "memory: "
+        f"{s.totals.get('memory_saved', 0)} saved, {s.totals.get('memory_rejected', 0)} "
+        f"rejected by the gate, {s.totals.get('markers_invalid', 0)} invalid markers dropped"
+    )
+    table = Table("group", "messages", "outbox", "last message")
+    for g in report.groups:
+        table.add_row(g.group, str(g.messages), str(g.outbox_length), g.last_at or "")
+    out.print(table)
+    names = [report.agents_error] if report.agents_error else [a.id for a in report.agents]
+    out.print("agents: " + ", ".join(names))
+    for agent in report.agents:
+        out.print(f"  {agent.id}: {_heartbeat_line(agent.heartbeat)}", markup=False)
+    out.print(f"workers: {len(report.workers)}")
+    for w in report.workers:
+        out.print(f"  {w.name} {w.state} (last heartbeat {w.last_heartbeat})")
+    j = report.jobs
+    out.print(
+        f"jobs: {j.queued} queued, {j.running} running, {j.retrying} waiting to be "
+        f"retried, {j.failed} failed"
+    )
+    out.print(_storage_line(report.storage), markup=False)
+    _print_daemons(s)
+    for problem in report.stuck:
+        err.print(f"[bold red]stuck:[/] {escape(problem)}", markup=True)
+
+
+def _print_daemons(streams: Streams) -> None:
     """Live daemons, the router, and what each holds and has in hand."""
     held: dict[str, list[str]] = {}
-    for part in streams["partitions"]:
-        if part["owner"]:
-            held.setdefault(part["owner"], []).append(str(part["partition"]))
-    unowned = [str(p["partition"]) for p in streams["partitions"] if not p["owner"]]
+    for part in streams.partitions:
+        if part.owner:
+            held.setdefault(part.owner, []).append(str(part.partition))
+    unowned = [str(p.partition) for p in streams.partitions if not p.owner]
     out.print(
-        f"daemons alive: {', '.join(streams['daemons']) or 'none'}; "
-        f"router: {streams['router'] or 'none'}"
+        f"daemons alive: {', '.join(streams.daemons) or 'none'}; "
+        f"router: {streams.router or 'none'}"
         + (f"; partitions with no owner: {','.join(unowned)}" if unowned else ""),
         markup=False,
     )
-    consumers = {c["name"]: c for c in streams["consumers"]}
-    for name in sorted(set(streams["daemons"]) | set(consumers) | set(held)):
+    consumers = {c.name: c for c in streams.consumers}
+    for name in sorted(set(streams.daemons) | set(consumers) | set(held)):
         line = f"  {name}: partitions {','.join(held.get(name, [])) or 'none'}"
         if name in consumers:
             c = consumers[name]
-            line += f", {c['pending']} in hand, last read {c['idle_ms'] // 1000}s ago"
-        if name not in streams["daemons"]:
+            line += f", {c.pending} in hand, last read {c.idle_ms // 1000}s ago"
+        if name not in streams.daemons:
             line += " (not alive)"
         out.print(line, markup=False)
 
 
-def _heartbeat_line(beat: dict[str, Any]) -> str:
-    ok, failed = beat["last_ok"], beat["last_failed"]
+def _heartbeat_line(beat: Heartbeat) -> str:
+    ok, failed = beat.last_ok, beat.last_failed
     line = "no heartbeat yet"
     if ok is not None:
-        line = f"last heartbeat {ok['at']} ({ok['status']}, {ok['trigger']})"
-    if beat["memory_md_version"] is not None:
-        line += f"; MEMORY.md version {beat['memory_md_version']}"
+        line = f"last heartbeat {ok.at} ({ok.status}, {ok.trigger})"
+    if beat.memory_md_version is not None:
+        line += f"; MEMORY.md version {beat.memory_md_version}"
     if failed is not None:
-        line += f"; failed since: {failed['at']} ({failed['status']}: {failed['reason']})"
+        line += f"; failed since: {failed.at} ({failed.status}: {failed.reason})"
     return line
 
 
@@ -124,15 +129,15 @@ def _size(n: int | None) -> str:
     return f"{value:.1f} GB"
 
 
-def _storage_line(storage: dict[str, Any]) -> str:
-    memories = storage["memories"]
-    archived = memories.get("superseded", 0) + memories.get("archived", 0)
-    db = storage["database"]
+def _storage_line(storage: Storage) -> str:
+    memories = storage.memories
+    archived = memories.superseded + memories.archived
+    db = storage.database
     return (
-        f"storage: database {_size(db['bytes'])} ({db['dialect']}), "
-        f"{storage['messages']} messages, {memories['total']} memories ({archived} superseded "
-        f"or archived), workspaces {_size(storage['workspaces_bytes'])}, "
-        f"data {_size(storage['data_bytes'])}"
+        f"storage: database {_size(db.bytes)} ({db.dialect}), "
+        f"{storage.messages} messages, {memories.total} memories ({archived} superseded "
+        f"or archived), workspaces {_size(storage.workspaces_bytes)}, "
+        f"data {_size(storage.data_bytes)}"
     )
 
 
@@ -168,28 +173,28 @@ def prune(settings: Settings, dry_run: bool, as_json: bool) -> None:
     from orchestrator.cli.resources import database
 
     with database(settings) as engine:
-        report = run_prune(engine, settings, datetime.now(UTC), dry_run=dry_run).as_dict()
+        report = run_prune(engine, settings, datetime.now(UTC), dry_run=dry_run)
     if as_json:
-        out.print(json_text(report))
+        out.print(json_text(report.as_dict()))
         return
     verb = "would delete" if dry_run else "deleted"
-    if report["history_before"] is None:
+    if report.history_before is None:
         out.print("history: kept forever (ARENA_HISTORY_RETENTION_DAYS=0)")
     else:
         out.print(
-            f"history: {verb} {report['messages_total']} messages from before "
-            f"{report['history_before']}",
+            f"history: {verb} {sum(report.messages.values())} messages from before "
+            f"{report.history_before.isoformat()}",
             markup=False,
         )
-        for group, n in sorted(report["messages"].items()):
+        for group, n in sorted(report.messages.items()):
             out.print(f"  {group}: {n}", markup=False)
-        for group, n in sorted(report["kept_unsummarised"].items()):
+        for group, n in sorted(report.kept_unsummarised.items()):
             out.print(f"  {group}: {n} old messages kept, not yet summarised", markup=False)
-    if report["archive_before"] is None:
+    if report.archive_before is None:
         out.print("archived memories: kept forever (ARENA_ARCHIVE_RETENTION_DAYS=0)")
     else:
         out.print(
-            f"archived memories: {verb} {report['memories']} superseded or forgotten before "
-            f"{report['archive_before']}",
+            f"archived memories: {verb} {report.memories} superseded or forgotten before "
+            f"{report.archive_before.isoformat()}",
             markup=False,
         )
