@@ -183,8 +183,8 @@ def test_tail_prints_replies_as_they_arrive(tmp_path: Path, embedded_redis_url: 
         async def publish() -> None:
             redis = Redis.from_url(embedded_redis_url)
             bus = Bus(redis, "test")
-            for n, kind in enumerate(("reply", "done")):
-                await bus.publish(
+            appended = await bus.publish_all(
+                [
                     Outbound(
                         type=kind,
                         id=f"1-0:{n}",
@@ -194,7 +194,10 @@ def test_tail_prints_replies_as_they_arrive(tmp_path: Path, embedded_redis_url: 
                         kind="agent",
                         text=f"line {n}",
                     )
-                )
+                    for n, kind in enumerate(("reply", "done"))
+                ]
+            )
+            assert appended == 2
             await redis.aclose()
 
         asyncio.run(publish())

@@ -151,14 +151,6 @@ class Bus:
         await pipe.execute()
         return [None] * len(entries)
 
-    async def publish(self, item: Outbound) -> bool:
-        """Append ``item`` to its group's outbound stream unless it was appended before.
-
-        Returns:
-            True when it was appended now, False when it had been already.
-        """
-        return await self.publish_all([item]) == 1
-
     async def publish_all(self, items: Sequence[Outbound]) -> int:
         """Append each of ``items``, in order and in one step, unless it was appended before.
 
@@ -204,10 +196,6 @@ class Bus:
             if amount:
                 pipe.hincrby(stats_key(), name, amount)
         await pipe.execute()
-
-    async def stats(self) -> dict[str, Any]:
-        """Stream lengths and pending counts (``arena status``)."""
-        return await stream_stats(self.redis)
 
 
 async def stream_stats(redis: Redis) -> dict[str, Any]:
