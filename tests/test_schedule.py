@@ -13,12 +13,11 @@ import redis
 from rq import SimpleWorker
 from rq.serializers import JSONSerializer
 
+from orchestrator.background.idle import IdleGroup, IdleWatch
 from orchestrator.background.queue import enqueue_distill, queue
 from orchestrator.background.schedule import (
     HEARTBEAT,
     IDLE_CHECK,
-    IdleGroup,
-    IdleWatch,
     build_scheduler,
     catch_up,
     due_days,

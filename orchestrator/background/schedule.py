@@ -15,7 +15,7 @@ Jobs of the scheduler (times in ``ARENA_TZ``):
                        (``ARENA_HISTORY_RETENTION_DAYS``, ``ARENA_ARCHIVE_RETENTION_DAYS``):
                        delete old history and archived memories (trigger ``daily``)
 
-:func:`summary_due` decides when a group's rolling summary is due; the pipeline calls it.
+The idle check's reading of the history is :mod:`orchestrator.background.idle`.
 """
 
 from __future__ import annotations
@@ -23,10 +23,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Protocol
 
 import redis
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -34,12 +32,12 @@ from apscheduler.triggers.cron import CronTrigger
 from redis.exceptions import RedisError
 from sqlalchemy.engine import Engine
 
+from orchestrator.background.idle import History, IdleWatch
 from orchestrator.background.listing import store_schedule
 from orchestrator.background.queue import enqueue_distill, enqueue_prune
 from orchestrator.background.retention import enabled as retention_enabled
-from orchestrator.core.models import MessageKind
 from orchestrator.core.wire import schedule_key
-from orchestrator.memory.conversation.store import GroupInfo, HistoryStore, StoredMessage
+from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.settings import Settings
 
@@ -47,9 +45,6 @@ __all__ = [
     "HEARTBEAT",
     "IDLE_CHECK",
     "PRUNE",
-    "History",
-    "IdleGroup",
-    "IdleWatch",
     "Schedule",
     "build_scheduler",
     "catch_up",
@@ -66,25 +61,12 @@ HEARTBEAT = "heartbeat"
 IDLE_CHECK = "idle-check"
 PRUNE = "prune"
 PRUNE_CRON = "15 4 * * *"  # a quiet hour, after the evening heartbeats
-MAX_SPEAKER_SCAN = 500  # messages read back to find who spoke before a group went quiet
 
 Clock = Callable[[], datetime]
 Enqueue = Callable[[str, date, str], object]
 """``enqueue(agent_id, day, trigger)``: enqueue a distillation (blocking; run in a thread)."""
 EnqueuePrune = Callable[[date, str], object]
 """``enqueue_prune(day, trigger)``: enqueue the day's retention run (blocking)."""
-
-
-class History(Protocol):
-    """What the idle check reads from the message history (``HistoryStore`` fits)."""
-
-    def groups(self) -> list[GroupInfo]:
-        """Every group with its message count and last activity."""
-        ...
-
-    def recent(self, group: str, limit: int) -> list[StoredMessage]:
-        """The ``limit`` newest messages of a group, oldest first."""
-        ...
 
 
 def heartbeat_trigger(settings: Settings) -> CronTrigger:
@@ -143,55 +125,6 @@ def catch_up(
     for agent, day in asked:
         enqueue(agent, day, "catch-up")
     return asked
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class IdleGroup:
-    """A group that has just gone quiet, and the agents that spoke in it since it last did."""
-
-    group: str
-    last_at: datetime
-    agents: tuple[str, ...]
-
-
-class IdleWatch:
-    """Finds groups that have gone quiet, once per quiet period (blocking database reads).
-
-    The first check only takes note: groups already quiet then are not reported, since the
-    catch-up covers what happened before the daemon started.
-    """
-
-    def __init__(self, history: History, agents: Collection[str], idle: timedelta) -> None:
-        self.history = history
-        self.agents = frozenset(agents)
-        self.idle = idle
-        self._seen: dict[str, int] | None = None  # group → message count when it went quiet
-
-    def check(self, now: datetime) -> list[IdleGroup]:
-        """The groups quiet for ``idle`` at ``now`` with messages since they were last quiet."""
-        first = self._seen is None
-        seen = self._seen if self._seen is not None else {}
-        self._seen = seen
-        found: list[IdleGroup] = []
-        for info in self.history.groups():
-            if info.last_at is None or now - info.last_at < self.idle:
-                continue
-            new = info.messages - seen.get(info.group, 0)
-            if new <= 0:
-                continue
-            seen[info.group] = info.messages
-            if first:
-                continue
-            recent = self.history.recent(info.group, min(new, MAX_SPEAKER_SCAN))
-            spoke = {
-                m.message.sender
-                for m in recent
-                if m.message.kind is MessageKind.AGENT and m.message.sender in self.agents
-            }
-            found.append(
-                IdleGroup(group=info.group, last_at=info.last_at, agents=tuple(sorted(spoke)))
-            )
-        return found
 
 
 class _Tasks:
