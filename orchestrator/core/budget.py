@@ -35,12 +35,12 @@ Every estimate is multiplied by the request's correction factor (see
 from __future__ import annotations
 
 import logging
-import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from types import MappingProxyType
-from typing import Any
 
+from orchestrator.core.degrade import Draft, count_of, degrade
+from orchestrator.core.plan import BudgetRequest, ContextPlan, HistoryItem, LayerBudgets, RecallItem
 from orchestrator.core.tokens import TokenCounter
 
 __all__ = [
@@ -54,172 +54,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# Trimming older agent replies never touches the newest messages: they carry the thread.
-PROTECTED_NEWEST = 2
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LayerBudgets:
-    """Token caps of layers 1 to 5, and how history behaves when the window is tight.
-
-    ``min_history_messages`` newest messages are kept even when they overflow what remains,
-    so that the degradation steps, not the fill, decide what to give up. An older agent reply
-    trimmed in degradation step 2 is cut to ``trimmed_reply`` tokens.
-    """
-
-    identity: int = 500
-    summary: int = 500
-    memory_md: int = 800
-    logs: int = 600
-    recall: int = 400
-    min_history_messages: int = 6
-    trimmed_reply: int = 120
-
-    def __post_init__(self) -> None:
-        for name in ("identity", "summary", "memory_md", "logs", "recall", "trimmed_reply"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} budget must be >= 0")
-        if self.min_history_messages < 1:
-            raise ValueError("min_history_messages must be >= 1 (the trigger)")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HistoryItem:
-    """One message as the model will see it (label included), with its stored token count.
-
-    ``date`` is the date its label leaves out, because an earlier message states that day,
-    with its tokens: when the item is the oldest labelled one shown, the plan puts the date
-    back (after the label's opening ``[``)."""
-
-    id: str
-    text: str
-    tokens: int
-    own_reply: bool = False
-    agent_reply: bool = False
-    date: str = ""
-    date_tokens: int = 0
-
-    def __post_init__(self) -> None:
-        if self.tokens < 0:
-            raise ValueError("tokens must be >= 0")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RecallItem:
-    """One recalled session memory as it will be shown, with its token count and score."""
-
-    id: str
-    text: str
-    tokens: int
-    score: float
-
-    def __post_init__(self) -> None:
-        if self.tokens < 0:
-            raise ValueError("tokens must be >= 0")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BudgetRequest:
-    """Everything one turn could show the model, before budgeting.
-
-    ``overhead_tokens`` counts the fixed prompt text (rules, roster, memory guide, tail).
-    ``history`` is oldest first and its last item is the trigger, which is always kept.
-    """
-
-    window: int
-    reserved_output: int
-    overhead_tokens: int
-    identity: str
-    summary: str = ""
-    memory_md: str = ""
-    logs: str = ""
-    recall: Sequence[RecallItem] = ()
-    history: Sequence[HistoryItem]
-    correction: float = 1.0
-
-    def __post_init__(self) -> None:
-        if self.window < 1:
-            raise ValueError("window must be >= 1")
-        if self.reserved_output < 0 or self.overhead_tokens < 0:
-            raise ValueError("reserved_output and overhead_tokens must be >= 0")
-        if not self.history:
-            raise ValueError("history must end with the trigger message")
-        if not (math.isfinite(self.correction) and self.correction > 0):
-            raise ValueError("correction must be a positive number")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ContextPlan:
-    """What the turn shows the model, with its estimated tokens and the decisions taken.
-
-    ``tokens`` holds corrected estimates for identity, summary, memory_md, logs, recall,
-    history, overhead and total.
-    """
-
-    identity: str
-    summary: str
-    memory_md: str
-    logs: str
-    recall: tuple[RecallItem, ...]
-    history: tuple[HistoryItem, ...]
-    tokens: Mapping[str, int]
-    available: int
-    decisions: tuple[str, ...]
-    over_budget: bool
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready summary for the context cost report."""
-        return {
-            "available": self.available,
-            "tokens": dict(self.tokens),
-            "decisions": list(self.decisions),
-            "over_budget": self.over_budget,
-            "recall": [item.id for item in self.recall],
-            "history_messages": len(self.history),
-        }
-
-
-@dataclass(slots=True, kw_only=True)
-class _Draft:
-    """The plan while it is being built; token counts here are raw, before correction."""
-
-    counter: TokenCounter
-    correction: float
-    available: int
-    overhead: int
-    texts: dict[str, str] = field(default_factory=dict)
-    raw: dict[str, int] = field(default_factory=dict)
-    recall: list[RecallItem] = field(default_factory=list)
-    history: list[HistoryItem] = field(default_factory=list)
-    decisions: list[str] = field(default_factory=list)
-
-    def scaled(self, raw: int) -> int:
-        return math.ceil(raw * self.correction)
-
-    def raw_limit(self, budget: int) -> int:
-        """The most raw tokens whose corrected estimate stays within ``budget``."""
-        if budget <= 0:
-            return 0
-        limit = math.floor(budget / self.correction)
-        while limit > 0 and self.scaled(limit) > budget:
-            limit -= 1
-        return limit
-
-    def tokens(self) -> dict[str, int]:
-        layers = ("identity", "summary", "memory_md", "logs", "recall", "history")
-        out = {layer: self.scaled(self.raw.get(layer, 0)) for layer in layers}
-        out["overhead"] = self.scaled(self.overhead)
-        out["total"] = sum(out.values())
-        return out
-
-    def excess(self) -> int:
-        return self.tokens()["total"] - self.available
-
-
-def _count(n: int, singular: str, plural: str) -> str:
-    return f"{n} {singular if n == 1 else plural}"
-
-
 _CAP_NOTES = {
     "identity": "identity truncated to its {budget}-token budget",
     "summary": "summary truncated to its {budget}-token budget",
@@ -228,7 +62,7 @@ _CAP_NOTES = {
 }
 
 
-def _cap_texts(draft: _Draft, request: BudgetRequest, budgets: LayerBudgets) -> None:
+def _cap_texts(draft: Draft, request: BudgetRequest, budgets: LayerBudgets) -> None:
     """Layers 1 to 4: cap each text to its own budget."""
     counter = draft.counter
     trimmers: dict[str, Callable[[str, int], str]] = {
@@ -250,7 +84,7 @@ def _cap_texts(draft: _Draft, request: BudgetRequest, budgets: LayerBudgets) -> 
         draft.raw[layer] = raw
 
 
-def _cap_recall(draft: _Draft, recall: Sequence[RecallItem], budget: int) -> None:
+def _cap_recall(draft: Draft, recall: Sequence[RecallItem], budget: int) -> None:
     """Layer 5: the best-scored recalled memories that fit the recall budget."""
     limit = draft.raw_limit(budget)
     used = 0
@@ -261,13 +95,13 @@ def _cap_recall(draft: _Draft, recall: Sequence[RecallItem], budget: int) -> Non
     draft.raw["recall"] = used
     left_out = len(recall) - len(draft.recall)
     if left_out:
+        memories = count_of(len(recall), "recalled memory", "recalled memories")
         draft.decisions.append(
-            f"left out {left_out} of {_count(len(recall), 'recalled memory', 'recalled memories')}"
-            f" beyond the {budget}-token recall budget"
+            f"left out {left_out} of {memories} beyond the {budget}-token recall budget"
         )
 
 
-def _fill_history(draft: _Draft, history: Sequence[HistoryItem], min_messages: int) -> None:
+def _fill_history(draft: Draft, history: Sequence[HistoryItem], min_messages: int) -> None:
     """Layer 6: newest first into what remains; stops at the first message that does not fit."""
     remaining = draft.available - draft.tokens()["total"]
     room = draft.raw_limit(remaining)
@@ -281,16 +115,16 @@ def _fill_history(draft: _Draft, history: Sequence[HistoryItem], min_messages: i
     draft.history = list(history[len(history) - keep :])
     draft.raw["history"] = used if keep == fitted else sum(item.tokens for item in draft.history)
     left_out = len(history) - keep
-    omitted = f"{_count(left_out, 'oldest message', 'oldest messages')} left out"
+    omitted = f"{count_of(left_out, 'oldest message', 'oldest messages')} left out"
     if keep > fitted:
-        note = f"history kept its newest {_count(keep, 'message', 'messages')} (the minimum)"
+        note = f"history kept its newest {count_of(keep, 'message', 'messages')} (the minimum)"
         note += f" over the {max(remaining, 0)} tokens that remained"
         draft.decisions.append(f"{note}; {omitted}" if left_out else note)
     elif left_out:
         draft.decisions.append(f"history filled the {remaining} tokens that remained: {omitted}")
 
 
-def _state_first_date(draft: _Draft) -> None:
+def _state_first_date(draft: Draft) -> None:
     """The oldest labelled message shown states its date: the ones after it may give only
     their time."""
     for index, item in enumerate(draft.history):
@@ -302,86 +136,6 @@ def _state_first_date(draft: _Draft) -> None:
             draft.history[index] = replace(item, text=text, tokens=tokens, date="", date_tokens=0)
             draft.raw["history"] += item.date_tokens
         return
-
-
-def _drop_recall(draft: _Draft) -> None:
-    """Degradation 1: drop recalled memories, lowest score first."""
-    dropped = 0
-    while draft.recall and draft.excess() > 0:
-        draft.raw["recall"] -= draft.recall.pop().tokens
-        dropped += 1
-    if dropped:
-        draft.decisions.append(f"dropped {_count(dropped, 'recalled memory', 'recalled memories')}")
-
-
-def _trim_replies(draft: _Draft, budget: int) -> None:
-    """Degradation 2: trim older agent replies to head+tail, oldest first."""
-    target = draft.raw_limit(budget)
-    trimmed = 0
-    for index in range(len(draft.history) - PROTECTED_NEWEST):
-        if draft.excess() <= 0:
-            break
-        item = draft.history[index]
-        if not (item.agent_reply or item.own_reply) or item.tokens <= target:
-            continue
-        text = draft.counter.head_tail(item.text, target)
-        tokens = draft.counter.count(text)
-        if tokens < item.tokens:
-            draft.history[index] = replace(item, text=text, tokens=tokens)
-            draft.raw["history"] -= item.tokens - tokens
-            trimmed += 1
-    if trimmed:
-        replies = _count(trimmed, "older agent reply", "older agent replies")
-        draft.decisions.append(f"trimmed {replies} to head+tail")
-
-
-def _shrink_window(draft: _Draft) -> None:
-    """Degradation 3: leave out the oldest messages, never the trigger."""
-    drop = 0
-    while drop < len(draft.history) - 1 and draft.excess() > 0:
-        draft.raw["history"] -= draft.history[drop].tokens
-        drop += 1
-    del draft.history[:drop]
-    if drop:
-        omitted = _count(drop, "oldest message", "oldest messages")
-        draft.decisions.append(f"history window shrunk: {omitted} left out")
-
-
-def _shrink_text(
-    layer: str, trim: Callable[[str, int], str], note: str
-) -> Callable[[_Draft], None]:
-    """Degradations 4 to 6: cut one text layer by the excess, down to nothing if needed."""
-
-    def step(draft: _Draft) -> None:
-        if not draft.texts[layer]:
-            return
-        target = max(0, draft.scaled(draft.raw[layer]) - draft.excess())
-        text = trim(draft.texts[layer], draft.raw_limit(target))
-        draft.texts[layer] = text
-        draft.raw[layer] = draft.counter.count(text)
-        draft.decisions.append(note.format(tokens=draft.scaled(draft.raw[layer])))
-
-    return step
-
-
-def _degrade(draft: _Draft, budgets: LayerBudgets) -> None:
-    counter = draft.counter
-    steps: tuple[Callable[[_Draft], None], ...] = (
-        _drop_recall,
-        lambda d: _trim_replies(d, budgets.trimmed_reply),
-        _shrink_window,
-        _shrink_text("logs", counter.keep_tail_lines, "logs truncated to {tokens} tokens"),
-        _shrink_text(
-            "memory_md",
-            counter.keep_tail_lines,
-            "MEMORY.md shrunk to its newest lines ({tokens} tokens)",
-        ),
-        _shrink_text("summary", counter.truncate_head, "summary truncated to {tokens} tokens"),
-    )
-    for step in steps:
-        if draft.excess() <= 0:
-            return
-        step(draft)
 
 
 def plan_context(
@@ -404,7 +158,7 @@ def plan_context(
         every decision taken.
     """
     budgets = budgets or LayerBudgets()
-    draft = _Draft(
+    draft = Draft(
         counter=counter or TokenCounter(),
         correction=request.correction,
         available=request.window - request.reserved_output,
@@ -413,7 +167,7 @@ def plan_context(
     _cap_texts(draft, request, budgets)
     _cap_recall(draft, request.recall, budgets.recall)
     _fill_history(draft, request.history, budgets.min_history_messages)
-    _degrade(draft, budgets)
+    degrade(draft, budgets)
     _state_first_date(draft)
     tokens = draft.tokens()
     over_budget = tokens["total"] > draft.available

@@ -1,0 +1,171 @@
+"""The references block of a turn: recalled memories and earlier messages as the agent reads
+them (each on one line, with its trust label and citation, marker-shaped text neutralised), and
+the citations the context report keeps for those shown.
+
+What recall hands over is described by protocols (:class:`Reference`, :class:`SaidReference`):
+the core does not import memory's values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from orchestrator.core.markers import neutralise
+from orchestrator.core.plan import RecallItem
+from orchestrator.core.tokens import TokenCounter
+from orchestrator.core.transcript import stamp
+
+__all__ = [
+    "Cited",
+    "Left",
+    "Reference",
+    "SaidReference",
+    "Spoken",
+    "citations",
+    "recall_items",
+]
+
+
+class Cited(Protocol):
+    """Where a recalled memory came from."""
+
+    @property
+    def ref(self) -> str: ...
+
+    @property
+    def locator(self) -> str: ...
+
+
+class Reference(Protocol):
+    """A recalled memory as the context needs it (``memory.recall.Snippet`` is one)."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def trust(self) -> str: ...
+
+    @property
+    def score(self) -> float: ...
+
+    @property
+    def content(self) -> str: ...
+
+    @property
+    def created_at(self) -> datetime: ...
+
+    @property
+    def citation(self) -> Cited | None: ...
+
+
+class Spoken(Protocol):
+    """A stored message as a recalled reference shows it (``memory.history_index.Said``)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def sender(self) -> str: ...
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def created_at(self) -> datetime: ...
+
+
+class Left(Protocol):
+    """A candidate recall left out, and why (``memory.recall.Dropped`` is one)."""
+
+    @property
+    def id(self) -> int | str: ...
+
+    @property
+    def layer(self) -> str: ...
+
+    @property
+    def reason(self) -> str: ...
+
+
+class SaidReference(Protocol):
+    """An earlier message recalled for this turn and, when it answers another sender's
+    question, the message before it and that question (``memory.recall.RecalledMessage``
+    is one)."""
+
+    @property
+    def said(self) -> Spoken: ...
+
+    @property
+    def previous(self) -> Spoken | None: ...
+
+    @property
+    def question(self) -> str: ...
+
+    @property
+    def score(self) -> float: ...
+
+
+def _reference_line(ref: Reference) -> str:
+    citation = ref.citation
+    source = (citation.locator or citation.ref) if citation else "no source"
+    day = ref.created_at.strftime("%Y-%m-%d")
+    return f"({ref.type}, {ref.trust}, {day}, source: {source}) {neutralise(ref.content)}"
+
+
+def _said_line(said: Spoken, tz: str, answers: str = "") -> str:
+    """One recalled message: its trust label (who said it, when), its id as citation, what it
+    answers, then its text. All on one line, so no line of it can pass for another reference."""
+    text = " ".join(neutralise(said.text).split())
+    label = f"said by {said.sender} on {stamp(said.created_at, tz)} (message {said.id})"
+    return f"{label}{answers}: {text}"
+
+
+def _said_lines(ref: SaidReference, tz: str) -> str:
+    """A recalled message, with the question it answers when it answers one."""
+    if ref.previous is None or not ref.question:
+        return _said_line(ref.said, tz)
+    asked = " ".join(neutralise(ref.question).split())
+    return _said_line(ref.said, tz, f', answering {ref.previous.sender}\'s "{asked}"')
+
+
+def recall_items(
+    recalled: Sequence[Reference], said: Sequence[SaidReference], tz: str, counter: TokenCounter
+) -> list[RecallItem]:
+    """Recalled memories and messages as the planner takes them, ranked together."""
+    items = [
+        RecallItem(id=str(r.id), text=line, tokens=counter.count(line), score=r.score)
+        for r in recalled
+        for line in [_reference_line(r)]
+    ]
+    items += [
+        RecallItem(id=_said_id(r), text=line, tokens=counter.count(line), score=r.score)
+        for r in said
+        for line in [_said_lines(r, tz)]
+    ]
+    return items
+
+
+def _said_id(ref: SaidReference) -> str:
+    return f"message {ref.said.id}"
+
+
+def citations(
+    recalled: Sequence[Reference], said: Sequence[SaidReference], kept: set[str]
+) -> list[dict[str, Any]]:
+    """What the references shown cite: a memory's source, or a message's id (and the id of
+    the message whose question it answers)."""
+    found: list[dict[str, Any]] = [
+        {"id": r.id, "ref": r.citation.ref if r.citation else None, "trust": r.trust}
+        for r in recalled
+        if str(r.id) in kept
+    ]
+    for ref in said:
+        if _said_id(ref) in kept:
+            shown = [ref.previous, ref.said] if ref.previous else [ref.said]
+            found += [{"id": s.id, "ref": s.id, "trust": f"said by {s.sender}"} for s in shown]
+    return found
