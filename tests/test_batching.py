@@ -4,19 +4,21 @@ gets its own result, and nobody is left waiting."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from redis.asyncio import Redis
+from sqlalchemy import event
 from sqlalchemy.engine import Connection
 
 from orchestrator.adapters.bus import Bus
 from orchestrator.core.batching import Coalescer
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.core.wire import Outbound, outbox_stream
-from orchestrator.memory.conversation.store import HistoryStore
+from orchestrator.memory.conversation.store import HistoryStore, NewReply
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.transactions import BatchedWrites
 
@@ -129,28 +131,49 @@ async def test_batched_writes_share_a_transaction_and_isolate_a_failing_job(tmp_
     writes = BatchedWrites(engine)
     connections: list[int] = []
 
-    def opener(n: int):
+    def writer(n: int):
         def job(conn: Connection):
             connections.append(id(conn))
-            return store.open_in(conn, _message(n))
+            return store.record_in(conn, [NewReply(message=_message(n))])[0]
 
         return job
 
     def broken(conn: Connection) -> None:
-        store.open_in(conn, _message(99))
+        store.record_in(conn, [NewReply(message=_message(99))])
         raise RuntimeError("broken job")
 
-    opened = await asyncio.gather(*(writes.run(opener(n)) for n in range(5)))
-    assert [o.stored.message.id for o in opened] == [f"{n}-0" for n in range(5)]
+    stored = await asyncio.gather(*(writes.run(writer(n)) for n in range(5)))
+    assert [s.message.id for s in stored] == [f"{n}-0" for n in range(5)]
     assert len(set(connections)) == 1  # one transaction for the five
 
     results = await asyncio.gather(
-        writes.run(opener(5)), writes.run(broken), writes.run(opener(6)), return_exceptions=True
+        writes.run(writer(5)), writes.run(broken), writes.run(writer(6)), return_exceptions=True
     )
     assert isinstance(results[1], RuntimeError)
-    assert [r.stored.message.id for r in (results[0], results[2])] == ["5-0", "6-0"]  # type: ignore[union-attr]
+    assert [r.message.id for r in (results[0], results[2])] == ["5-0", "6-0"]  # type: ignore[union-attr]
     assert store.get("99-0") is None  # the failing job's own write was rolled back
     assert store.count() == 7
+    engine.dispose()
+
+
+async def test_the_history_stores_many_groups_messages_in_one_transaction(tmp_path: Path):
+    """Messages opened and replies recorded at about the same moment, in many groups, are
+    written in one transaction."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'arena.db'}")
+    store = HistoryStore(engine)
+    begun: list[int] = []
+    event.listen(engine, "begin", lambda conn: begun.append(1))
+    people = [dataclasses.replace(_message(n), group=f"g{n}") for n in range(5)]
+    opened = await asyncio.gather(*(store.open(m, count=len) for m in people))
+    assert [o.stored.tokens for o in opened] == [len(m.text) for m in people]
+    assert len(begun) == 1
+    replies = [
+        NewReply(message=dataclasses.replace(m, id=f"{m.id}:1:ping", in_reply_to=m.id), meta={})
+        for m in people
+    ]
+    await asyncio.gather(*(store.record([r]) for r in replies))
+    assert len(begun) == 2
+    assert store.count() == 10
     engine.dispose()
 
 

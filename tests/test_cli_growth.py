@@ -15,13 +15,13 @@ from orchestrator.background.distill import run_distillation
 from orchestrator.background.summary import run_summary
 from orchestrator.cli.main import main
 from orchestrator.core.models import ChatMessage, MessageKind
-from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.schema import PersonalDraft
 from orchestrator.memory.versions import VersionStore
 from orchestrator.settings import Settings, load_settings
 from tests.arena_helpers import set_team_environment
+from tests.history_seed import write_history
 
 DAY1, DAY2 = date(2026, 1, 5), date(2026, 1, 6)
 NOW = datetime(2026, 1, 6, 23, 30, tzinfo=UTC)
@@ -66,7 +66,8 @@ def grown(settings: Settings) -> Settings:
 
 
 def _post(engine, n: int, text: str) -> None:
-    HistoryStore(engine).save(
+    write_history(
+        engine,
         ChatMessage(
             id=f"{n}-0",
             group="team",
@@ -74,7 +75,7 @@ def _post(engine, n: int, text: str) -> None:
             kind=MessageKind.HUMAN,
             text=text,
             created_at=datetime(2026, 1, 6, 9, n, tzinfo=UTC),
-        )
+        ),
     )
 
 

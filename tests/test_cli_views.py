@@ -23,13 +23,13 @@ from orchestrator.cli.jobs import jobs_table
 from orchestrator.cli.main import main
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.core.wire import Outbound, deadletter_stream, inbox_stream, outbox_stream
-from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.session import NewMemory, SessionMemory
 from orchestrator.memory.versions import VersionStore
 from orchestrator.settings import Settings, load_settings
 from tests.arena_helpers import REPO, set_team_environment
+from tests.history_seed import write_history
 
 T0 = datetime(2026, 4, 1, 10, 0, tzinfo=UTC)
 # NUL, ESC starting a colour sequence, a C1 control, a right-to-left override and an isolate.
@@ -79,7 +79,8 @@ def _memory(engine, group: str, content: str, type_: str = "decision") -> int:
 
 
 def _message(engine, group: str, n: int, text: str, sender: str = "alex") -> None:
-    HistoryStore(engine).save(
+    write_history(
+        engine,
         ChatMessage(
             id=f"{n}-0",
             group=group,
@@ -87,7 +88,7 @@ def _message(engine, group: str, n: int, text: str, sender: str = "alex") -> Non
             kind=MessageKind.HUMAN,
             text=text,
             created_at=T0,
-        )
+        ),
     )
 
 

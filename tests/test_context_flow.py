@@ -20,6 +20,7 @@ from orchestrator.memory.db import make_engine
 from orchestrator.runtime.daemon import load_drift, load_team, make_briefing
 from tests.arena_helpers import REPO, make_settings, running_daemon, set_environment
 from tests.fakes import FakeMessagesServer
+from tests.history_seed import write_history
 
 T0 = datetime(2026, 2, 1, 9, 0, tzinfo=UTC)
 
@@ -140,7 +141,8 @@ def test_arena_context_on_empty_and_live_data(tmp_path: Path, embedded_redis_url
     assert "history" in empty.output
     assert "available" in empty.output
     engine = make_engine(settings.effective_database_url)
-    HistoryStore(engine).save(
+    write_history(
+        engine,
         ChatMessage(
             id="5-0",
             group="quiet",

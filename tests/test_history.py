@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import threading
 from datetime import UTC, datetime, timedelta
 
@@ -10,8 +12,9 @@ from sqlalchemy import text
 
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.errors import ServiceError
-from orchestrator.memory.conversation.store import HistoryStore
+from orchestrator.memory.conversation.store import Closing, HistoryStore, NewReply
 from orchestrator.memory.db import make_engine
+from tests.history_seed import write_history
 
 T0 = datetime(2026, 5, 1, 8, 0, tzinfo=UTC)
 
@@ -42,50 +45,46 @@ def _msg(n: int, group: str = "g", text_: str = "hello", reply_to: str | None = 
     )
 
 
-def test_save_is_idempotent_and_round_trips(store):
-    """Saving a message twice stores it once; it reads back equal, CJK and all."""
+async def test_open_is_idempotent_and_round_trips(store):
+    """Opening a message twice stores it once; it reads back equal, CJK and all."""
     message = _msg(1, text_="设计 JWT 🔑")
-    assert store.save(message, route={"reason": "default"}) is True
-    assert store.save(message) is False
+    assert (await store.open(message)).new
+    assert not (await store.open(message)).new
     stored = store.get("1-0")
     assert stored is not None
     assert stored.message == message
-    assert stored.route == {"reason": "default"}
+    assert stored.route is None
     assert store.count() == 1
 
 
 def test_recent_is_newest_n_oldest_first_per_group(store):
     """recent() returns the group's newest messages in order, other groups excluded."""
     for n in range(10):
-        store.save(_msg(n, group="a" if n % 2 else "b"))
+        write_history(store, _msg(n, group="a" if n % 2 else "b"))
     assert [s.message.id for s in store.recent("a", 3)] == ["5-0", "7-0", "9-0"]
     assert {g.group: g.messages for g in store.groups()} == {"a": 5, "b": 5}
 
 
-def test_update_merges_meta_and_replies_are_listed(store):
-    """update() merges metadata; replies_to() lists replies in stored order."""
-    store.save(_msg(1))
-    store.update("1-0", status="done", meta={"a": 1})
-    store.update("1-0", meta={"b": 2})
-    stored = store.get("1-0")
-    assert stored is not None
-    assert stored.status == "done"
-    assert stored.meta == {"a": 1, "b": 2}
-    store.save(_msg(2, reply_to="1-0"))
-    store.save(_msg(3, reply_to="1-0"))
-    assert [r.message.id for r in store.replies_to("1-0")] == ["2-0", "3-0"]
+async def test_opening_again_lists_the_replies_in_stored_order(store):
+    """A message opened again comes with its replies and notices, in the order stored."""
+    await store.open(_msg(1))
+    await store.record([NewReply(message=_msg(3, reply_to="1-0"))])
+    await store.record([NewReply(message=_msg(2, reply_to="1-0"))])
+    again = await store.open(_msg(1))
+    assert [r.message.id for r in again.replies] == ["3-0", "2-0"]
 
 
-def test_concurrent_saves_of_the_same_message_store_one(store):
-    """Threads racing to save one message leave exactly one row."""
+def test_concurrent_writers_of_the_same_message_store_one(store):
+    """Daemons racing to open one message leave exactly one row, opened anew by one."""
     results: list[bool] = []
     barrier = threading.Barrier(8)
 
-    def save() -> None:
+    def open_it() -> None:
+        racer = HistoryStore(store.engine)
         barrier.wait()
-        results.append(store.save(_msg(42)))
+        results.append(asyncio.run(racer.open(_msg(42))).new)
 
-    threads = [threading.Thread(target=save) for _ in range(8)]
+    threads = [threading.Thread(target=open_it) for _ in range(8)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -102,83 +101,68 @@ def test_unreachable_database_is_a_clear_error():
     assert "database" in str(caught.value)
 
 
-def test_open_stores_once_and_resumes_with_the_replies(store: HistoryStore):
-    first = store.open(_msg(1), tokens=3)
+async def test_open_stores_once_and_resumes_with_the_replies(store: HistoryStore):
+    first = await store.open(_msg(1), count=len)
     assert first.new
     assert first.stored.status == "received"
-    assert first.stored.tokens == 3
+    assert first.stored.tokens == len("hello")
     assert first.replies == []
-    reply = store.add(_msg(2, reply_to="1-0"), status="done", meta={"agent": "ping"}, tokens=4)
+    (reply,) = await store.record(
+        [NewReply(message=_msg(2, reply_to="1-0"), meta={"agent": "ping"}, tokens=4)]
+    )
     assert reply.seq > first.stored.seq
     assert store.get("2-0") == reply
-    again = store.open(_msg(1), tokens=3)  # handled again after a crash
+    again = await store.open(_msg(1), count=len)  # handled again after a crash
     assert not again.new
     assert again.stored == first.stored
     assert again.replies == [reply]
     assert store.count() == 2
 
 
-def test_add_returns_what_an_earlier_attempt_stored(store: HistoryStore):
-    kept = store.add(_msg(5, text_="first answer"), status="done", tokens=2)
-    same = store.add(_msg(5, text_="second answer"), status="done", tokens=2)
+async def test_record_returns_what_an_earlier_attempt_stored(store: HistoryStore):
+    (kept,) = await store.record([NewReply(message=_msg(5, text_="first answer"), tokens=2)])
+    (same,) = await store.record([NewReply(message=_msg(5, text_="second answer"), tokens=2)])
     assert same == kept
     assert store.get("5-0").message.text == "first answer"
 
 
-def test_newest_seq_per_group(store: HistoryStore):
+async def test_newest_seq_per_group(store: HistoryStore):
     assert store.newest_seq("g") is None
-    store.save(_msg(1))
-    store.save(_msg(2, group="other"))
-    newest = store.open(_msg(3)).stored.seq
+    write_history(store, _msg(1), _msg(2, group="other"))
+    newest = (await store.open(_msg(3))).stored.seq
     assert store.newest_seq("g") == newest
     assert store.newest_seq("other") == store.get("2-0").seq
 
 
-def test_record_stores_a_hop_and_closes_the_message_in_one_step(store: HistoryStore):
-    from orchestrator.memory.conversation.store import Closing, NewReply
-
-    store.open(_msg(1))
-    store.update("1-0", meta={"seen": True})
+async def test_record_stores_a_hop_and_closes_the_message_in_one_step(store: HistoryStore):
+    await store.open(_msg(1))
     replies = [
         NewReply(message=_msg(2, reply_to="1-0"), meta={"agent": "ping"}, tokens=2),
         NewReply(message=_msg(3, reply_to="1-0"), meta={"agent": "pong"}, tokens=2),
     ]
     closing = Closing(message_id="1-0", status="done", route={"reason": "mention"}, meta={"n": 2})
-    stored = store.record(replies, closing=closing)
+    stored = await store.record(replies, closing=closing, count=len)
     assert [s.message.id for s in stored] == ["2-0", "3-0"]
+    assert [s.tokens for s in stored] == [len("hello")] * 2  # counted, in the writing thread
     assert stored[0].seq < stored[1].seq
     person = store.get("1-0")
     assert person.status == "done"
     assert person.route == {"reason": "mention"}
-    assert person.meta == {"seen": True, "n": 2}  # merged
+    assert person.meta == {"n": 2}  # written as given
     # Recorded again (a replay): the stored replies come back, nothing is added.
-    again = store.record(replies)
+    again = await store.record(replies)
     assert again == stored
     assert store.count() == 3
 
 
-def test_a_replacing_closing_writes_the_meta_it_is_given(store: HistoryStore):
-    from orchestrator.memory.conversation.store import Closing
-
-    store.open(_msg(1))
-    store.update("1-0", meta={"seen": True, "old": 1})
-    closing = Closing(message_id="1-0", status="failed", meta={"seen": True}, replace=True)
-    store.record([], closing=closing)
-    person = store.get("1-0")
-    assert person.status == "failed"
-    assert person.meta == {"seen": True}  # written as given, not merged
-
-
-def test_stored_values_read_back_exactly(store: HistoryStore):
-    """Rows written on the per-message path read back as they were given: the time to the
-    microsecond, in UTC, and the JSON fields as dicts."""
-    from orchestrator.memory.conversation.store import Closing, NewReply
-
+async def test_every_column_reads_back_as_written(store: HistoryStore):
+    """Rows written on the daemon's path read back as they were given, every column: the
+    time to the microsecond, in UTC, and the JSON fields as dicts."""
     when = datetime(2026, 3, 4, 5, 6, 7, 891011, tzinfo=UTC)
     person = ChatMessage(
         id="7-0", group="g", sender="alex", kind=MessageKind.HUMAN, text="héllo", created_at=when
     )
-    opened = store.open(person, tokens=3)
+    opened = await store.open(person, count=lambda _: 3)
     assert opened.new
     reply = NewReply(
         message=ChatMessage(
@@ -193,19 +177,24 @@ def test_stored_values_read_back_exactly(store: HistoryStore):
         ),
         meta={"agent": "ping", "usage": {"input_tokens": 5}, "note": "ünïcode"},
         tokens=1,
+        status="done",
     )
     closing = Closing(
-        message_id="7-0",
-        status="done",
-        route={"reason": "mention"},
-        meta={"replies": 1},
-        replace=True,
+        message_id="7-0", status="done", route={"reason": "mention"}, meta={"replies": 1}
     )
-    store.record([reply], closing=closing)
+    (recorded,) = await store.record([reply], closing=closing)
     got = store.get("7-0")
-    assert got.message == person
-    assert got.tokens == 3
-    assert (got.status, got.route, got.meta) == ("done", {"reason": "mention"}, {"replies": 1})
+    assert got == dataclasses.replace(
+        opened.stored, status="done", route={"reason": "mention"}, meta={"replies": 1}
+    )
+    assert (got.seq, got.message, got.tokens) == (opened.stored.seq, person, 3)
     answer = store.get("7-0:1:ping")
-    assert answer.message == reply.message
-    assert answer.meta == reply.meta
+    assert answer == recorded
+    assert (answer.message, answer.meta, answer.tokens, answer.status, answer.route) == (
+        reply.message,
+        reply.meta,
+        1,
+        "done",
+        None,
+    )
+    assert answer.seq > got.seq

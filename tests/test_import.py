@@ -19,6 +19,7 @@ from orchestrator.core.wire import inbox_stream, outbox_stream
 from orchestrator.memory.conversation.store import HistoryStore, StoredMessage
 from orchestrator.memory.db import make_engine
 from tests.arena_helpers import set_team_environment
+from tests.history_seed import write_history
 
 GOOD = [
     {"sender": "alice", "text": "We ship on Friday.", "created_at": "2024-03-01T09:15:00"},
@@ -259,7 +260,8 @@ def live_message(env: dict[str, str], at: datetime) -> None:
     """A person's message as the daemon stores it."""
     engine = make_engine(f"sqlite:///{env['ARENA_DATA_DIR']}/arena.db")
     try:
-        HistoryStore(engine).save(
+        write_history(
+            engine,
             ChatMessage(
                 id="1709280000000-0",
                 group="g1",
@@ -267,7 +269,7 @@ def live_message(env: dict[str, str], at: datetime) -> None:
                 kind=MessageKind.HUMAN,
                 text="hello",
                 created_at=at,
-            )
+            ),
         )
     finally:
         engine.dispose()

@@ -43,6 +43,7 @@ from orchestrator.memory.schema import PersonalDraft
 from orchestrator.settings import Settings, load_settings
 from tests.arena_helpers import REPO, write_team
 from tests.fakes import FakeMessagesServer
+from tests.history_seed import write_history
 
 DAY = date(2025, 3, 14)
 FAST = JobPolicy(retries=2, retry_intervals_s=(0,), timeout_s=30)
@@ -293,7 +294,8 @@ def test_summary_enqueued_twice_runs_once(settings, connection):
     store = HistoryStore(engine)
     start = datetime(2025, 3, 14, 9, 0, tzinfo=UTC)
     for n in range(3):
-        store.save(
+        write_history(
+            store,
             ChatMessage(
                 id=f"m{n}",
                 group="demo",
@@ -301,7 +303,7 @@ def test_summary_enqueued_twice_runs_once(settings, connection):
                 kind=MessageKind.HUMAN,
                 text=f"[decision] we use JWT, point {n}",
                 created_at=start + timedelta(minutes=n),
-            )
+            ),
         )
     engine.dispose()
     first = enqueue_summary(connection, "demo", 3, "messages", settings=settings)

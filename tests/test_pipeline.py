@@ -11,6 +11,7 @@ from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.settings import load_settings
 from tests.arena_helpers import REPO, agent_of, make_pipeline, write_team
+from tests.history_seed import replies
 
 
 async def _pipeline(
@@ -72,7 +73,7 @@ async def test_handling_twice_replies_once(tmp_path, store, fake_llm):
     await llm.aclose()
     assert len(fake_llm.requests) == 1
     assert [i.type for i in outbox.items] == ["reply", "done"]
-    assert len(store.replies_to(message.id)) == 1
+    assert len(replies(store, message.id)) == 1
 
 
 async def test_markers_are_stripped_and_recorded(tmp_path, store, fake_llm):
@@ -152,7 +153,7 @@ async def test_the_hop_limit_says_who_was_not_asked(tmp_path, store, fake_llm):
     assert notice.in_reply_to == message.id
     assert count == outbox.items[-1].replies == 3
     assert announced == 4
-    assert len(store.replies_to(message.id)) == 3
+    assert len(replies(store, message.id)) == 3
     assert len(fake_llm.requests) == 2
     stored = store.get(notice.id)
     assert stored is not None

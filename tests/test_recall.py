@@ -18,6 +18,7 @@ from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.recall import RecallConfig, Recaller
 from orchestrator.memory.session import NewMemory, SessionMemory
+from tests.history_seed import write_history
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 OPEN = RecallConfig(relevance_floor=0.0, max_entries=50, char_budget=100_000)
@@ -301,7 +302,7 @@ def _said(engine, n: int, text: str, sender: str = "alex", kind=MessageKind.HUMA
         text=text,
         created_at=NOW - timedelta(days=30, minutes=-n),
     )
-    HistoryStore(engine).save(message)
+    write_history(engine, message)
     return message.id
 
 

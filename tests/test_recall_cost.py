@@ -20,6 +20,7 @@ from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
 from tests.arena_helpers import make_settings, set_environment
+from tests.history_seed import write_history
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
@@ -37,7 +38,8 @@ def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HistorySt
 def _chat(store: HistoryStore, count: int) -> None:
     for n in range(count):
         text = "The Hetzner budget is 400 euros." if n == 0 else f"filler line number {n}"
-        store.save(
+        write_history(
+            store,
             ChatMessage(
                 id=f"{1_700_000_000_000 + n}-0",
                 group="plans",
@@ -45,7 +47,7 @@ def _chat(store: HistoryStore, count: int) -> None:
                 kind=MessageKind.HUMAN,
                 text=text,
                 created_at=T0 + timedelta(minutes=n),
-            )
+            ),
         )
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from orchestrator.client import ArenaClient
-from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
 from tests.arena_helpers import agent_of, make_settings, outbox, spawn_daemon, wait_for
 from tests.fakes import FakeMessagesServer
+from tests.history_seed import replies
 
 # Daemon processes take seconds to start on a loaded machine: wait generously, and end every
 # process a test started whatever happens.
@@ -80,7 +80,7 @@ async def test_killed_daemon_resumes_with_exactly_one_reply_each(
     # ping was asked once; pong twice (the first call died with the daemon).
     assert [agent_of(r) for r in fake.requests] == ["ping", "pong", "pong"]
     engine = make_engine(settings.effective_database_url)
-    stored = HistoryStore(engine).replies_to(message_id)
+    stored = replies(engine, message_id)
     engine.dispose()
     assert [s.message.sender for s in stored] == ["ping", "pong"]
     assert "resuming 1 unfinished messages" in log.read_text()

@@ -26,6 +26,7 @@ from orchestrator.memory.session import NewMemory, SessionMemory
 from orchestrator.memory.versions import VersionStore
 from orchestrator.settings import Settings, load_settings
 from tests.arena_helpers import REPO, write_team
+from tests.history_seed import write_history
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 OLD = NOW - timedelta(days=40)
@@ -61,7 +62,7 @@ def say(store: HistoryStore, group: str, n: int, at: datetime) -> int:
         text=f"message {n}",
         created_at=at,
     )
-    assert store.save(message)
+    assert write_history(store, message)
     stored = store.get(message.id)
     assert stored is not None
     return stored.seq

@@ -32,6 +32,7 @@ from orchestrator.memory.schema import PersonalDraft
 from orchestrator.runtime.triggers import summary_due
 from orchestrator.settings import Settings, load_settings
 from tests.arena_helpers import REPO, write_team
+from tests.history_seed import write_history
 
 BERLIN = ZoneInfo("Europe/Berlin")
 SHANGHAI = ZoneInfo("Asia/Shanghai")
@@ -104,10 +105,11 @@ def test_bad_cron_line_is_refused():
 
 def _say(store: HistoryStore, n: int, sender: str, at: datetime, group: str = "demo") -> None:
     kind = MessageKind.HUMAN if sender == "alex" else MessageKind.AGENT
-    store.save(
+    write_history(
+        store,
         ChatMessage(
             id=f"{group}-{n}", group=group, sender=sender, kind=kind, text="hi", created_at=at
-        )
+        ),
     )
 
 

@@ -11,8 +11,8 @@ from orchestrator.background.summary import run_summary
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.core.tokens import TokenCounter
 from orchestrator.errors import ValidationError
-from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.versions import VersionStore, summary_path
+from tests.history_seed import write_history
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
@@ -32,7 +32,7 @@ def _say(engine, n: int, text: str, *, sender: str = "alex", meta=None, group: s
         text=text,
         created_at=T0 + timedelta(minutes=n),
     )
-    HistoryStore(engine).save(message, meta=meta)
+    write_history(engine, message, meta=meta)
 
 
 def _twenty(engine) -> None:

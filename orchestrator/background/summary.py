@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import functools
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, col, select
 
 from orchestrator.background.summary_offline import Said, cut, summarise_offline
 from orchestrator.background.versioned_run import (
@@ -39,7 +38,8 @@ from orchestrator.core.prompts import Prompts
 from orchestrator.core.tokens import TokenCounter
 from orchestrator.core.turns import LLM
 from orchestrator.core.wire import validate_group
-from orchestrator.memory.conversation.store import MessageRow
+from orchestrator.memory.conversation.meta import ReplyMeta
+from orchestrator.memory.conversation.store import HistoryStore, StoredMessage
 from orchestrator.memory.versioned_file import VersionedFile
 from orchestrator.memory.versions import Kind, VersionStore, summary_path
 from orchestrator.settings import Settings
@@ -180,28 +180,19 @@ def _covered(store: VersionStore, group: str) -> int:
 def read_messages(engine: Engine, group: str, *, after: int, upto: int | None) -> list[Said]:
     """The group's messages after ``after`` (and up to ``upto``), oldest first, notices left
     out, at most :data:`MAX_MESSAGES`."""
-    query = select(MessageRow).where(
-        MessageRow.group_id == group,
-        col(MessageRow.seq) > after,
-        MessageRow.kind != MessageKind.NOTICE.value,
-    )
-    if upto is not None:
-        query = query.where(col(MessageRow.seq) <= upto)
-    with Session(engine) as session:
-        rows = session.exec(query.order_by(col(MessageRow.seq)).limit(MAX_MESSAGES)).all()
-    return [_said(row) for row in rows]
+    stored = HistoryStore(engine).said_after(group, after=after, upto=upto, limit=MAX_MESSAGES)
+    return [_said(s) for s in stored]
 
 
-def _said(row: MessageRow) -> Said:
-    assert row.seq is not None
-    markers = []
-    for marker in (row.meta or {}).get("markers") or []:
-        payload = marker.get("payload") if isinstance(marker, dict) else None
-        if isinstance(payload, dict) and isinstance(payload.get("content"), str):
-            markers.append((str(payload.get("type", "")).lower(), payload["content"]))
-    at = row.created_at if row.created_at.tzinfo else row.created_at.replace(tzinfo=UTC)
+def _said(stored: StoredMessage) -> Said:
+    m = stored.message
     return Said(
-        seq=row.seq, sender=row.sender, kind=row.kind, text=row.text, at=at, markers=tuple(markers)
+        seq=stored.seq,
+        sender=m.sender,
+        kind=m.kind.value,
+        text=m.text,
+        at=m.created_at,
+        markers=ReplyMeta.from_json(stored.meta).notes(),
     )
 
 

@@ -56,6 +56,7 @@ index_insert_p95_added_ms=…``.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import platform
@@ -83,11 +84,12 @@ from orchestrator.core.models import ChatMessage, MessageKind  # noqa: E402
 from orchestrator.core.prompts import Prompts  # noqa: E402
 from orchestrator.core.tokens import TokenCounter  # noqa: E402
 from orchestrator.memory.conversation.recent import RecentMessages  # noqa: E402
-from orchestrator.memory.conversation.store import HistoryStore, MessageRow  # noqa: E402
+from orchestrator.memory.conversation.store import HistoryStore, MessageRow, NewReply  # noqa: E402
 from orchestrator.memory.db import make_engine  # noqa: E402
 from orchestrator.memory.entries import ENTRIES, new_row  # noqa: E402
 from orchestrator.memory.recall import Recaller  # noqa: E402
 from orchestrator.memory.session import Citation, NewMemory, SessionMemory, normalise  # noqa: E402
+from orchestrator.memory.transactions import writing  # noqa: E402
 from orchestrator.memory.writer import Origin  # noqa: E402
 from orchestrator.runtime.daemon import load_team, make_briefing, make_writer  # noqa: E402
 from orchestrator.settings import Settings, load_settings  # noqa: E402
@@ -228,6 +230,12 @@ class Corpus:
             f"who owns {self.name()} and the {self.noun()} {self.noun()}",
         )
         return rng.choice(forms)
+
+
+def _save(store: HistoryStore, message: ChatMessage, **row: Any) -> None:
+    """Store one message in a transaction of its own (the import's write path)."""
+    with writing(store.engine) as conn:
+        store.record_in(conn, [NewReply(message=message, **row)])
 
 
 def _cumulative(n: int) -> list[float]:
@@ -385,7 +393,7 @@ def add_history(engine: Any, corpus: Corpus, count: int) -> float:
             in_reply_to=f"history-{n - 1}" if agent_turn else None,
             hop=1 if agent_turn else 0,
         )
-        store.save(message, status="done", tokens=counter.count(text))
+        _save(store, message, status="done", tokens=counter.count(text))
     return time.perf_counter() - began
 
 
@@ -410,7 +418,7 @@ def measure_context(settings: Settings, engine: Any, corpus: Corpus, count: int)
             text=corpus.question(),
             created_at=NOW,
         )
-        recent.remember(store.open(trigger, tokens=counter.count(trigger.text)).stored)
+        recent.remember(asyncio.run(store.open(trigger, count=counter.count)).stored)
         started = time.perf_counter()
         gathered = briefing.gather(agent, trigger, NOW)
         gather.since(started)
@@ -536,7 +544,7 @@ def measure_index_cost(engine: Engine, corpus: Corpus, count: int) -> dict[str, 
                 created_at=NOW + timedelta(seconds=n),
             )
             started = time.perf_counter()
-            store.save(message)
+            _save(store, message)
             samples[indexed].since(started)
         if not indexed:
             with engine.begin() as conn:

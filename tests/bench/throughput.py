@@ -77,8 +77,9 @@ from orchestrator.adapters.redis_server import RedisServer  # noqa: E402
 from orchestrator.core.models import ChatMessage, MessageKind  # noqa: E402
 from orchestrator.core.tokens import TokenCounter  # noqa: E402
 from orchestrator.core.wire import PARTITIONS, inbox_stream, lease_key, outbox_stream  # noqa: E402
-from orchestrator.memory.conversation.store import HistoryStore  # noqa: E402
+from orchestrator.memory.conversation.store import HistoryStore, NewReply  # noqa: E402
 from orchestrator.memory.db import make_engine  # noqa: E402
+from orchestrator.memory.transactions import writing  # noqa: E402
 from tests.bench.daemon_env import (  # noqa: E402
     check_running,
     daemon_environment,
@@ -123,6 +124,12 @@ AGENT_TEXTS = (
 
 
 # ---------------------------------------------------------------------------------- setup
+
+
+def _save(store: HistoryStore, message: ChatMessage, **row: Any) -> None:
+    """Store one message in a transaction of its own (the import's write path)."""
+    with writing(store.engine) as conn:
+        store.record_in(conn, [NewReply(message=message, **row)])
 
 
 def _free_port() -> int:
@@ -177,7 +184,7 @@ def _fill_history(database: Path, groups: list[str], per_group: int, agents: int
                 text=text,
                 created_at=at,
             )
-            store.save(person, status="done", tokens=counter.count(text))
+            _save(store, person, status="done", tokens=counter.count(text))
             if n + 1 >= per_group:
                 break
             agent = f"agent{(n // 2) % agents}"
@@ -192,7 +199,7 @@ def _fill_history(database: Path, groups: list[str], per_group: int, agents: int
                 in_reply_to=person_id,
                 hop=1,
             )
-            store.save(reply, status="done", tokens=counter.count(text))
+            _save(store, reply, status="done", tokens=counter.count(text))
     engine.dispose()
     return time.perf_counter() - started
 

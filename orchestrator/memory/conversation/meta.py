@@ -1,0 +1,242 @@
+"""What is recorded about a reply or notice: :class:`ReplyMeta`, stored as a message's ``meta``.
+
+The pipeline writes it, and reads it back (its tally, after a crash) as the summary does (the
+markers a reply carried). It is stored as JSON in the messages table: :meth:`ReplyMeta.as_json`
+gives the stored form, keys in their stored order; :meth:`ReplyMeta.from_json` reads a stored
+one, leniently (rows written by older versions or by an import lack most fields).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["MarkerMeta", "ReplyError", "ReplyMeta", "TurnMeta", "Usage"]
+
+Entry = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Usage:
+    """Tokens the model call consumed, as the provider counted them."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnMeta:
+    """Which model answered, how fast, and how many calls it took (why earlier ones failed)."""
+
+    provider: str
+    model: str
+    latency_ms: float
+    stop_reason: str | None
+    usage: Usage
+    failed_attempts: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        """The stored form."""
+        usage = self.usage
+        return {
+            "provider": self.provider,
+            "model": self.model,
+            "latency_ms": self.latency_ms,
+            "stop_reason": self.stop_reason,
+            "usage": {
+                "input_tokens": usage.input_tokens,
+                "output_tokens": usage.output_tokens,
+                "cache_read_tokens": usage.cache_read_tokens,
+                "cache_creation_tokens": usage.cache_creation_tokens,
+            },
+            "attempts": {
+                "count": len(self.failed_attempts) + 1,
+                "failed": list(self.failed_attempts),
+            },
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MarkerMeta:
+    """What a reply keeps of its markers (``memory.writer.marker_meta`` bounds it): the stored
+    markers (``kind``, ``payload``), the unreadable ones, what memory saved and rejected (None:
+    nothing was written) and how many entries per list were left out."""
+
+    markers: tuple[Entry, ...] = ()
+    invalid_markers: tuple[Entry, ...] = ()
+    saved: tuple[Entry, ...] | None = None
+    rejected: tuple[Entry, ...] = ()
+    truncated: Mapping[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> MarkerMeta:
+        """Read the marker part of a stored meta (or of ``marker_meta``'s answer)."""
+        memory = data.get("memory")
+        truncated = data.get("truncated")
+        return cls(
+            markers=_entries(data.get("markers")),
+            invalid_markers=_entries(data.get("invalid_markers")),
+            saved=_entries(memory.get("saved")) if isinstance(memory, dict) else None,
+            rejected=_entries(memory.get("rejected")) if isinstance(memory, dict) else (),
+            truncated=dict(truncated) if isinstance(truncated, dict) else {},
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        """The stored form."""
+        data: dict[str, Any] = {
+            "markers": [dict(m) for m in self.markers],
+            "invalid_markers": [dict(m) for m in self.invalid_markers],
+        }
+        if self.saved is not None:
+            data["memory"] = {
+                "saved": [dict(s) for s in self.saved],
+                "rejected": [dict(r) for r in self.rejected],
+            }
+        if self.truncated:
+            data["truncated"] = dict(self.truncated)
+        return data
+
+    def amounts(self) -> dict[str, int]:
+        """Invalid markers and memory entries saved and rejected, those left out included."""
+        left_out = self.truncated
+        return {
+            "markers_invalid": len(self.invalid_markers) + left_out.get("invalid_markers", 0),
+            "memory_saved": len(self.saved or ()) + left_out.get("saved", 0),
+            "memory_rejected": len(self.rejected) + left_out.get("rejected", 0),
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplyError:
+    """Why an agent could not answer: the model failed (``llm``) or we did (``internal``)."""
+
+    kind: str
+    problem: str
+    status: int | None = None
+    retryable: bool = False
+
+    def as_json(self) -> dict[str, Any]:
+        """The stored form (the model's status and whether to retry only for ``llm``)."""
+        data: dict[str, Any] = {"kind": self.kind, "problem": self.problem}
+        if self.kind == "llm":
+            data.update(status=self.status, retryable=self.retryable)
+        return data
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplyMeta:
+    """What is recorded about a reply (or a notice, with ``notice`` set).
+
+    ``recall`` and ``context`` are reports kept as they were made, for people to read.
+    """
+
+    agent: str | None = None
+    trigger: str | None = None
+    notice: str | None = None
+    recall: Mapping[str, Any] | None = None
+    context: Mapping[str, Any] | None = None
+    turn: TurnMeta | None = None
+    markers: MarkerMeta | None = None
+    error: ReplyError | None = None
+
+    @property
+    def usage(self) -> Usage:
+        """The tokens the answer took (none for a notice or a failure)."""
+        return self.turn.usage if self.turn is not None else Usage()
+
+    def saved_types(self) -> list[str]:
+        """The type of each memory entry the reply saved."""
+        saved = self.markers.saved if self.markers is not None else None
+        return [str(s.get("type", "")) for s in saved or ()]
+
+    def failure(self) -> str | None:
+        """``agent: problem`` when the agent could not answer."""
+        if self.error is None:
+            return None
+        return f"{self.agent}: {self.error.problem}"
+
+    def notes(self) -> tuple[tuple[str, str], ...]:
+        """The (type, content) of each stored marker that carries text content."""
+        notes = []
+        for marker in self.markers.markers if self.markers is not None else ():
+            payload = marker.get("payload")
+            if isinstance(payload, dict) and isinstance(payload.get("content"), str):
+                notes.append((str(payload.get("type", "")).lower(), payload["content"]))
+        return tuple(notes)
+
+    def as_json(self) -> dict[str, Any]:
+        """The stored form, keys in the order they have always been stored in."""
+        data: dict[str, Any] = {} if self.notice is None else {"notice": self.notice}
+        data.update(agent=self.agent, trigger=self.trigger)
+        if self.recall is not None:
+            data["recall"] = dict(self.recall)
+        if self.context is not None:
+            data["context"] = dict(self.context)
+        if self.error is not None:
+            data["error"] = self.error.as_json()
+        if self.turn is not None:
+            data.update(self.turn.as_json())
+        if self.markers is not None:
+            data.update(self.markers.as_json())
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> ReplyMeta:
+        """Read a stored meta; what it lacks is left unset."""
+        data = data or {}
+        error = data.get("error")
+        has_markers = "markers" in data or "invalid_markers" in data
+        return cls(
+            agent=_text(data.get("agent")),
+            trigger=_text(data.get("trigger")),
+            notice=_text(data.get("notice")),
+            recall=data.get("recall") if isinstance(data.get("recall"), dict) else None,
+            context=data.get("context") if isinstance(data.get("context"), dict) else None,
+            turn=_turn(data),
+            markers=MarkerMeta.from_json(data) if has_markers else None,
+            error=_error(error) if isinstance(error, dict) and error else None,
+        )
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _entries(value: Any) -> tuple[Entry, ...]:
+    if not isinstance(value, Sequence) or isinstance(value, str):
+        return ()
+    return tuple(v for v in value if isinstance(v, dict))
+
+
+def _error(data: Mapping[str, Any]) -> ReplyError:
+    status = data.get("status")
+    return ReplyError(
+        kind=str(data.get("kind", "")),
+        problem=str(data.get("problem")),
+        status=int(status) if isinstance(status, int) else None,
+        retryable=bool(data.get("retryable", False)),
+    )
+
+
+def _turn(data: Mapping[str, Any]) -> TurnMeta | None:
+    usage = data.get("usage")
+    if not isinstance(usage, dict):
+        return None
+    attempts = data.get("attempts")
+    failed = attempts.get("failed") if isinstance(attempts, dict) else None
+    return TurnMeta(
+        provider=str(data.get("provider", "")),
+        model=str(data.get("model", "")),
+        latency_ms=float(data.get("latency_ms", 0.0)),
+        stop_reason=_text(data.get("stop_reason")),
+        usage=Usage(
+            input_tokens=int(usage.get("input_tokens", 0)),
+            output_tokens=int(usage.get("output_tokens", 0)),
+            cache_read_tokens=int(usage.get("cache_read_tokens", 0)),
+            cache_creation_tokens=int(usage.get("cache_creation_tokens", 0)),
+        ),
+        failed_attempts=tuple(str(f) for f in failed or ()),
+    )

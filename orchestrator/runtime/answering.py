@@ -1,0 +1,258 @@
+"""One agent's answer to one message, and the notices the arena posts in a chain.
+
+:class:`Answerer` gathers the agent's layers, builds its context, calls the model, applies
+the markers the reply carried to memory and returns a :class:`Draft`: the reply (or, when the
+agent could not answer, a notice saying so) with its :class:`ReplyMeta`, not stored yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, Protocol
+
+from orchestrator.core.context import Identity, build_context
+from orchestrator.core.models import AgentSpec, ChatMessage, Completion, MessageKind
+from orchestrator.core.prompts import Prompts
+from orchestrator.core.tokens import DriftCorrector, TokenCounter
+from orchestrator.core.turns import LLM, TurnResult, run_turn
+from orchestrator.errors import LLMError
+from orchestrator.memory.conversation.meta import (
+    MarkerMeta,
+    ReplyError,
+    ReplyMeta,
+    TurnMeta,
+    Usage,
+)
+from orchestrator.memory.recall import RecallResult
+from orchestrator.memory.writer import MemoryWriter, Origin, WriteReport, marker_meta
+from orchestrator.runtime.briefing import Briefing
+
+__all__ = ["NOTICE_SENDER", "Answerer", "Counters", "Draft", "Team"]
+
+logger = logging.getLogger(__name__)
+
+NOTICE_SENDER = "arena"
+
+
+class Counters(Protocol):
+    """Running totals shown by ``arena status``."""
+
+    async def count(self, amounts: Mapping[str, int]) -> None:
+        """Add ``amounts`` to the named totals."""
+        ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Team:
+    """The agents, in file order, with their identity files."""
+
+    agents: tuple[AgentSpec, ...]
+    identities: Mapping[str, Identity] = field(default_factory=dict)
+
+    def get(self, agent_id: str) -> AgentSpec:
+        """The agent with this id."""
+        for agent in self.agents:
+            if agent.id == agent_id:
+                return agent
+        raise KeyError(agent_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Draft:
+    """A reply or notice not stored yet."""
+
+    message: ChatMessage
+    meta: ReplyMeta
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Asked:
+    """One agent asked to answer: who, on which message, in the chain ``root`` started."""
+
+    agent: AgentSpec
+    trigger: ChatMessage
+    root: ChatMessage
+    reply_id: str
+    hop: int
+
+
+class Answerer:
+    """Runs one agent's turn on one message (blocking steps in threads)."""
+
+    def __init__(
+        self,
+        *,
+        team: Team,
+        llm: LLM,
+        prompts: Prompts,
+        briefing: Briefing,
+        counter: TokenCounter,
+        clock: Callable[[], datetime],
+        drift: DriftCorrector,
+        memory: MemoryWriter | None = None,
+        counters: Counters | None = None,
+    ) -> None:
+        self.team = team
+        self.llm = llm
+        self.prompts = prompts
+        self.briefing = briefing
+        self.counter = counter
+        self.clock = clock
+        self.drift = drift
+        self.memory = memory
+        self.counters = counters
+
+    async def answer(
+        self, agent: AgentSpec, trigger: ChatMessage, root: ChatMessage, reply_id: str, hop: int
+    ) -> Draft:
+        """``agent``'s reply to ``trigger`` (a notice when it could not answer)."""
+        asked = _Asked(agent=agent, trigger=trigger, root=root, reply_id=reply_id, hop=hop)
+        meta = ReplyMeta(agent=agent.id, trigger=trigger.id)
+        try:
+            now = self.clock()
+            gathered = await asyncio.to_thread(
+                self.briefing.gather, agent, trigger, now, mark_used=True
+            )
+            if gathered.recall is not None:
+                meta = replace(meta, recall=_recall_meta(gathered.recall))
+            built = build_context(
+                agent=agent,
+                agents=self.team.agents,
+                layers=gathered.layers,
+                trigger=trigger,
+                prompts=self.prompts,
+                now=now.astimezone(self.briefing.zone),
+                tz=self.briefing.settings.tz,
+                limits=self.briefing.limits(agent, self.drift.factor(agent.model)),
+                counter=self.counter,
+            )
+            meta = replace(meta, context=dict(built.report))
+            result = await run_turn(built.request, self.llm)
+            self._observe_drift(built.report, result.completion)
+        except LLMError as exc:
+            logger.warning("message %s: %s could not answer: %s", root.id, agent.id, exc)
+            error = ReplyError(
+                kind="llm", problem=exc.problem, status=exc.status, retryable=exc.retryable
+            )
+            return self._failed(asked, replace(meta, error=error), exc.problem)
+        except Exception as exc:
+            logger.exception("message %s: %s failed", root.id, agent.id)
+            error = ReplyError(kind="internal", problem=f"{exc.__class__.__name__}: {exc}")
+            return self._failed(asked, replace(meta, error=error), "an internal error")
+        return await self._finish(asked, meta, result)
+
+    async def _finish(self, asked: _Asked, meta: ReplyMeta, result: TurnResult) -> Draft:
+        """Apply the reply's markers to memory, count them, and draft the reply."""
+        report: WriteReport | None = None
+        if self.memory is not None and result.markers:
+            origin = Origin(
+                agent=asked.agent.id,
+                group=asked.root.group,
+                reply_id=asked.reply_id,
+                trigger_id=asked.trigger.id,
+                now=self.clock(),
+            )
+            report = await asyncio.to_thread(self.memory.apply, result.markers, origin)
+        # Never more than a few KB, and nothing the gate refused: see marker_meta.
+        markers = MarkerMeta.from_json(marker_meta(result.invalid, report))
+        meta = replace(meta, turn=_turn_meta(result.completion), markers=markers)
+        await self._count(markers)
+        reply = ChatMessage(
+            id=asked.reply_id,
+            group=asked.root.group,
+            sender=asked.agent.id,
+            kind=MessageKind.AGENT,
+            text=result.visible or "(nothing to add)",
+            created_at=self.clock(),
+            in_reply_to=asked.root.id,
+            hop=asked.hop,
+        )
+        return Draft(message=reply, meta=meta)
+
+    def _failed(self, asked: _Asked, meta: ReplyMeta, problem: str) -> Draft:
+        text = f"{asked.agent.name} could not answer: {problem}"
+        return Draft(message=self.notice(asked.root, asked.reply_id, asked.hop, text), meta=meta)
+
+    def _observe_drift(self, report: Mapping[str, Any], completion: Completion) -> None:
+        """Compare our estimate with what the provider counted (real providers only)."""
+        usage = completion.usage
+        actual = usage.input_tokens + usage.cache_read_tokens + usage.cache_creation_tokens
+        if completion.provider == "offline" or actual <= 0:
+            return
+        correction = float(report.get("correction", 1.0)) or 1.0
+        estimated = int(report["tokens"]["total"] / correction)
+        self.drift.observe(completion.model, estimated, actual)
+
+    async def _count(self, markers: MarkerMeta) -> None:
+        if self.counters is None:
+            return
+        amounts = markers.amounts()
+        if any(amounts.values()):
+            await self.counters.count(amounts)
+
+    def hop_limit_notices(
+        self,
+        targets: Sequence[str],
+        triggers: Mapping[str, ChatMessage],
+        root: ChatMessage,
+        hop: int,
+        hop_limit: int,
+    ) -> list[Draft]:
+        """One notice per agent a reply handed the turn to after the last hop: the group sees
+        why the chain stopped. Each takes the id the agent's reply would have had."""
+        return [
+            Draft(
+                message=self.notice(
+                    root,
+                    f"{root.id}:{hop + 1}:{target}",
+                    hop + 1,
+                    f"hop limit ({hop_limit}) reached: @{target} was not asked to answer",
+                ),
+                meta=ReplyMeta(notice="hop_limit", agent=target, trigger=triggers[target].id),
+            )
+            for target in targets
+        ]
+
+    def notice(self, root: ChatMessage, notice_id: str, hop: int, text: str) -> ChatMessage:
+        """A notice from the arena in the chain that ``root`` started, at ``hop``."""
+        return ChatMessage(
+            id=notice_id,
+            group=root.group,
+            sender=NOTICE_SENDER,
+            kind=MessageKind.NOTICE,
+            text=text,
+            created_at=self.clock(),
+            in_reply_to=root.id,
+            hop=hop,
+        )
+
+
+def _recall_meta(result: RecallResult) -> dict[str, Any]:
+    return {
+        "snippets": [
+            {"id": s.id, "score": round(s.score, 3), "trust": s.trust} for s in result.snippets
+        ],
+        "dropped": [{"id": d.id, "layer": d.layer, "reason": d.reason} for d in result.dropped],
+    }
+
+
+def _turn_meta(completion: Completion) -> TurnMeta:
+    usage = completion.usage
+    return TurnMeta(
+        provider=completion.provider,
+        model=completion.model,
+        latency_ms=round(completion.latency_ms, 1),
+        stop_reason=completion.stop_reason,
+        usage=Usage(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_creation_tokens=usage.cache_creation_tokens,
+        ),
+        # How many calls the answer took, and why the earlier ones failed (429, 529, ...).
+        failed_attempts=tuple(completion.failed_attempts),
+    )
