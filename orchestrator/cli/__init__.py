@@ -1,5 +1,6 @@
-"""The ``arena`` command: its subcommands, their presentation, ``arena up``'s supervisor and
-the health checks behind ``arena status``."""
+"""The ``arena`` command: the root group (``main``), one module per family of subcommands,
+their presentation (``output``), ``arena up``'s supervisor, ``arena check``'s checks and what
+``arena status`` reports (``report``, gathered by ``survey``)."""
 
 from orchestrator.cli.main import main
 

@@ -131,6 +131,3 @@ def import_command(settings: Settings, group: str, file: IO[bytes]) -> None:
     if result.imported:
         for line in _after(settings, result):
             out.print(line, markup=False)
-
-
-globals()["import"] = import_command  # `arena import`: the lazy loader looks the name up

@@ -72,8 +72,8 @@ class ArenaGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in self.lazy:
             module = importlib.import_module(self.lazy[cmd_name][0])
-            command: click.Command = getattr(module, cmd_name)
-            return command
+            found = (c for c in vars(module).values() if isinstance(c, click.Command))
+            return next(c for c in found if c.name == cmd_name)
         return super().get_command(ctx, cmd_name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
