@@ -9,6 +9,7 @@ are deleted only by retention (:mod:`orchestrator.background.retention`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -109,16 +110,8 @@ class HistoryStore:
         Returns:
             The replies as stored (as an earlier attempt stored them, where one did).
         """
-        if count is not None:
-            replies = [
-                NewReply(
-                    message=r.message, meta=r.meta, tokens=count(r.message.text), status=r.status
-                )
-                for r in replies
-            ]
-        return await self._writes.run(
-            functools.partial(self.record_in, replies=replies, closing=closing)
-        )
+        job = functools.partial(self._counted_record_in, replies, closing, count)
+        return await self._writes.run(job)
 
     def record_in(
         self, conn: Connection, replies: Sequence[NewReply], *, closing: Closing | None = None
@@ -144,6 +137,18 @@ class HistoryStore:
         if closing is not None:
             self._rows.close(conn, closing)
         return stored
+
+    def _counted_record_in(
+        self,
+        replies: Sequence[NewReply],
+        closing: Closing | None,
+        count: TokenCount | None,
+        conn: Connection,
+    ) -> list[StoredMessage]:
+        """:meth:`record_in`, each reply's tokens counted first (in the writing thread)."""
+        if count is not None:
+            replies = [dataclasses.replace(r, tokens=count(r.message.text)) for r in replies]
+        return self.record_in(conn, replies, closing=closing)
 
     def _open_in(self, message: ChatMessage, count: TokenCount | None, conn: Connection) -> Opened:
         tokens = count(message.text) if count is not None else None
