@@ -30,6 +30,7 @@ from orchestrator.memory.db import make_engine
 from orchestrator.settings import Settings, load_settings
 from tests.arena_helpers import REPO, write_team
 from tests.fakes import FakeMessagesServer
+from tests.ports import free_port as _free_port
 
 _SERVICE_ENV = (
     "REDIS_URL",
@@ -39,12 +40,6 @@ _SERVICE_ENV = (
     "ANTHROPIC_AUTH_TOKEN",
 )
 _START_TIMEOUT_S = 10.0
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _mosquitto_executable() -> str | None:
@@ -68,7 +63,7 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch, _dead_port: int) -> None
 
 @pytest.fixture
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listened on a moment ago."""
+    """A TCP port on 127.0.0.1 that nothing is bound to and no other test worker hands out."""
     return _free_port()
 
 
@@ -567,3 +562,23 @@ def engine(settings: Settings) -> Iterator[Engine]:
     engine = make_engine(settings.effective_database_url)
     yield engine
     engine.dispose()
+
+
+# Tests that run whole processes (`arena up`, daemons, many CLI calls) go first, so that the
+# parallel workers do not end the run waiting on one of them.
+_SLOW_FILES = frozenset(
+    {
+        "test_cli.py",
+        "test_crash_recovery.py",
+        "test_daemon.py",
+        "test_database_start.py",
+        "test_readme.py",
+        "test_recovery.py",
+        "test_scale_out.py",
+    }
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the slow files first, each file's tests keeping their order."""
+    items.sort(key=lambda item: item.path.name not in _SLOW_FILES)

@@ -25,6 +25,7 @@ from orchestrator.background.queue import queue
 from orchestrator.client import ArenaClient
 from orchestrator.core.wire import outbox_stream
 from tests.arena_helpers import REPO, write_team
+from tests.ports import free_port
 
 pytestmark = [
     pytest.mark.slow,
@@ -33,12 +34,6 @@ pytestmark = [
 ]
 
 GROUPS = [f"crash{n}" for n in range(4)]
-
-
-def _port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _alive(pid: int) -> bool:
@@ -79,14 +74,14 @@ class Arena:
     def __init__(self, tmp_path: Path) -> None:
         self.tmp_path = tmp_path
         self.data = tmp_path / "data"
-        self.redis_port = _port()
+        self.redis_port = free_port()
         self.env = {
             "PATH": os.environ.get("PATH", ""),
             "ARENA_DATA_DIR": str(self.data),
             "ARENA_AGENTS_DIR": str(write_team(tmp_path)),
             "ARENA_WORKSPACES_DIR": str(tmp_path / "workspaces"),
             "ARENA_PROMPTS_DIR": str(REPO / "prompts"),
-            "ARENA_MQTT_PORT": str(_port()),
+            "ARENA_MQTT_PORT": str(free_port()),
             "ARENA_REDIS_PORT": str(self.redis_port),
             "ARENA_WORKERS": "1",
             "ARENA_LEASE_TTL_S": "2",

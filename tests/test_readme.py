@@ -15,7 +15,6 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ from orchestrator.cli.main import main
 from orchestrator.core.wire import outbox_stream
 from orchestrator.settings import load_settings
 from tests.arena_helpers import REPO, read_until
+from tests.ports import free_port
 
 README = REPO / "README.md"
 README_PORT = "6379"
@@ -170,12 +170,6 @@ class Stack:
             return [fields for _id, fields in client.xrange(outbox_stream(group))]
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _stop(proc: subprocess.Popen[str]) -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
@@ -199,7 +193,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         workspaces,
         ignore=shutil.ignore_patterns("MEMORY.md", "memory", ".growth", ".*"),
     )
-    redis_port = _free_port()
+    redis_port = free_port()
     bin_dir = str(Path(sys.executable).parent)
     env = {
         # As after `. .venv/bin/activate`: `arena` and `python` are the project's.
@@ -207,7 +201,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         "HOME": str(root),
         "ARENA_DATA_DIR": str(root / "data"),
         "ARENA_WORKSPACES_DIR": str(workspaces),
-        "ARENA_MQTT_PORT": str(_free_port()),
+        "ARENA_MQTT_PORT": str(free_port()),
         "ARENA_REDIS_PORT": str(redis_port),
         "ARENA_WORKERS": "1",
     }

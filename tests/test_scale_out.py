@@ -184,7 +184,15 @@ async def test_a_second_daemon_under_the_same_name_is_refused(
     try:
         await _wait_for_owners(embedded_redis_url, {"same": PARTITIONS}, [tmp_path / "first.log"])
         second = spawn(settings, tmp_path / "second.log", "same")
-        assert await asyncio.to_thread(second.wait, 120) == 1
+        try:
+            code = await asyncio.to_thread(second.wait, 120)
+        except subprocess.TimeoutExpired:
+            _stop(second)
+            logs = "\n".join(
+                f"{n}: {(tmp_path / n).read_text()}" for n in ("first.log", "second.log")
+            )
+            pytest.fail(f"the second daemon did not exit within 120 s\n{logs}")
+        assert code == 1
     finally:
         codes = _stop(first)
     assert codes == [0]
