@@ -70,12 +70,12 @@ def engine(settings):
 
 
 def _chat(store: HistoryStore, count: int, planted: dict[int, ChatMessage]) -> None:
-    for n in range(count):
-        if n in planted:
-            write_history(store, planted[n])
-            continue
-        sender = "alex" if n % 2 else "sam"
-        write_history(store, _message(n, FILLER[n % len(FILLER)], sender=sender))
+    """``count`` messages in order, ``planted`` ones at their places, filler elsewhere."""
+    messages = [
+        planted.get(n) or _message(n, FILLER[n % len(FILLER)], sender="alex" if n % 2 else "sam")
+        for n in range(count)
+    ]
+    write_history(store, *messages)
 
 
 def _context(question: str) -> dict:
