@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import redis
 
+from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.prompts import Prompts
-from orchestrator.core.tokens import TokenCounter
 from orchestrator.core.turns import LLM
 from orchestrator.core.wire import Outbound, outbox_stream
 from orchestrator.memory.conversation.store import HistoryStore

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.core.budget import (
+from orchestrator.core.context.budget import (
     BudgetRequest,
     ContextPlan,
     HistoryItem,
@@ -17,7 +17,7 @@ from orchestrator.core.budget import (
     RecallItem,
     plan_context,
 )
-from orchestrator.core.tokens import TokenCounter
+from orchestrator.core.context.tokens import TokenCounter
 
 COUNTER = TokenCounter()
 

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from orchestrator.cli.main import main
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.session import Citation, NewMemory, SessionMemory
+from orchestrator.memory.session.store import Citation, NewMemory, SessionMemory
 
 T0 = datetime(2026, 4, 1, 10, 0, tzinfo=UTC)
 

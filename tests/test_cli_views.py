@@ -25,7 +25,7 @@ from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.core.wire import Outbound, deadletter_stream, inbox_stream, outbox_stream
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.personal import PersonalLog
-from orchestrator.memory.session import NewMemory, SessionMemory
+from orchestrator.memory.session.store import NewMemory, SessionMemory
 from orchestrator.memory.versions import VersionStore
 from orchestrator.settings import Settings, load_settings
 from tests.arena_helpers import REPO, set_team_environment

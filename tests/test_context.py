@@ -6,11 +6,17 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from orchestrator.core.budget import LayerBudgets
-from orchestrator.core.context import ContextLimits, Identity, Layers, PastMessage, build_context
+from orchestrator.core.context.budget import LayerBudgets
+from orchestrator.core.context.build import (
+    ContextLimits,
+    Identity,
+    Layers,
+    PastMessage,
+    build_context,
+)
+from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.models import AgentSpec, ChatMessage, MessageKind
 from orchestrator.core.prompts import Prompts
-from orchestrator.core.tokens import TokenCounter
 from tests.arena_helpers import REPO
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

@@ -11,10 +11,10 @@ from click.testing import CliRunner
 
 from orchestrator.cli.main import main
 from orchestrator.client import ArenaClient
-from orchestrator.core.context import build_context
+from orchestrator.core.context.build import build_context
+from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.core.prompts import Prompts
-from orchestrator.core.tokens import TokenCounter
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
 from orchestrator.runtime.daemon import load_drift, load_team, make_briefing

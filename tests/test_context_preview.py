@@ -14,7 +14,7 @@ from orchestrator.cli.main import main
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.session import NewMemory, SessionMemory
+from orchestrator.memory.session.store import NewMemory, SessionMemory
 from tests.arena_helpers import make_pipeline, make_settings, set_environment
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

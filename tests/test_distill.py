@@ -11,7 +11,7 @@ import pytest
 
 from orchestrator.adapters.offline import OfflineProvider
 from orchestrator.background.distill import run_distillation
-from orchestrator.core.tokens import TokenCounter
+from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.errors import LLMError, ValidationError
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.schema import PersonalDraft

@@ -26,7 +26,7 @@ from orchestrator.client import ArenaClient
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.session import SessionMemory
+from orchestrator.memory.session.store import SessionMemory
 from orchestrator.runtime.daemon import make_writer
 from orchestrator.settings import load_settings
 from tests.arena_helpers import (

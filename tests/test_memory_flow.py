@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from orchestrator.cli.main import main
 from orchestrator.client import ArenaClient
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.session import SessionMemory
+from orchestrator.memory.session.store import SessionMemory
 from tests.arena_helpers import make_settings, running_daemon
 from tests.fakes import FakeMessagesServer
 

@@ -12,12 +12,12 @@ import pytest
 
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.errors import ValidationError
-from orchestrator.memory import fts
 from orchestrator.memory.conversation.index import HistoryIndex
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.recall import RecallConfig, Recaller
-from orchestrator.memory.session import NewMemory, SessionMemory
+from orchestrator.memory.recall.recaller import RecallConfig, Recaller
+from orchestrator.memory.session import fts
+from orchestrator.memory.session.store import NewMemory, SessionMemory
 from tests.history_seed import write_history
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

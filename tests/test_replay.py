@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.schema import PersonalDraft
-from orchestrator.memory.session import NewMemory, SessionMemory
+from orchestrator.memory.session.store import NewMemory, SessionMemory
 
 T0 = datetime(2026, 6, 1, 9, 0, tzinfo=UTC)
 

@@ -15,7 +15,7 @@ from sqlalchemy import text
 
 from orchestrator.errors import ValidationError
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.session import Citation, MemoryEntry, NewMemory, SessionMemory
+from orchestrator.memory.session.store import Citation, MemoryEntry, NewMemory, SessionMemory
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 SCOPES_A = [("session", "alpha"), ("personal", "ping"), ("global", "")]

@@ -19,7 +19,7 @@ from orchestrator.cli.survey import status
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.session import NewMemory, SessionMemory
+from orchestrator.memory.session.store import NewMemory, SessionMemory
 from orchestrator.memory.versions import VersionStore
 from orchestrator.settings import Settings, load_settings
 from tests.arena_helpers import environment, make_settings

@@ -8,8 +8,8 @@ import pytest
 
 from orchestrator.adapters.offline import OfflineProvider
 from orchestrator.background.summary import run_summary
+from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.models import ChatMessage, MessageKind
-from orchestrator.core.tokens import TokenCounter
 from orchestrator.errors import ValidationError
 from orchestrator.memory.versions import VersionStore, summary_path
 from tests.history_seed import write_history

@@ -13,8 +13,8 @@ import tiktoken
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.core import tokens as tokens_module
-from orchestrator.core.tokens import ENCODING_NAME, DriftCorrector, TokenCounter
+from orchestrator.core.context import tokens as tokens_module
+from orchestrator.core.context.tokens import ENCODING_NAME, DriftCorrector, TokenCounter
 from tests.arena_helpers import REPO
 
 COUNTER = TokenCounter()
@@ -223,8 +223,8 @@ def test_tokens_and_budget_import_no_adapters():
     """Importing and using tokens and budget loads no network or storage library."""
     code = (
         "import sys\n"
-        "import orchestrator.core.budget, orchestrator.core.tokens\n"
-        "orchestrator.core.tokens.TokenCounter().count('x')\n"
+        "import orchestrator.core.context.budget, orchestrator.core.context.tokens\n"
+        "orchestrator.core.context.tokens.TokenCounter().count('x')\n"
         "banned = ('redis', 'aiomqtt', 'rq', 'anthropic', 'sqlmodel', 'apscheduler')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in banned))\n"
     )

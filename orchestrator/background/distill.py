@@ -36,10 +36,10 @@ from orchestrator.background.versioned_run import (
     run_versioned,
 )
 from orchestrator.core.agents import load_agents, workspace_dir
+from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.markers import neutralise
 from orchestrator.core.models import AgentSpec, ChatMessage, LLMRequest, MessageKind
 from orchestrator.core.prompts import Prompts
-from orchestrator.core.tokens import TokenCounter
 from orchestrator.core.turns import LLM
 from orchestrator.errors import ValidationError
 from orchestrator.memory.personal import PersonalLog

@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from orchestrator.memory.conversation.store import HistoryStore
-from orchestrator.memory.session import SessionMemory
+from orchestrator.memory.session.store import SessionMemory
 from orchestrator.memory.versions import VersionStore
 from orchestrator.settings import Settings
 

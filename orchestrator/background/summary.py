@@ -32,10 +32,10 @@ from orchestrator.background.versioned_run import (
     run_versioned,
 )
 from orchestrator.core.agents import load_agents
+from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.markers import neutralise
 from orchestrator.core.models import ChatMessage, LLMRequest, MessageKind
 from orchestrator.core.prompts import Prompts
-from orchestrator.core.tokens import TokenCounter
 from orchestrator.core.turns import LLM
 from orchestrator.core.wire import validate_group
 from orchestrator.memory.conversation.meta import ReplyMeta

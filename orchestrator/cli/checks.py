@@ -11,10 +11,16 @@ from datetime import UTC, datetime
 from orchestrator.adapters.probes import ping_mqtt, ping_redis
 from orchestrator.cli.resources import database
 from orchestrator.core.agents import load_agents
-from orchestrator.core.context import ContextLimits, Identity, Layers, PastMessage, build_context
+from orchestrator.core.context.build import (
+    ContextLimits,
+    Identity,
+    Layers,
+    PastMessage,
+    build_context,
+)
+from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.models import AgentSpec, ChatMessage, MessageKind
 from orchestrator.core.prompts import Prompts
-from orchestrator.core.tokens import TokenCounter
 from orchestrator.errors import OrchestratorError
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.settings import Settings

@@ -11,10 +11,10 @@ from rich.table import Table
 
 from orchestrator.cli.output import json_text, out
 from orchestrator.cli.resources import database, known_agent
-from orchestrator.core.context import build_context
+from orchestrator.core.context.build import build_context
+from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.core.prompts import Prompts
-from orchestrator.core.tokens import TokenCounter
 from orchestrator.core.wire import DEFAULT_SENDER, validate_group
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.runtime.daemon import load_drift, load_team, make_briefing

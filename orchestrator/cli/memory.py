@@ -17,10 +17,10 @@ from orchestrator.core.wire import validate_group
 from orchestrator.errors import ValidationError
 from orchestrator.files import write_atomic
 from orchestrator.memory.conversation.store import HistoryStore
-from orchestrator.memory.recall import text_relevance
-from orchestrator.memory.records import STATUSES, MemoryRecord
+from orchestrator.memory.recall.recaller import text_relevance
 from orchestrator.memory.schema import MEMORY_TYPES, PERSONAL_TYPES
-from orchestrator.memory.session import SessionMemory
+from orchestrator.memory.session.records import STATUSES, MemoryRecord
+from orchestrator.memory.session.store import SessionMemory
 from orchestrator.settings import Settings
 
 __all__ = ["memory"]

@@ -42,7 +42,7 @@ from orchestrator.core.models import AgentSpec
 from orchestrator.core.wire import outbox_stream
 from orchestrator.errors import BusError, OrchestratorError
 from orchestrator.memory.conversation.store import HistoryStore
-from orchestrator.memory.session import SessionMemory
+from orchestrator.memory.session.store import SessionMemory
 from orchestrator.memory.versions import Run, VersionStore
 from orchestrator.settings import Settings
 

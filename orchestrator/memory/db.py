@@ -14,13 +14,13 @@ from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlmodel import SQLModel, create_engine
 
 from orchestrator.errors import ServiceError
-from orchestrator.memory import session as _session  # noqa: F401
 from orchestrator.memory import versions as _versions  # noqa: F401
 from orchestrator.memory.conversation import index as _index  # noqa: F401
 
 # The table modules: imported so that their metadata (and the history index's installer) is
 # registered before create_all.
 from orchestrator.memory.conversation import store as _history  # noqa: F401
+from orchestrator.memory.session import store as _session  # noqa: F401
 
 __all__ = ["make_engine", "open_engine"]
 

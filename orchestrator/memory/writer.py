@@ -23,14 +23,14 @@ from zoneinfo import ZoneInfo
 from orchestrator.core.markers import InvalidMarker, Marker
 from orchestrator.memory.gate import GateConfig, check
 from orchestrator.memory.personal import PersonalLog
-from orchestrator.memory.records import Citation, NewMemory
 from orchestrator.memory.schema import (
     MarkerSchemaError,
     PersonalDraft,
     validate_memory,
     validate_personal,
 )
-from orchestrator.memory.session import SessionMemory
+from orchestrator.memory.session.records import Citation, NewMemory
+from orchestrator.memory.session.store import SessionMemory
 
 __all__ = ["MAX_ENTRIES", "MAX_META_BYTES", "MemoryWriter", "Origin", "WriteReport", "marker_meta"]
 

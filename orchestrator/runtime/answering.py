@@ -14,10 +14,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
 
-from orchestrator.core.context import Identity, build_context
+from orchestrator.core.context.build import Identity, build_context
+from orchestrator.core.context.tokens import DriftCorrector, TokenCounter
 from orchestrator.core.models import AgentSpec, ChatMessage, Completion, MessageKind
 from orchestrator.core.prompts import Prompts
-from orchestrator.core.tokens import DriftCorrector, TokenCounter
 from orchestrator.core.turns import LLM, TurnResult, run_turn
 from orchestrator.errors import LLMError
 from orchestrator.memory.conversation.meta import (
@@ -27,7 +27,7 @@ from orchestrator.memory.conversation.meta import (
     TurnMeta,
     Usage,
 )
-from orchestrator.memory.recall import RecallResult
+from orchestrator.memory.recall.recaller import RecallResult
 from orchestrator.memory.writer import MemoryWriter, Origin, WriteReport, marker_meta
 from orchestrator.runtime.briefing import Briefing
 

@@ -2,7 +2,7 @@
 personal logs, recalled memories and recent history, from files and stores.
 
 Blocking I/O: call :meth:`Briefing.gather` from a thread. What is gathered is then fitted
-into the agent's budget by :func:`orchestrator.core.context.build_context`.
+into the agent's budget by :func:`orchestrator.core.context.build.build_context`.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
-from orchestrator.core.budget import LayerBudgets
-from orchestrator.core.context import ContextLimits, Identity, Layers, PastMessage
+from orchestrator.core.context.budget import LayerBudgets
+from orchestrator.core.context.build import ContextLimits, Identity, Layers, PastMessage
+from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.models import AgentSpec, ChatMessage
-from orchestrator.core.tokens import TokenCounter
 from orchestrator.memory.conversation.store import StoredMessage
 from orchestrator.memory.personal import PersonalLog
-from orchestrator.memory.recall import RecallConfig, Recaller, RecallResult
+from orchestrator.memory.recall.recaller import RecallConfig, Recaller, RecallResult
 from orchestrator.memory.versions import summary_path
 from orchestrator.settings import Settings
 

@@ -20,9 +20,9 @@ from orchestrator.adapters.probes import ping_redis
 from orchestrator.adapters.providers import build_llm
 from orchestrator.background.schedule import start_schedule
 from orchestrator.core.agents import load_agents, read_identity
-from orchestrator.core.context import Identity
+from orchestrator.core.context.build import Identity
+from orchestrator.core.context.tokens import DriftCorrector, TokenCounter
 from orchestrator.core.prompts import Prompts
-from orchestrator.core.tokens import DriftCorrector, TokenCounter
 from orchestrator.core.turns import LLM
 from orchestrator.errors import ConfigError
 from orchestrator.files import write_atomic
@@ -33,8 +33,8 @@ from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.gate import GateConfig
 from orchestrator.memory.personal import PersonalLog
-from orchestrator.memory.recall import Recaller
-from orchestrator.memory.session import SessionMemory
+from orchestrator.memory.recall.recaller import Recaller
+from orchestrator.memory.session.store import SessionMemory
 from orchestrator.memory.writer import MemoryWriter
 from orchestrator.runtime.briefing import Briefing, RecentSource
 from orchestrator.runtime.consumer import Consumer

@@ -17,10 +17,10 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Protocol
 
+from orchestrator.core.context.tokens import DriftCorrector, TokenCounter
 from orchestrator.core.models import AgentSpec, ChatMessage, MessageKind, RouteDecision
 from orchestrator.core.prompts import Prompts
 from orchestrator.core.routing import handoff_targets, route
-from orchestrator.core.tokens import DriftCorrector, TokenCounter
 from orchestrator.core.turns import LLM
 from orchestrator.core.wire import Outbound, group_topic
 from orchestrator.memory.conversation.meta import ReplyMeta

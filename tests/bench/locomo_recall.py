@@ -52,9 +52,9 @@ from orchestrator.memory.conversation.importer import ImportSettings, import_mes
 from orchestrator.memory.conversation.index import HistoryIndex
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.embeddings import load_embedder
-from orchestrator.memory.recall import RecallConfig, Recaller, RecallResult
-from orchestrator.memory.session import Citation, NewMemory, SessionMemory
+from orchestrator.memory.recall.recaller import RecallConfig, Recaller, RecallResult
+from orchestrator.memory.session.embeddings import load_embedder
+from orchestrator.memory.session.store import Citation, NewMemory, SessionMemory
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 KS = (1, 5, 10)

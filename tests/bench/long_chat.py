@@ -69,10 +69,10 @@ sys.path.insert(0, str(REPO))
 
 from orchestrator.background.queue import queue  # noqa: E402
 from orchestrator.client import ArenaClient  # noqa: E402
-from orchestrator.core.context import build_context  # noqa: E402
+from orchestrator.core.context.build import build_context  # noqa: E402
+from orchestrator.core.context.tokens import TokenCounter  # noqa: E402
 from orchestrator.core.models import ChatMessage, MessageKind  # noqa: E402
 from orchestrator.core.prompts import Prompts  # noqa: E402
-from orchestrator.core.tokens import TokenCounter  # noqa: E402
 from orchestrator.core.wire import DEFAULT_SENDER, PARTITIONS, lease_key  # noqa: E402
 from orchestrator.memory.conversation.store import HistoryStore  # noqa: E402
 from orchestrator.memory.db import make_engine  # noqa: E402

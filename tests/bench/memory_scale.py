@@ -78,17 +78,17 @@ from sqlalchemy.engine import Engine
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from orchestrator.core.context import build_context  # noqa: E402
+from orchestrator.core.context.build import build_context  # noqa: E402
+from orchestrator.core.context.tokens import TokenCounter  # noqa: E402
 from orchestrator.core.markers import parse_markers  # noqa: E402
 from orchestrator.core.models import ChatMessage, MessageKind  # noqa: E402
 from orchestrator.core.prompts import Prompts  # noqa: E402
-from orchestrator.core.tokens import TokenCounter  # noqa: E402
 from orchestrator.memory.conversation.recent import RecentMessages  # noqa: E402
 from orchestrator.memory.conversation.store import HistoryStore, MessageRow, NewReply  # noqa: E402
 from orchestrator.memory.db import make_engine  # noqa: E402
-from orchestrator.memory.entries import ENTRIES, new_row  # noqa: E402
-from orchestrator.memory.recall import Recaller  # noqa: E402
-from orchestrator.memory.session import Citation, NewMemory, SessionMemory, normalise  # noqa: E402
+from orchestrator.memory.recall.recaller import Recaller  # noqa: E402
+from orchestrator.memory.session.entries import ENTRIES, new_row  # noqa: E402
+from orchestrator.memory.session.store import Citation, NewMemory, SessionMemory, normalise  # noqa: E402
 from orchestrator.memory.transactions import writing  # noqa: E402
 from orchestrator.memory.writer import Origin  # noqa: E402
 from orchestrator.runtime.daemon import load_team, make_briefing, make_writer  # noqa: E402

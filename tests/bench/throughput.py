@@ -74,8 +74,8 @@ sys.path.insert(0, str(REPO))
 
 from orchestrator.adapters.mqtt_broker import MqttBroker  # noqa: E402
 from orchestrator.adapters.redis_server import RedisServer  # noqa: E402
+from orchestrator.core.context.tokens import TokenCounter  # noqa: E402
 from orchestrator.core.models import ChatMessage, MessageKind  # noqa: E402
-from orchestrator.core.tokens import TokenCounter  # noqa: E402
 from orchestrator.core.wire import PARTITIONS, inbox_stream, lease_key, outbox_stream  # noqa: E402
 from orchestrator.memory.conversation.store import HistoryStore, NewReply  # noqa: E402
 from orchestrator.memory.db import make_engine  # noqa: E402

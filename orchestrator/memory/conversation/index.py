@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from orchestrator.core.models import assume_utc
 from orchestrator.memory.conversation.indexing import INDEXED_KINDS_SQL, group_key
-from orchestrator.memory.fts import BODY_WEIGHT, META_WEIGHT, fts5_phrase, websearch_query
+from orchestrator.memory.session.fts import BODY_WEIGHT, META_WEIGHT, fts5_phrase, websearch_query
 
 __all__ = ["COMMON_MESSAGES", "HistoryIndex", "Said"]
 

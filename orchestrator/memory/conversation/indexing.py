@@ -28,7 +28,7 @@ from sqlalchemy import event, text
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import SQLModel
 
-from orchestrator.memory.fts import postgres_needs_install, sqlite_needs_install
+from orchestrator.memory.session.fts import postgres_needs_install, sqlite_needs_install
 from orchestrator.memory.transactions import writing
 
 __all__ = [

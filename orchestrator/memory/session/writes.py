@@ -3,7 +3,7 @@
 entry that has its key.
 
 A write that finds a row changed under it by a concurrent writer raises :class:`Retry`; the
-caller (:meth:`orchestrator.memory.session.SessionMemory.write_many`) starts the transaction
+caller (:meth:`orchestrator.memory.session.store.SessionMemory.write_many`) starts the transaction
 again.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 from sqlalchemy import bindparam, case, insert, literal, select, update
 from sqlalchemy.engine import Connection
 
-from orchestrator.memory.embeddings import DUPLICATE_SIMILARITY, cosine, unpack
-from orchestrator.memory.entries import (
+from orchestrator.memory.session.embeddings import DUPLICATE_SIMILARITY, cosine, unpack
+from orchestrator.memory.session.entries import (
     ENTRIES,
     IS_ACTIVE,
     VECTORS,
@@ -26,7 +26,7 @@ from orchestrator.memory.entries import (
     new_row,
     to_record,
 )
-from orchestrator.memory.records import MemoryRecord, NewMemory, WriteOutcome, normalise
+from orchestrator.memory.session.records import MemoryRecord, NewMemory, WriteOutcome, normalise
 
 __all__ = ["Retry", "VectorCache", "write_in"]
 

@@ -8,8 +8,8 @@ from datetime import datetime
 from typing import Any, Literal
 
 from orchestrator.errors import ValidationError
-from orchestrator.memory import fts
 from orchestrator.memory.gate import normalise
+from orchestrator.memory.session import fts
 
 __all__ = [
     "INDEXED_EXTRA",

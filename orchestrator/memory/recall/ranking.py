@@ -26,10 +26,10 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Literal
 
-from orchestrator.memory import fts
 from orchestrator.memory.conversation.index import Said
-from orchestrator.memory.records import MemoryRecord, meta_text
-from orchestrator.memory.session_search import TextHit
+from orchestrator.memory.session import fts
+from orchestrator.memory.session.records import MemoryRecord, meta_text
+from orchestrator.memory.session.search import TextHit
 
 __all__ = [
     "AUTHOR_BONUS",

@@ -1,17 +1,17 @@
 """Recall: the memories and earlier messages worth putting in front of an agent, and why the
 others were left out.
 
-A query is reduced to its content words (:func:`orchestrator.memory.fts.query_terms`) and
+A query is reduced to its content words (:func:`orchestrator.memory.session.fts.query_terms`) and
 searched in the group's session memory, the agent's personal memory and global memory, and in
 the group's messages older than those the history layer shows; never in another group's.
 Candidates come from the full-text indexes, and also from embeddings when an embedder is
-available; :mod:`orchestrator.memory.ranking` scores them. Then come the layers, each
+available; :mod:`orchestrator.memory.recall.ranking` scores them. Then come the layers, each
 configurable and each recording what it drops: relevance floor, untrusted filter,
 require-source, ranking (memories and messages together), repeats (a message whose words are
 mostly those of one recalled already, such as a reply quoting it), max entries and char
 budget; the last three, and a short answer shown with the question it answers, are
-:mod:`orchestrator.memory.recall_fit`. The values recall takes and returns are
-:mod:`orchestrator.memory.recalled`.
+:mod:`orchestrator.memory.recall.fit`. The values recall takes and returns are
+:mod:`orchestrator.memory.recall.values`.
 """
 
 from __future__ import annotations
@@ -19,10 +19,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from orchestrator.memory import fts
 from orchestrator.memory.conversation.index import HistoryIndex, Said
-from orchestrator.memory.embeddings import Embedder
-from orchestrator.memory.ranking import (
+from orchestrator.memory.recall.fit import Ranked, fit
+from orchestrator.memory.recall.ranking import (
     AUTHOR_BONUS,
     Trust,
     authors_of,
@@ -34,8 +33,7 @@ from orchestrator.memory.ranking import (
     text_similarities,
     untrusted_reason,
 )
-from orchestrator.memory.recall_fit import Ranked, fit
-from orchestrator.memory.recalled import (
+from orchestrator.memory.recall.values import (
     Dropped,
     Layer,
     RecallConfig,
@@ -43,9 +41,11 @@ from orchestrator.memory.recalled import (
     RecallResult,
     Snippet,
 )
-from orchestrator.memory.records import MemoryRecord
-from orchestrator.memory.session import SessionMemory
-from orchestrator.memory.session_search import TextHit
+from orchestrator.memory.session import fts
+from orchestrator.memory.session.embeddings import Embedder
+from orchestrator.memory.session.records import MemoryRecord
+from orchestrator.memory.session.search import TextHit
+from orchestrator.memory.session.store import SessionMemory
 
 __all__ = [
     "Dropped",

@@ -11,8 +11,8 @@ from typing import Any
 from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 
-from orchestrator.memory import fts
-from orchestrator.memory.entries import ENTRIES
+from orchestrator.memory.session import fts
+from orchestrator.memory.session.entries import ENTRIES
 
 __all__ = ["TextHit", "text_hits"]
 

@@ -1,5 +1,6 @@
 """The budget's plan while it is built (:class:`Draft`), and the degradation steps that shrink
-it when it exceeds the window, in the fixed order :mod:`orchestrator.core.budget` documents."""
+it when it exceeds the window, in the fixed order :mod:`orchestrator.core.context.budget`
+documents."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from orchestrator.core.plan import HistoryItem, LayerBudgets, RecallItem
-from orchestrator.core.tokens import TokenCounter
+from orchestrator.core.context.plan import HistoryItem, LayerBudgets, RecallItem
+from orchestrator.core.context.tokens import TokenCounter
 
 __all__ = ["Draft", "count_of", "degrade"]
 

@@ -14,15 +14,15 @@ from datetime import datetime
 
 from orchestrator.core import cues
 from orchestrator.memory.conversation.index import Said
-from orchestrator.memory.ranking import adjusted_confidence, repeats, trust_of
-from orchestrator.memory.recalled import (
+from orchestrator.memory.recall.ranking import adjusted_confidence, repeats, trust_of
+from orchestrator.memory.recall.values import (
     Dropped,
     RecallConfig,
     RecalledMessage,
     RecallResult,
     Snippet,
 )
-from orchestrator.memory.records import MemoryRecord
+from orchestrator.memory.session.records import MemoryRecord
 
 __all__ = ["QUESTION_MAX_CHARS", "SHORT_ANSWER_CHARS", "Ranked", "fit"]
 

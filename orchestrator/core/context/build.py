@@ -5,10 +5,11 @@ the provider) and a dynamic tail (time, group, the agent's own notes, and one re
 block with the group's summary and recalled memories, each with its trust label and
 citation). The conversation follows: everyone's messages are shown, the agent's own earlier
 replies as ``assistant`` turns, everything else as labelled ``user`` turns. How much of each
-layer fits is decided by :func:`orchestrator.core.budget.plan_context`. Marker-shaped text in
-anything the agent did not just write itself is neutralised, so quoting a marker can never
-make an agent save something. The labelled conversation is :mod:`orchestrator.core.transcript`;
-the references block is :mod:`orchestrator.core.references`.
+layer fits is decided by :func:`orchestrator.core.context.budget.plan_context`. Marker-shaped
+text in anything the agent did not just write itself is neutralised, so quoting a marker can
+never make an agent save something. The labelled conversation is
+:mod:`orchestrator.core.context.transcript`; the references block is
+:mod:`orchestrator.core.context.references`.
 """
 
 from __future__ import annotations
@@ -18,20 +19,20 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from orchestrator.core.budget import plan_context as plan_budget
-from orchestrator.core.markers import neutralise
-from orchestrator.core.models import AgentSpec, ChatMessage, LLMRequest
-from orchestrator.core.plan import BudgetRequest, ContextPlan, LayerBudgets
-from orchestrator.core.prompts import Prompts
-from orchestrator.core.references import (
+from orchestrator.core.context.budget import plan_context as plan_budget
+from orchestrator.core.context.plan import BudgetRequest, ContextPlan, LayerBudgets
+from orchestrator.core.context.references import (
     Left,
     Reference,
     SaidReference,
     citations,
     recall_items,
 )
-from orchestrator.core.tokens import TokenCounter
-from orchestrator.core.transcript import PastMessage, conversation, history_items
+from orchestrator.core.context.tokens import TokenCounter
+from orchestrator.core.context.transcript import PastMessage, conversation, history_items
+from orchestrator.core.markers import neutralise
+from orchestrator.core.models import AgentSpec, ChatMessage, LLMRequest
+from orchestrator.core.prompts import Prompts
 
 __all__ = [
     "BuiltContext",

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
+from orchestrator.core.context.plan import RecallItem
+from orchestrator.core.context.tokens import TokenCounter
+from orchestrator.core.context.transcript import stamp
 from orchestrator.core.markers import neutralise
-from orchestrator.core.plan import RecallItem
-from orchestrator.core.tokens import TokenCounter
-from orchestrator.core.transcript import stamp
 
 __all__ = [
     "Cited",

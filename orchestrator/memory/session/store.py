@@ -23,9 +23,9 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from orchestrator.errors import ServiceError, ValidationError
-from orchestrator.memory import fts
-from orchestrator.memory.embeddings import Embedder, cosine, pack, unpack
-from orchestrator.memory.entries import (
+from orchestrator.memory.session import fts
+from orchestrator.memory.session.embeddings import Embedder, cosine, pack, unpack
+from orchestrator.memory.session.entries import (
     ENTRIES,
     VECTORS,
     MemoryEntry,
@@ -33,7 +33,7 @@ from orchestrator.memory.entries import (
     db_time,
     to_record,
 )
-from orchestrator.memory.records import (
+from orchestrator.memory.session.records import (
     INDEXED_EXTRA,
     Citation,
     MemoryRecord,
@@ -41,8 +41,8 @@ from orchestrator.memory.records import (
     WriteOutcome,
     normalise,
 )
-from orchestrator.memory.session_search import TextHit, text_hits
-from orchestrator.memory.session_writes import Retry, VectorCache, write_in
+from orchestrator.memory.session.search import TextHit, text_hits
+from orchestrator.memory.session.writes import Retry, VectorCache, write_in
 
 __all__ = [
     "INDEXED_EXTRA",

@@ -29,7 +29,7 @@ over budget. Every step taken, and every cut made by a cap, is recorded in the p
 decisions, in order.
 
 Every estimate is multiplied by the request's correction factor (see
-:class:`orchestrator.core.tokens.DriftCorrector`) before it is compared with a budget.
+:class:`orchestrator.core.context.tokens.DriftCorrector`) before it is compared with a budget.
 """
 
 from __future__ import annotations
@@ -39,9 +39,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 
-from orchestrator.core.degrade import Draft, count_of, degrade
-from orchestrator.core.plan import BudgetRequest, ContextPlan, HistoryItem, LayerBudgets, RecallItem
-from orchestrator.core.tokens import TokenCounter
+from orchestrator.core.context.degrade import Draft, count_of, degrade
+from orchestrator.core.context.plan import (
+    BudgetRequest,
+    ContextPlan,
+    HistoryItem,
+    LayerBudgets,
+    RecallItem,
+)
+from orchestrator.core.context.tokens import TokenCounter
 
 __all__ = [
     "BudgetRequest",

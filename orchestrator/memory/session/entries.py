@@ -1,8 +1,8 @@
 """The ``memory_entries`` table and the conversion between its rows and our values.
 
 Two partial unique indexes (one active entry per normalised text, and one per key, in each
-scope) back the write rules of :class:`orchestrator.memory.session.SessionMemory`. The
-full-text index is created right after the tables (see :mod:`orchestrator.memory.fts`).
+scope) back the write rules of :class:`orchestrator.memory.session.store.SessionMemory`. The
+full-text index is created right after the tables (see :mod:`orchestrator.memory.session.fts`).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from sqlalchemy import JSON, Column, Index, Table, Text, event, literal_column, 
 from sqlalchemy.engine import Connection
 from sqlmodel import Field, SQLModel
 
-from orchestrator.memory import fts
-from orchestrator.memory.embeddings import MemoryVector
-from orchestrator.memory.records import Citation, MemoryRecord, NewMemory
+from orchestrator.memory.session import fts
+from orchestrator.memory.session.embeddings import MemoryVector
+from orchestrator.memory.session.records import Citation, MemoryRecord, NewMemory
 
 __all__ = [
     "ENTRIES",
@@ -36,7 +36,7 @@ _ACTIVE = text("status = 'active'")
 
 
 class MemoryEntry(SQLModel, table=True):
-    """One remembered item (the write rules are in :mod:`orchestrator.memory.session`)."""
+    """One remembered item (the write rules are in :mod:`orchestrator.memory.session.store`)."""
 
     __tablename__ = "memory_entries"
     __table_args__ = (

@@ -9,8 +9,8 @@ from typing import Literal
 
 from orchestrator.errors import ValidationError
 from orchestrator.memory.conversation.index import Said
-from orchestrator.memory.ranking import Trust
-from orchestrator.memory.records import Citation
+from orchestrator.memory.recall.ranking import Trust
+from orchestrator.memory.session.records import Citation
 
 __all__ = ["Dropped", "Layer", "RecallConfig", "RecallResult", "RecalledMessage", "Snippet"]
 

@@ -1,7 +1,7 @@
 """What the token budget of a turn takes and gives: the layers' caps, the candidate messages
 and memories with their token counts, the request, and the plan.
 
-The planning itself is :mod:`orchestrator.core.budget`.
+The planning itself is :mod:`orchestrator.core.context.budget`.
 """
 
 from __future__ import annotations

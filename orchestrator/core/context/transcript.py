@@ -10,10 +10,10 @@ from datetime import datetime
 from functools import lru_cache
 from zoneinfo import ZoneInfo
 
+from orchestrator.core.context.plan import HistoryItem
+from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.markers import neutralise
 from orchestrator.core.models import ChatMessage, MessageKind
-from orchestrator.core.plan import HistoryItem
-from orchestrator.core.tokens import TokenCounter
 
 __all__ = ["PastMessage", "conversation", "history_items", "stamp"]
 
