@@ -32,28 +32,29 @@ except ServiceError as exc:
 @pytest.mark.timeout(300)
 def test_processes_opening_a_new_database_together_all_succeed(tmp_path: Path):
     """Several processes creating the tables of one new SQLite file at the same moment all
-    open it (the one that loses the race to create a table looks again)."""
-    for round_ in range(3):
-        database = tmp_path / f"arena-{round_}.db"
-        start = f"{time.time() + 5:.3f}"  # after every process has imported what it needs
-        procs = [
-            subprocess.Popen(
-                [sys.executable, "-c", _OPEN_AT, str(database), start],
-                cwd=REPO,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for _ in range(4)
-        ]
-        try:
-            results = [proc.communicate(timeout=120) for proc in procs]
-        finally:
-            for proc in procs:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-        errors = [err for _out, err in results if err.strip()]
-        assert [p.returncode for p in procs] == [0, 0, 0, 0], errors
+    open it (the one that loses the race to create a table looks again): four per file, three
+    files at once."""
+    databases = [tmp_path / f"arena-{n}.db" for n in range(3)]
+    start = f"{time.time() + 6:.3f}"  # after every process has imported what it needs
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _OPEN_AT, str(database), start],
+            cwd=REPO,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for database in databases
+        for _ in range(4)
+    ]
+    try:
+        results = [proc.communicate(timeout=120) for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    errors = [err for _out, err in results if err.strip()]
+    assert [p.returncode for p in procs] == [0] * len(procs), errors
 
 
 def test_a_database_that_cannot_be_opened_says_why(tmp_path: Path):
