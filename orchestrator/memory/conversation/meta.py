@@ -12,19 +12,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["MarkerMeta", "ReplyError", "ReplyMeta", "TurnMeta", "Usage"]
+from orchestrator.core.models import Usage
+
+__all__ = ["MarkerMeta", "ReplyError", "ReplyMeta", "TurnMeta"]
 
 Entry = Mapping[str, Any]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Usage:
-    """Tokens the model call consumed, as the provider counted them."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_creation_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
