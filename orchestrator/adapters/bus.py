@@ -1,5 +1,6 @@
 """Redis in and out: the inbound stream read through a consumer group, the groups' outbound
-streams, and the dead-letter stream. Stream and key names live in ``wire.py``."""
+streams, and the dead-letter stream. Stream and key names live in ``wire.py``; what the
+streams look like for ``arena status`` is read in :mod:`orchestrator.adapters.stream_stats`."""
 
 from __future__ import annotations
 
@@ -8,17 +9,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import ResponseError
 
 from orchestrator.core.batching import Coalescer
 from orchestrator.core.wire import (
     CONSUMER_GROUP,
     PARTITIONS,
     Outbound,
-    daemons_key,
     deadletter_stream,
     inbox_stream,
-    lease_key,
     outbox_stream,
     partition_stream,
     published_key,
@@ -26,7 +25,7 @@ from orchestrator.core.wire import (
 )
 from orchestrator.errors import BusError
 
-__all__ = ["Bus", "Entry", "decode_entries", "inbound_streams", "stream_stats"]
+__all__ = ["Bus", "Entry", "decode_entries", "inbound_streams"]
 
 logger = logging.getLogger(__name__)
 
@@ -196,87 +195,3 @@ class Bus:
             if amount:
                 pipe.hincrby(stats_key(), name, amount)
         await pipe.execute()
-
-
-async def stream_stats(redis: Redis) -> dict[str, Any]:
-    """Inbound entries (waiting and in hand), pending entries per consumer, lag, dead letters,
-    and who holds each partition, the router lease and a place among the live daemons."""
-    try:
-        per_stream = [await _one_stream(redis, stream) for stream in inbound_streams()]
-        dead_len = await redis.xlen(deadletter_stream())
-        names = [f"p{p}" for p in range(PARTITIONS)]
-        holders = await redis.mget([lease_key(n) for n in [*names, "router"]])
-        clock = await redis.time()
-        now_ms = int(clock[0]) * 1000 + int(clock[1]) // 1000
-        daemons = sorted(_str(m) for m in await redis.zrangebyscore(daemons_key(), now_ms, "+inf"))
-        totals = {_str(k): int(v) for k, v in (await redis.hgetall(stats_key())).items()}
-    except RedisError as exc:
-        raise BusError(f"cannot read stream statistics: {exc}") from exc
-    pending: dict[str, int] = {}
-    idle: dict[str, int] = {}
-    lags = [s["lag"] for s in per_stream]
-    for stream in per_stream:
-        for name, count in stream["pending"].items():
-            pending[name] = pending.get(name, 0) + count
-        for name, ms in stream["idle"].items():
-            idle[name] = min(ms, idle.get(name, ms))
-    partitions = [
-        {
-            "partition": p,
-            "length": per_stream[p + 1]["length"],
-            "pending": sum(per_stream[p + 1]["pending"].values()),
-            "owner": _str(holders[p]) if holders[p] is not None else None,
-        }
-        for p in range(PARTITIONS)
-    ]
-    return {
-        "totals": totals,
-        "inbox_length": sum(s["length"] for s in per_stream),
-        "pending": sum(pending.values()),
-        "pending_by_consumer": pending,
-        "lag": None if all(lag is None for lag in lags) else sum(lag or 0 for lag in lags),
-        "oldest_pending_idle_ms": max(s["oldest_idle_ms"] for s in per_stream),
-        "consumers": [
-            {"name": name, "pending": pending.get(name, 0), "idle_ms": ms}
-            for name, ms in sorted(idle.items())
-        ],
-        "dead_letters": dead_len,
-        "router": _str(holders[-1]) if holders[-1] is not None else None,
-        "daemons": daemons,
-        "partitions": partitions,
-    }
-
-
-async def _one_stream(redis: Redis, stream: str) -> dict[str, Any]:
-    """One inbound stream's length, pending entries, lag and consumers' idle times."""
-    facts: dict[str, Any] = {
-        "length": await redis.xlen(stream),
-        "pending": {},
-        "idle": {},
-        "lag": None,
-        "oldest_idle_ms": 0,
-    }
-    try:
-        summary = await redis.xpending(stream, CONSUMER_GROUP)
-        for row in summary.get("consumers") or []:
-            facts["pending"][_str(row["name"])] = int(row["pending"])
-        for group in await redis.xinfo_groups(stream):
-            if _str(group.get("name")) == CONSUMER_GROUP:
-                facts["lag"] = await _lag(redis, stream, group)
-        oldest = await redis.xpending_range(stream, CONSUMER_GROUP, min="-", max="+", count=1)
-        facts["oldest_idle_ms"] = int(oldest[0]["time_since_delivered"]) if oldest else 0
-        for consumer in await redis.xinfo_consumers(stream, CONSUMER_GROUP):
-            facts["idle"][_str(consumer.get("name"))] = int(consumer.get("idle", 0))
-    except ResponseError:
-        pass  # no consumer group yet: nobody has read this stream
-    return facts
-
-
-async def _lag(redis: Redis, stream: str, group: dict[str, Any]) -> int:
-    """Entries not yet delivered to the consumer group (Redis 7 reports it; 6.2 does not, nor
-    does 7 when entries were deleted in between)."""
-    if group.get("lag") is not None:
-        return int(group["lag"])
-    last = _str(group.get("last-delivered-id", "0-0"))
-    newer = await redis.xrange(stream, min=f"({last}", max="+", count=100_000)
-    return len(newer or [])

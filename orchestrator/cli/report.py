@@ -1,15 +1,18 @@
 """What ``arena status`` reports, as values: the streams, groups, agents with their heartbeats,
 workers, background jobs and storage, and :func:`stuck`, what has made no progress.
 
-:mod:`orchestrator.cli.survey` gathers a :class:`Status`; :meth:`Status.as_dict` is the
-``--json`` form (its keys are a public interface: monitors read them).
+:mod:`orchestrator.cli.survey` gathers a :class:`Status`, its :class:`Streams` as
+:func:`orchestrator.adapters.stream_stats.stream_stats` reads them; :meth:`Status.as_dict` is
+the ``--json`` form (its keys are a public interface: monitors read them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
+
+from orchestrator.adapters.stream_stats import Consumer, Partition, Streams
 
 __all__ = [
     "AgentStatus",
@@ -27,71 +30,6 @@ __all__ = [
     "WorkerStatus",
     "stuck",
 ]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Consumer:
-    """A daemon reading the inbound streams: entries in hand, and how long since it read."""
-
-    name: str
-    pending: int
-    idle_ms: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Partition:
-    """One inbound partition: its length, entries in hand, and the daemon holding it."""
-
-    partition: int
-    length: int
-    pending: int
-    owner: str | None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Streams:
-    """The inbound streams, the live daemons and the leases they hold; ``totals`` are the
-    daemons' counters by name (``memory_saved``, ``markers_invalid``, ...)."""
-
-    totals: dict[str, int] = field(default_factory=dict)
-    inbox_length: int = 0
-    pending: int = 0
-    pending_by_consumer: dict[str, int] = field(default_factory=dict)
-    lag: int | None = None
-    oldest_pending_idle_ms: int = 0
-    consumers: tuple[Consumer, ...] = ()
-    dead_letters: int = 0
-    router: str | None = None
-    daemons: tuple[str, ...] = ()
-    partitions: tuple[Partition, ...] = ()
-
-    @classmethod
-    def from_stats(cls, stats: Mapping[str, Any]) -> Streams:
-        """From :func:`orchestrator.adapters.bus.stream_stats`."""
-        return cls(
-            totals=dict(stats["totals"]),
-            inbox_length=stats["inbox_length"],
-            pending=stats["pending"],
-            pending_by_consumer=dict(stats["pending_by_consumer"]),
-            lag=stats["lag"],
-            oldest_pending_idle_ms=stats["oldest_pending_idle_ms"],
-            consumers=tuple(
-                Consumer(name=c["name"], pending=c["pending"], idle_ms=c["idle_ms"])
-                for c in stats["consumers"]
-            ),
-            dead_letters=stats["dead_letters"],
-            router=stats["router"],
-            daemons=tuple(stats["daemons"]),
-            partitions=tuple(
-                Partition(
-                    partition=p["partition"],
-                    length=p["length"],
-                    pending=p["pending"],
-                    owner=p["owner"],
-                )
-                for p in stats["partitions"]
-            ),
-        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

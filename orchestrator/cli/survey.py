@@ -19,8 +19,8 @@ from rq import Worker
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
-from orchestrator.adapters.bus import stream_stats
 from orchestrator.adapters.probes import ping_redis
+from orchestrator.adapters.stream_stats import stream_stats
 from orchestrator.background.queue import fetch_job, queue
 from orchestrator.cli.report import (
     AgentStatus,
@@ -32,7 +32,6 @@ from orchestrator.cli.report import (
     RunSummary,
     Status,
     Storage,
-    Streams,
     WorkerStatus,
     stuck,
 )
@@ -77,7 +76,7 @@ async def status(settings: Settings, *, now: datetime | None = None) -> Status:
     specs, agents_error = _agents(settings)
     redis = Redis.from_url(settings.effective_redis_url)
     try:
-        streams = Streams.from_stats(await stream_stats(redis))
+        streams = await stream_stats(redis)
         stored = await asyncio.to_thread(_stored, settings, [a.id for a in specs])
         groups = [
             replace(g, outbox_length=await redis.xlen(outbox_stream(g.group)))
