@@ -21,19 +21,47 @@ from orchestrator.core.wire import Outbound, outbox_stream
 from orchestrator.memory.conversation.store import HistoryStore, NewReply
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.transactions import BatchedWrites
+from tests.waiting import wait_until
 
 
 class _Recorder:
-    """A batch runner that records its batches; doubles numbers, fails on negatives."""
+    """A batch runner that records its batches; doubles numbers, fails on negatives.
 
-    def __init__(self, delay: float = 0.0) -> None:
+    A held recorder keeps each batch running until ``release`` is set; ``started`` is set
+    when a batch begins.
+    """
+
+    def __init__(self, *, held: bool = False, latency_s: float = 0.0) -> None:
         self.batches: list[list[int]] = []
-        self.delay = delay
+        self.started = asyncio.Event()
+        self.release = asyncio.Event()
+        if not held:
+            self.release.set()
+        self.latency_s = latency_s
+        self.running = 0
+        self.most_running = 0
 
     async def __call__(self, requests: list[int]) -> Sequence[int | BaseException]:
         self.batches.append(list(requests))
-        await asyncio.sleep(self.delay)
+        self.running += 1
+        self.most_running = max(self.most_running, self.running)
+        self.started.set()
+        await self.release.wait()
+        # The batch's own duration (a round trip's), during which the next requests gather.
+        await asyncio.sleep(self.latency_s)
+        self.running -= 1
         return [ValueError(f"negative {n}") if n < 0 else 2 * n for n in requests]
+
+
+def _asking(coalescer: Coalescer[int, int], asked: list[int]):
+    """``coalescer``'s caller that notes each request as it is made (in the step that queues
+    it)."""
+
+    async def ask(n: int) -> int:
+        asked.append(n)
+        return await coalescer(n)
+
+    return ask
 
 
 async def test_requests_made_together_form_one_batch():
@@ -45,22 +73,27 @@ async def test_requests_made_together_form_one_batch():
 
 
 async def test_requests_made_while_a_batch_runs_go_in_the_next():
-    runner = _Recorder(delay=0.05)
+    runner = _Recorder(held=True)
     coalescer: Coalescer[int, int] = Coalescer(runner)
+    asked: list[int] = []
     first = asyncio.ensure_future(coalescer(1))
-    await asyncio.sleep(0.01)  # the first batch is running now
-    later = await asyncio.gather(*(coalescer(n) for n in (2, 3, 4)))
+    await runner.started.wait()  # the first batch is running now
+    pending = asyncio.gather(*(_asking(coalescer, asked)(n) for n in (2, 3, 4)))
+    await wait_until(lambda: asked == [2, 3, 4], timeout_s=5, what="the requests to be made")
+    runner.release.set()
+    later = await pending
     assert await first == 2
     assert later == [4, 6, 8]
     assert runner.batches == [[1], [2, 3, 4]]
 
 
 async def test_batches_are_capped_and_run_one_at_a_time():
-    runner = _Recorder(delay=0.01)
+    runner = _Recorder(latency_s=0.01)
     coalescer: Coalescer[int, int] = Coalescer(runner, max_batch=4)
     results = await asyncio.gather(*(coalescer(n) for n in range(10)))
     assert results == [2 * n for n in range(10)]
     assert [len(b) for b in runner.batches] == [4, 4, 2]
+    assert runner.most_running == 1
     assert coalescer.batches == 3
     assert coalescer.requests == 10
 
@@ -92,14 +125,16 @@ async def test_a_failing_batch_fails_each_of_its_callers_and_the_next_batch_runs
 
 
 async def test_a_caller_cancelled_before_its_batch_is_left_out():
-    runner = _Recorder(delay=0.05)
+    runner = _Recorder(held=True)
     coalescer: Coalescer[int, int] = Coalescer(runner)
+    asked: list[int] = []
     first = asyncio.ensure_future(coalescer(1))
-    await asyncio.sleep(0.01)
-    gone = asyncio.ensure_future(coalescer(2))
-    kept = asyncio.ensure_future(coalescer(3))
-    await asyncio.sleep(0)
+    await runner.started.wait()  # the first batch is running now
+    gone = asyncio.ensure_future(_asking(coalescer, asked)(2))
+    kept = asyncio.ensure_future(_asking(coalescer, asked)(3))
+    await wait_until(lambda: asked == [2, 3], timeout_s=5, what="the requests to be made")
     gone.cancel()
+    runner.release.set()
     assert await first == 2
     assert await kept == 6
     assert runner.batches == [[1], [3]]

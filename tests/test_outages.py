@@ -17,6 +17,7 @@ from orchestrator.client import ArenaClient
 from orchestrator.core.wire import group_topic
 from tests.arena_helpers import make_settings, outbox, running_daemon
 from tests.fakes import FakeMessagesServer
+from tests.waiting import wait_until
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -88,7 +89,11 @@ async def test_redis_restart_loses_nothing(tmp_path: Path, embedded_mqtt_url: st
                     client.post_and_wait, "steady", "@ping before", "alex", 20
                 )
                 await asyncio.to_thread(server.stop)
-                await asyncio.sleep(1.5)  # the daemon's reads fail meanwhile
+                await wait_until(
+                    lambda: any("redis read failed" in r.getMessage() for r in caplog.records),
+                    timeout_s=20,
+                    what="the daemon's reads to fail",
+                )
                 await asyncio.to_thread(server.start)
                 second, replies = await asyncio.to_thread(
                     client.post_and_wait, "steady", "@ping after", "alex", 30
