@@ -34,7 +34,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
-from orchestrator.core.models import ChatMessage, MessageKind
+from orchestrator.core.models import ChatMessage, MessageKind, assume_utc
 from orchestrator.core.wire import validate_group, validate_sender, validate_text
 from orchestrator.errors import OrchestratorError, ValidationError
 from orchestrator.memory.conversation.store import HistoryStore, MessageRow, NewReply
@@ -279,7 +279,7 @@ def _newest_at(conn: Connection, group: str) -> datetime | None:
     ).scalar()
     if not isinstance(newest, datetime):
         return None
-    return newest if newest.tzinfo else newest.replace(tzinfo=UTC)
+    return assume_utc(newest)
 
 
 def _too_old(new: Sequence[tuple[int, ChatMessage]], newest: datetime | None) -> list[str]:

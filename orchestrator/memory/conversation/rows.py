@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import JSON, Column, Text
 from sqlmodel import Field, SQLModel
 
-from orchestrator.core.models import ChatMessage, MessageKind
+from orchestrator.core.models import ChatMessage, MessageKind, assume_utc
 
 __all__ = [
     "COLUMNS",
@@ -26,7 +26,6 @@ __all__ = [
     "NewReply",
     "Opened",
     "StoredMessage",
-    "aware",
     "to_stored",
 ]
 
@@ -139,11 +138,6 @@ class Opened:
     new: bool  # stored just now, not by an earlier attempt
 
 
-def aware(value: datetime) -> datetime:
-    """SQLite returns naive datetimes; everything we store is UTC."""
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
 def to_stored(row: Any) -> StoredMessage:
     """A stored message from a row of :data:`COLUMNS` (or a ``MessageRow``)."""
     return StoredMessage(
@@ -154,7 +148,7 @@ def to_stored(row: Any) -> StoredMessage:
             sender=row.sender,
             kind=MessageKind(row.kind),
             text=row.text,
-            created_at=aware(row.created_at),
+            created_at=assume_utc(row.created_at),
             in_reply_to=row.in_reply_to,
             hop=row.hop,
         ),

@@ -19,7 +19,7 @@ from sqlalchemy import select as sql_select
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session, col, select
 
-from orchestrator.core.models import ChatMessage, MessageKind
+from orchestrator.core.models import ChatMessage, MessageKind, assume_utc
 from orchestrator.memory.conversation.rows import (
     COLUMNS,
     MESSAGES,
@@ -29,7 +29,6 @@ from orchestrator.memory.conversation.rows import (
     NewReply,
     Opened,
     StoredMessage,
-    aware,
     to_stored,
 )
 from orchestrator.memory.conversation.writes import row_writes
@@ -211,7 +210,7 @@ class HistoryStore:
                 )
             ).all()
         return [
-            GroupInfo(group=g, messages=n, last_at=aware(last) if last else None)
+            GroupInfo(group=g, messages=n, last_at=assume_utc(last) if last else None)
             for g, n, last in rows
         ]
 

@@ -16,6 +16,7 @@ from sqlalchemy import JSON, Column, Index, Table, Text, event, literal_column, 
 from sqlalchemy.engine import Connection
 from sqlmodel import Field, SQLModel
 
+from orchestrator.core.models import assume_utc
 from orchestrator.memory.session import fts
 from orchestrator.memory.session.embeddings import MemoryVector
 from orchestrator.memory.session.records import Citation, MemoryRecord, NewMemory
@@ -109,9 +110,8 @@ def db_time(value: datetime) -> datetime:
 
 
 def aware(value: datetime | None) -> datetime | None:
-    if value is None:
-        return None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
+    """A stored time with its zone (see :func:`assume_utc`), or None."""
+    return None if value is None else assume_utc(value)
 
 
 def to_record(row: Mapping[Any, Any]) -> MemoryRecord:
