@@ -21,6 +21,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from orchestrator.core.markers import InvalidMarker, Marker
+from orchestrator.memory.conversation.meta import MarkerMeta
 from orchestrator.memory.gate import GateConfig, check
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.schema import (
@@ -68,7 +69,7 @@ class WriteReport:
     stored: tuple[Marker, ...] = ()
 
 
-def marker_meta(invalid: Sequence[InvalidMarker], report: WriteReport | None) -> dict[str, Any]:
+def marker_meta(invalid: Sequence[InvalidMarker], report: WriteReport | None) -> MarkerMeta:
     """What a reply keeps of its markers, within :data:`MAX_ENTRIES` and :data:`MAX_META_BYTES`.
 
     Args:
@@ -78,9 +79,8 @@ def marker_meta(invalid: Sequence[InvalidMarker], report: WriteReport | None) ->
 
     Returns:
         ``markers`` (kind and payload of each stored marker), ``invalid_markers`` (kind, reason,
-        length and ``sha256``, the hash's first 12 hex digits), with a report ``memory`` (its
-        ``saved`` and ``rejected`` entries), and ``truncated`` (entries left out, per list) if
-        anything was left out.
+        length and ``sha256``, the hash's first 12 hex digits), with a report its ``saved`` and
+        ``rejected`` entries, and ``truncated`` (entries left out, per list).
     """
     lists: dict[str, list[dict[str, Any]]] = {
         "saved": list(report.saved) if report else [],
@@ -94,12 +94,13 @@ def marker_meta(invalid: Sequence[InvalidMarker], report: WriteReport | None) ->
         else [],
     }
     kept, truncated = _bounded(lists)
-    meta: dict[str, Any] = {"markers": kept["markers"], "invalid_markers": kept["invalid_markers"]}
-    if report is not None:
-        meta["memory"] = {"saved": kept["saved"], "rejected": kept["rejected"]}
-    if truncated:
-        meta["truncated"] = truncated
-    return meta
+    return MarkerMeta(
+        markers=tuple(kept["markers"]),
+        invalid_markers=tuple(kept["invalid_markers"]),
+        saved=tuple(kept["saved"]) if report is not None else None,
+        rejected=tuple(kept["rejected"]),
+        truncated=truncated,
+    )
 
 
 def _bounded(

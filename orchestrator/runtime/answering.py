@@ -16,17 +16,11 @@ from typing import Any, Protocol
 
 from orchestrator.core.context.build import Identity, build_context
 from orchestrator.core.context.tokens import DriftCorrector, TokenCounter
-from orchestrator.core.models import AgentSpec, ChatMessage, Completion, MessageKind
+from orchestrator.core.models import AgentSpec, ChatMessage, Completion, MessageKind, Usage
 from orchestrator.core.prompts import Prompts
 from orchestrator.core.turns import LLM, TurnResult, run_turn
 from orchestrator.errors import LLMError
-from orchestrator.memory.conversation.meta import (
-    MarkerMeta,
-    ReplyError,
-    ReplyMeta,
-    TurnMeta,
-    Usage,
-)
+from orchestrator.memory.conversation.meta import MarkerMeta, ReplyError, ReplyMeta, TurnMeta
 from orchestrator.memory.recall.recaller import RecallResult
 from orchestrator.memory.writer import MemoryWriter, Origin, WriteReport, marker_meta
 from orchestrator.runtime.briefing import Briefing
@@ -158,7 +152,7 @@ class Answerer:
             )
             report = await asyncio.to_thread(self.memory.apply, result.markers, origin)
         # Never more than a few KB, and nothing the gate refused: see marker_meta.
-        markers = MarkerMeta.from_json(marker_meta(result.invalid, report))
+        markers = marker_meta(result.invalid, report)
         meta = replace(meta, turn=_turn_meta(result.completion), markers=markers)
         await self._count(markers)
         reply = ChatMessage(

@@ -65,7 +65,7 @@ class MarkerMeta:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> MarkerMeta:
-        """Read the marker part of a stored meta (or of ``marker_meta``'s answer)."""
+        """Read the marker part of a stored meta."""
         memory = data.get("memory")
         truncated = data.get("truncated")
         return cls(
