@@ -19,6 +19,7 @@ import redis
 from click.testing import CliRunner
 from rich.console import Console
 
+from orchestrator.background.listing import JobRow
 from orchestrator.cli.jobs import jobs_table
 from orchestrator.cli.main import main
 from orchestrator.core.models import ChatMessage, MessageKind
@@ -277,17 +278,15 @@ def test_jobs_table_fits_80_columns(settings, embedded_redis_url, monkeypatch):
 
 def test_jobs_table_puts_the_outcome_under_the_job(settings):
     """A long outcome wraps under its job's id at 80 columns, every word kept."""
-    row = {
-        "id": "summary_team_42",
-        "kind": "summary",
-        "status": "failed",
-        "trigger": "idle",
-        "enqueued_at": "2026-04-01T10:00:00+00:00",
-        "ended_at": "2026-04-01T10:01:00+00:00",
-        "next_run_at": None,
-        "result": None,
-        "error": "LLMError: the model failed after 3 attempts: 529 overloaded, try later",
-    }
+    row = JobRow(
+        id="summary_team_42",
+        kind="summary",
+        status="failed",
+        trigger="idle",
+        enqueued_at="2026-04-01T10:00:00+00:00",
+        ended_at="2026-04-01T10:01:00+00:00",
+        error="LLMError: the model failed after 3 attempts: 529 overloaded, try later",
+    )
     buffer = io.StringIO()
     Console(width=80, file=buffer, highlight=False).print(jobs_table([row], settings))
     lines = buffer.getvalue().splitlines()
@@ -295,7 +294,7 @@ def test_jobs_table_puts_the_outcome_under_the_job(settings):
     at = next(n for n, line in enumerate(lines) if "summary_team_42" in line)
     assert re.search(r"summary_team_42\s+failed\s+idle\s+2026-04-01 \d\d:01", lines[at])
     words = " ".join(line.strip() for line in lines[at + 1 :]).split()
-    assert words == row["error"].split()
+    assert words == row.error.split()
 
 
 def _publish(url: str, group: str, reply_to: str, texts: list[tuple[str, str]]) -> None:

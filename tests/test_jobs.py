@@ -186,15 +186,16 @@ def test_failing_job_is_retried_then_failed_and_listed(settings, connection, mon
     assert job.get_status() is JobStatus.FAILED
     assert job.retries_left == 0
     assert result.job_id in queue(connection).failed_job_registry.get_job_ids()
-    row = {r["id"]: r for r in list_jobs(connection)}[result.job_id]
-    assert (row["status"], row["kind"], row["target"], row["result"]) == (
+    row = {r.id: r for r in list_jobs(connection)}[result.job_id]
+    assert (row.status, row.kind, row.target, row.result) == (
         "failed",
         "distill",
         "ping",
         None,
     )
-    assert row["error"].startswith("orchestrator.errors.LLMError")
-    assert "500" in row["error"]
+    assert row.error is not None
+    assert row.error.startswith("orchestrator.errors.LLMError")
+    assert "500" in row.error
 
 
 def test_failed_job_runs_again_only_when_forced(settings, connection):
@@ -223,18 +224,20 @@ def test_list_jobs_shows_schedule_queued_and_finished(settings, connection):
     at = datetime(2025, 3, 14, 23, 30, tzinfo=UTC)
     store_schedule(connection, {"heartbeat": at}, datetime.now(UTC))
     rows = list_jobs(connection)
-    assert [(r["id"], r["status"]) for r in rows] == [
+    assert [(r.id, r.status) for r in rows] == [
         ("heartbeat", "scheduled"),
         ("distill_pong_2025-03-14", "queued"),
         ("distill_ping_2025-03-14", "finished"),
     ]
-    assert rows[0]["next_run_at"] == at.isoformat()
+    assert rows[0].next_run_at == at.isoformat()
     finished = rows[2]
-    assert finished["result"]["status"] == "written"
-    assert finished["trigger"] == "heartbeat"
-    assert finished["ended_at"] is not None
-    assert {tuple(r) for r in rows} == {tuple(rows[0])}  # every row has the same keys
-    json.dumps(rows)
+    assert finished.result is not None
+    assert finished.result["status"] == "written"
+    assert finished.trigger == "heartbeat"
+    assert finished.ended_at is not None
+    dicts = [r.as_dict() for r in rows]
+    assert {tuple(d) for d in dicts} == {tuple(dicts[0])}  # every row has the same keys
+    json.dumps(dicts)
 
 
 def _collect_growth(url: str, topic: str, ready: threading.Event, got: list[bytes]) -> None:

@@ -54,7 +54,7 @@ async def test_twenty_messages_produce_a_summary_version(
             )
             if n == 8:
                 connection = redis.Redis.from_url(embedded_redis_url)
-                assert [j for j in list_jobs(connection) if j["kind"] == "summary"] == []
+                assert [j for j in list_jobs(connection) if j.kind == "summary"] == []
                 connection.close()
         client.close()
 
@@ -81,8 +81,8 @@ def test_a_decision_tag_summarises_at_once(
 
     asyncio.run(decide())
     connection = redis.Redis.from_url(embedded_redis_url)
-    jobs = [j for j in list_jobs(connection) if j["kind"] == "summary"]
+    jobs = [j for j in list_jobs(connection) if j.kind == "summary"]
     connection.close()
-    assert [(j["target"], j["trigger"]) for j in jobs] == [("ship", "decision")]
+    assert [(j.target, j.trigger) for j in jobs] == [("ship", "decision")]
     _work(embedded_redis_url)  # RQ workers handle signals: the main thread, no event loop
     assert "Friday" in summary_path(settings.data_dir, "ship").read_text()

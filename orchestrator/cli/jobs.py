@@ -19,7 +19,7 @@ from rq import Worker
 from rq.job import Job, JobStatus
 
 from orchestrator.adapters.probes import ping_redis
-from orchestrator.background.listing import list_jobs, schedule_rows
+from orchestrator.background.listing import JobRow, list_jobs, schedule_rows
 from orchestrator.background.queue import (
     QUEUE_NAMES,
     EnqueueResult,
@@ -87,13 +87,13 @@ def outcome_text(result: dict[str, Any]) -> str:
     return f"{who}: {status}: {result.get('reason') or 'no reason given'}"
 
 
-def _outcome_cell(row: dict[str, Any]) -> str:
-    if row["result"] is not None:
-        return outcome_text(row["result"])
-    return row["error"] or ""
+def _outcome_cell(row: JobRow) -> str:
+    if row.result is not None:
+        return outcome_text(row.result)
+    return row.error or ""
 
 
-def jobs_table(rows: list[dict[str, Any]], settings: Settings) -> Table:
+def jobs_table(rows: list[JobRow], settings: Settings) -> Table:
     """The jobs as a table that fits 80 columns: the outcome goes on its own lines under the
     job's id, and one time per job (when it ended, or when it runs next, or was enqueued)."""
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
@@ -102,11 +102,11 @@ def jobs_table(rows: list[dict[str, Any]], settings: Settings) -> Table:
     table.add_column("trigger", overflow="fold")
     table.add_column("when", no_wrap=True)
     for r in rows:
-        cell = Text(printable(r["id"]))
+        cell = Text(printable(r.id))
         if outcome := _outcome_cell(r):
             cell.append("\n" + printable(outcome), style="dim")
-        when = r["ended_at"] or r["next_run_at"] or r["enqueued_at"]
-        table.add_row(cell, r["status"], r["trigger"] or "", _local(when, settings))
+        when = r.ended_at or r.next_run_at or r.enqueued_at
+        table.add_row(cell, r.status, r.trigger or "", _local(when, settings))
     return table
 
 
@@ -117,13 +117,13 @@ def jobs(settings: Settings, as_json: bool) -> None:
     """List the daemon's schedule and recent background jobs with their outcome."""
     with _redis(settings) as connection:
         rows = list_jobs(connection)
-    if not any(r["kind"] == "schedule" for r in rows):
+    if not any(r.kind == "schedule" for r in rows):
         # No daemon is publishing its schedule: show when it would fire.
         planned = next_fire_times(settings, datetime.now(UTC))
         times = {name: when.isoformat() for name, when in planned.items()}
         rows[:0] = schedule_rows(times, "not running")
     if as_json:
-        out.print(json_text(rows, indent=2))
+        out.print(json_text([r.as_dict() for r in rows], indent=2))
         return
     out.print(jobs_table(rows, settings))
 
