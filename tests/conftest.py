@@ -17,9 +17,11 @@ import urllib.parse
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
+from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
 from orchestrator.adapters.llm import AnthropicProvider
@@ -536,32 +538,72 @@ async def model(fake_llm: FakeMessagesServer) -> AsyncIterator[AnthropicProvider
 
 
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    """Settings for a test team under ``tmp_path`` (test files may define their own)."""
+def settings_overrides() -> dict[str, Any]:
+    """Values the ``settings`` fixture sets on top of the test team's; none here. A test file
+    that needs others (a time zone, a history window) defines its own."""
+    return {}
+
+
+@pytest.fixture
+def settings(tmp_path: Path, settings_overrides: dict[str, Any]) -> Settings:
+    """Settings for the test team under ``tmp_path``, with ``settings_overrides``."""
     (tmp_path / "data").mkdir()
     return load_settings(
         agents_dir=write_team(tmp_path),
         workspaces_dir=tmp_path / "ws",
         data_dir=tmp_path / "data",
         prompts_dir=REPO / "prompts",
+        **settings_overrides,
     )
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[HistoryStore]:
-    """A history store on a real SQLite file, ``tmp_path/arena.db`` (test files may define
-    their own)."""
-    engine = make_engine(f"sqlite:///{tmp_path / 'arena.db'}")
-    yield HistoryStore(engine)
-    engine.dispose()
+_ENV_NAMES = {"redis_url": "REDIS_URL", "mqtt_url": "MQTT_URL", "database_url": "DATABASE_URL"}
 
 
 @pytest.fixture
-def engine(settings: Settings) -> Iterator[Engine]:
-    """The database of ``settings``, on a real SQLite file."""
-    engine = make_engine(settings.effective_database_url)
+def settings_env(
+    settings: Settings, settings_overrides: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> Settings:
+    """``settings``, also in the environment, so that `arena` run in this process reads them."""
+    values = {
+        "ARENA_DATA_DIR": settings.data_dir,
+        "ARENA_AGENTS_DIR": settings.agents_dir,
+        "ARENA_WORKSPACES_DIR": settings.workspaces_dir,
+        "ARENA_PROMPTS_DIR": settings.prompts_dir,
+    }
+    for name, value in settings_overrides.items():
+        values[_ENV_NAMES.get(name, f"ARENA_{name.upper()}")] = value
+    for name, value in values.items():
+        monkeypatch.setenv(name, str(value))
+    return settings
+
+
+_DATABASES = ("sqlite", "postgres")
+_TABLES_TESTS_WRITE = ("messages", "memory_vectors", "memory_entries", "growth_versions")
+
+
+@pytest.fixture
+def engine(request: pytest.FixtureRequest, settings: Settings) -> Iterator[Engine]:
+    """The database of ``settings``, on a real SQLite file; parametrized indirectly with
+    ``"postgres"`` (``tests.databases.on_each_database``), the session's PostgreSQL, emptied."""
+    kind = getattr(request, "param", "sqlite")
+    if kind not in _DATABASES:
+        raise ValueError(f"unknown database {kind!r}: use one of {_DATABASES}")
+    if kind == "sqlite":
+        engine = make_engine(settings.effective_database_url)
+    else:
+        engine = make_engine(request.getfixturevalue("postgres_url"))
+        with engine.begin() as connection:
+            for table in _TABLES_TESTS_WRITE:
+                connection.execute(text(f"DELETE FROM {table}"))
     yield engine
     engine.dispose()
+
+
+@pytest.fixture
+def store(engine: Engine) -> HistoryStore:
+    """A history store on ``engine``'s database."""
+    return HistoryStore(engine)
 
 
 # Tests that run whole processes (`arena up`, daemons, many CLI calls) go first, so that the

@@ -25,14 +25,6 @@ OPEN = RecallConfig(relevance_floor=0.0, max_entries=50, char_budget=100_000)
 
 
 @pytest.fixture
-def engine(tmp_path):
-    """A SQLite file."""
-    engine = make_engine(f"sqlite:///{tmp_path / 'arena.db'}")
-    yield engine
-    engine.dispose()
-
-
-@pytest.fixture
 def memory(engine):
     """A session memory store on a SQLite file."""
     return SessionMemory(engine)

@@ -4,22 +4,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import pytest
-
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.memory.conversation.recent import RecentMessages
 from orchestrator.memory.conversation.store import HistoryStore
-from orchestrator.memory.db import make_engine
 from tests.history_seed import write_history
 
 T0 = datetime(2026, 5, 1, 8, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def store(tmp_path):
-    engine = make_engine(f"sqlite:///{tmp_path / 'arena.db'}")
-    yield HistoryStore(engine)
-    engine.dispose()
 
 
 def _msg(n: int, group: str = "g") -> ChatMessage:
