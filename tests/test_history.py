@@ -8,29 +8,15 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import text
 
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.errors import ServiceError
 from orchestrator.memory.conversation.store import Closing, HistoryStore, NewReply
 from orchestrator.memory.db import make_engine
+from tests.databases import on_each_database
 from tests.history_seed import write_history
 
 T0 = datetime(2026, 5, 1, 8, 0, tzinfo=UTC)
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def store(request, tmp_path):
-    """A history store on SQLite (WAL) and on PostgreSQL."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'arena.db'}"
-    else:
-        url = request.getfixturevalue("postgres_url")
-    engine = make_engine(url)
-    with engine.begin() as connection:
-        connection.execute(text("DELETE FROM messages"))
-    yield HistoryStore(engine)
-    engine.dispose()
 
 
 def _msg(n: int, group: str = "g", text_: str = "hello", reply_to: str | None = None):
@@ -45,6 +31,7 @@ def _msg(n: int, group: str = "g", text_: str = "hello", reply_to: str | None = 
     )
 
 
+@on_each_database
 async def test_open_is_idempotent_and_round_trips(store):
     """Opening a message twice stores it once; it reads back equal, CJK and all."""
     message = _msg(1, text_="设计 JWT 🔑")
@@ -57,6 +44,7 @@ async def test_open_is_idempotent_and_round_trips(store):
     assert store.count() == 1
 
 
+@on_each_database
 def test_recent_is_newest_n_oldest_first_per_group(store):
     """recent() returns the group's newest messages in order, other groups excluded."""
     for n in range(10):
@@ -65,6 +53,7 @@ def test_recent_is_newest_n_oldest_first_per_group(store):
     assert {g.group: g.messages for g in store.groups()} == {"a": 5, "b": 5}
 
 
+@on_each_database
 async def test_opening_again_lists_the_replies_in_stored_order(store):
     """A message opened again comes with its replies and notices, in the order stored."""
     await store.open(_msg(1))
@@ -74,6 +63,7 @@ async def test_opening_again_lists_the_replies_in_stored_order(store):
     assert [r.message.id for r in again.replies] == ["3-0", "2-0"]
 
 
+@on_each_database
 def test_concurrent_writers_of_the_same_message_store_one(store):
     """Daemons racing to open one message leave exactly one row, opened anew by one."""
     results: list[bool] = []
@@ -101,6 +91,7 @@ def test_unreachable_database_is_a_clear_error():
     assert "database" in str(caught.value)
 
 
+@on_each_database
 async def test_open_stores_once_and_resumes_with_the_replies(store: HistoryStore):
     first = await store.open(_msg(1), count=len)
     assert first.new
@@ -119,6 +110,7 @@ async def test_open_stores_once_and_resumes_with_the_replies(store: HistoryStore
     assert store.count() == 2
 
 
+@on_each_database
 async def test_record_returns_what_an_earlier_attempt_stored(store: HistoryStore):
     (kept,) = await store.record([NewReply(message=_msg(5, text_="first answer"), tokens=2)])
     (same,) = await store.record([NewReply(message=_msg(5, text_="second answer"), tokens=2)])
@@ -126,6 +118,7 @@ async def test_record_returns_what_an_earlier_attempt_stored(store: HistoryStore
     assert store.get("5-0").message.text == "first answer"
 
 
+@on_each_database
 async def test_newest_seq_per_group(store: HistoryStore):
     assert store.newest_seq("g") is None
     write_history(store, _msg(1), _msg(2, group="other"))
@@ -134,6 +127,7 @@ async def test_newest_seq_per_group(store: HistoryStore):
     assert store.newest_seq("other") == store.get("2-0").seq
 
 
+@on_each_database
 async def test_record_stores_a_hop_and_closes_the_message_in_one_step(store: HistoryStore):
     await store.open(_msg(1))
     replies = [
@@ -155,6 +149,7 @@ async def test_record_stores_a_hop_and_closes_the_message_in_one_step(store: His
     assert store.count() == 3
 
 
+@on_each_database
 async def test_every_column_reads_back_as_written(store: HistoryStore):
     """Rows written on the daemon's path read back as they were given, every column: the
     time to the microsecond, in UTC, and the JSON fields as dicts."""

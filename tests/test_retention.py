@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -26,26 +26,12 @@ from orchestrator.memory.session.store import NewMemory, SessionMemory
 from orchestrator.memory.versions import VersionStore
 from orchestrator.settings import Settings, load_settings
 from tests.arena_helpers import REPO, write_team
+from tests.databases import on_each_database
 from tests.history_seed import write_history
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 OLD = NOW - timedelta(days=40)
 RECENT = NOW - timedelta(days=10)
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def engine(request, tmp_path) -> Iterator[Engine]:
-    """An empty database on a SQLite file and on PostgreSQL."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'arena.db'}"
-    else:
-        url = request.getfixturevalue("postgres_url")
-    engine = make_engine(url)
-    with engine.begin() as connection:
-        for table in ("messages", "memory_vectors", "memory_entries", "growth_versions"):
-            connection.execute(text(f"DELETE FROM {table}"))
-    yield engine
-    engine.dispose()
 
 
 def limits(tmp_path: Path, **values: object) -> Settings:
@@ -85,6 +71,7 @@ def ids(store: HistoryStore, group: str) -> list[str]:
     return [m.message.id for m in store.recent(group, 1000)]
 
 
+@on_each_database
 def test_history_goes_only_when_old_and_summarised(engine, tmp_path):
     """Messages older than the limit go once the summary covers them; newer ones, ones the
     summary has not reached and groups without a summary stay, and are counted."""
@@ -104,6 +91,7 @@ def test_history_goes_only_when_old_and_summarised(engine, tmp_path):
     assert [v.version for v in VersionStore(engine).history("summary", "alpha")] == [1]
 
 
+@on_each_database
 def test_nothing_goes_when_retention_is_off(engine, tmp_path):
     """With both limits at 0 (the default), even years-old, summarised data stays."""
     store = HistoryStore(engine)
@@ -145,6 +133,7 @@ def remember(content: str, *, at: datetime, key: str | None = None) -> NewMemory
     )
 
 
+@on_each_database
 def test_archived_memories_go_after_the_limit_with_their_vectors(engine, tmp_path):
     """Superseded and forgotten entries go once archived longer than the limit, with their
     vectors and full-text rows; active entries of any age and recent archives stay."""
@@ -178,6 +167,7 @@ def test_archived_memories_go_after_the_limit_with_their_vectors(engine, tmp_pat
     ]
 
 
+@on_each_database
 def test_forgetting_again_does_not_restart_the_clock(engine, tmp_path):
     """An entry forgotten twice counts from the first time."""
     memory = SessionMemory(engine)
@@ -276,6 +266,7 @@ def test_prune_job_runs_once_a_day_on_a_worker(env, embedded_redis_url, monkeypa
     assert counts(env) == (1, 0)
 
 
+@on_each_database
 def test_prune_is_scheduled_daily_only_when_a_limit_is_set(tmp_path, engine):
     """With a limit, the scheduler has a daily prune at 04:15 local time; without, none."""
     fixed = datetime(2026, 3, 28, 12, 0, tzinfo=UTC)  # the night before Berlin's clocks change

@@ -16,25 +16,11 @@ from sqlalchemy import text
 from orchestrator.errors import ValidationError
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.session.store import Citation, MemoryEntry, NewMemory, SessionMemory
+from tests.databases import on_each_database
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 SCOPES_A = [("session", "alpha"), ("personal", "ping"), ("global", "")]
 SCOPES_B = [("session", "beta"), ("personal", "ping"), ("global", "")]
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def engine(request, tmp_path):
-    """An engine on a SQLite file and on PostgreSQL, with empty memory tables."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'arena.db'}"
-    else:
-        url = request.getfixturevalue("postgres_url")
-    engine = make_engine(url)
-    with engine.begin() as connection:
-        connection.execute(text("DELETE FROM memory_vectors"))
-        connection.execute(text("DELETE FROM memory_entries"))
-    yield engine
-    engine.dispose()
 
 
 @pytest.fixture
@@ -72,6 +58,7 @@ class WordEmbedder:
         return vectors
 
 
+@on_each_database
 def test_write_adds_an_entry_with_its_provenance(memory):
     """A new memory is added with its citation, writer and timestamps, and reads back equal."""
     citation = Citation(
@@ -93,6 +80,7 @@ def test_write_adds_an_entry_with_its_provenance(memory):
     assert memory.get(record.id + 1000) is None
 
 
+@on_each_database
 def test_same_content_reinforces_instead_of_adding(memory):
     """Equal content after normalisation bumps count, last_seen_at and confidence."""
     first = memory.write(new("We use JWT for sessions.", confidence=0.8)).record
@@ -109,6 +97,7 @@ def test_same_content_reinforces_instead_of_adding(memory):
     assert len(memory.list(status=None)) == 1
 
 
+@on_each_database
 def test_same_content_in_another_group_is_its_own_entry(memory):
     """Duplicates are per scope: the same words in another group add a row."""
     a = memory.write(new("Deploys happen on Fridays", group="alpha"))
@@ -117,6 +106,7 @@ def test_same_content_in_another_group_is_its_own_entry(memory):
     assert a.record.id != b.record.id
 
 
+@on_each_database
 def test_same_key_with_new_content_supersedes_and_keeps_the_old_entry(memory):
     """A key rewritten supersedes the old entry, links both ways and deletes nothing."""
     old = memory.write(new("The database is MySQL", key="database")).record
@@ -134,6 +124,7 @@ def test_same_key_with_new_content_supersedes_and_keeps_the_old_entry(memory):
     assert same.action == "reinforced"
 
 
+@on_each_database
 def test_forget_archives_and_restore_brings_back(memory):
     """Forgetting is a reversible status change; archived entries are not searched."""
     entry = memory.write(new("The staging password rotates monthly")).record
@@ -145,6 +136,7 @@ def test_forget_archives_and_restore_brings_back(memory):
     assert memory.forget(999_999) is None
 
 
+@on_each_database
 def test_restore_refuses_to_make_a_second_active_duplicate(memory):
     """Restoring is refused when an active entry now holds the same content."""
     entry = memory.write(new("Use blue for the logo")).record
@@ -156,6 +148,7 @@ def test_restore_refuses_to_make_a_second_active_duplicate(memory):
     assert memory.get(entry.id).status == "archived"
 
 
+@on_each_database
 def test_export_and_stats(memory):
     """Export gives a group's entries of every status as JSON; stats count them."""
     memory.write(new("Release on the 5th", key="release", type="event"))
@@ -174,6 +167,7 @@ def test_export_and_stats(memory):
     assert stats["by_status"] == {"active": 3, "superseded": 1}
 
 
+@on_each_database
 def test_count_written_since_counts_an_agents_rows_in_a_group(memory):
     """The daily limit counts rows the agent added in the group from a given time."""
     memory.write(new("one thing", now=T0 - timedelta(days=1)))
@@ -184,6 +178,7 @@ def test_count_written_since_counts_an_agents_rows_in_a_group(memory):
     assert memory.count_written_since("ping", "alpha", T0 - timedelta(days=2)) == 2
 
 
+@on_each_database
 def test_concurrent_duplicate_writes_store_one_row(memory):
     """Eight threads writing the same content at once leave one row, reinforced seven times."""
     barrier = threading.Barrier(8)
@@ -209,6 +204,7 @@ def test_concurrent_duplicate_writes_store_one_row(memory):
     assert rows[0].count == 8
 
 
+@on_each_database
 def test_concurrent_writes_of_one_key_leave_one_active_entry(memory):
     """Racing writers of one key leave exactly one active entry and a chain of the rest."""
     barrier = threading.Barrier(5)
@@ -228,6 +224,7 @@ def test_concurrent_writes_of_one_key_leave_one_active_entry(memory):
     assert sum(1 for r in rows if r.superseded_by is not None) == 4
 
 
+@on_each_database
 def test_search_never_returns_another_groups_memory(memory):
     """A canary stored in group alpha is found there and never from beta's scopes."""
     canary = f"canary{uuid.uuid4().hex[:10]}"
@@ -243,6 +240,7 @@ def test_search_never_returns_another_groups_memory(memory):
     assert memory.search("vault", scopes=[], limit=5) == []
 
 
+@on_each_database
 def test_search_ranks_by_relevance_and_handles_cjk_and_syntax(memory):
     """Full text: better matches first, stemmed, Chinese by bigrams, FTS syntax inert."""
     memory.write(new("Deploying needs two approvals"))
@@ -256,6 +254,7 @@ def test_search_ranks_by_relevance_and_handles_cjk_and_syntax(memory):
     assert memory.search('deploy" OR NEAR(* -- )', scopes=SCOPES_A)
 
 
+@on_each_database
 def test_search_hits_and_records_agree_with_search(memory):
     """Light hits are search's hits with the same scores; records reads them in full."""
     memory.write(new("Deploying needs two approvals", tags=["ops"], key="deploy_rule"))
@@ -276,6 +275,7 @@ def test_search_hits_and_records_agree_with_search(memory):
     assert memory.records([]) == {}
 
 
+@on_each_database
 def test_write_many_is_one_batch_with_the_same_rules(memory):
     """The bulk path applies dedupe and supersede in order, within the batch too."""
     items = [new(f"fact number {n}") for n in range(100)]
@@ -286,6 +286,7 @@ def test_write_many_is_one_batch_with_the_same_rules(memory):
     assert memory.write_many([]) == []
 
 
+@on_each_database
 def test_mark_used_sets_last_used_at(memory):
     """mark_used records when entries were recalled."""
     entry = memory.write(new("Standup is at 10")).record
@@ -441,6 +442,7 @@ def test_an_old_full_text_index_is_migrated_on_start(fresh_url):
     engine.dispose()
 
 
+@on_each_database
 def test_search_keeps_to_scopes_with_any_scope_id(memory):
     """Group ids of any length, script or punctuation keep their entries to themselves."""
     odd = ["g-1", "g-1.x", "g 1", "数据库组", "x" * 200, "global", "session:alpha"]
