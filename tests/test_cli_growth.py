@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import UTC, date, datetime
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -19,19 +18,14 @@ from orchestrator.memory.db import make_engine
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.schema import PersonalDraft
 from orchestrator.memory.versions import VersionStore
-from orchestrator.settings import Settings, load_settings
-from tests.arena_helpers import set_team_environment
+from orchestrator.settings import Settings
 from tests.history_seed import write_history
 
 DAY1, DAY2 = date(2026, 1, 5), date(2026, 1, 6)
 NOW = datetime(2026, 1, 6, 23, 30, tzinfo=UTC)
 
-
-@pytest.fixture
-def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
-    """The environment `arena` reads, pointing at a test team under ``tmp_path``."""
-    set_team_environment(tmp_path, monkeypatch)
-    return load_settings()
+# `arena` in this process reads the test team's settings from the environment.
+pytestmark = pytest.mark.usefixtures("settings_env")
 
 
 def _note(settings: Settings, content: str, day: date) -> None:

@@ -10,9 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from datetime import UTC, date, datetime
-from pathlib import Path
 
 import pytest
 import redis
@@ -24,12 +22,10 @@ from orchestrator.cli.jobs import jobs_table
 from orchestrator.cli.main import main
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.core.wire import Outbound, deadletter_stream, inbox_stream, outbox_stream
-from orchestrator.memory.db import make_engine
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.session.store import NewMemory, SessionMemory
 from orchestrator.memory.versions import VersionStore
-from orchestrator.settings import Settings, load_settings
-from tests.arena_helpers import REPO, set_team_environment
+from tests.arena_helpers import REPO
 from tests.history_seed import write_history
 
 T0 = datetime(2026, 4, 1, 10, 0, tzinfo=UTC)
@@ -46,22 +42,18 @@ def assert_safe(output: str) -> None:
     assert not set(output) & _UNSAFE, sorted(set(output) & _UNSAFE)
 
 
+# `arena` in this process reads the test team's settings from the environment, at 80 columns.
+pytestmark = pytest.mark.usefixtures("settings_env", "eighty_columns")
+
+
+@pytest.fixture
+def eighty_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A terminal 80 columns wide."""
+    monkeypatch.setenv("COLUMNS", "80")
+
+
 def arena(*args: str):
     return CliRunner().invoke(main, list(args))
-
-
-@pytest.fixture
-def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
-    """An arena under ``tmp_path`` (test team, no services), at 80 columns."""
-    set_team_environment(tmp_path, monkeypatch, COLUMNS="80")
-    return load_settings()
-
-
-@pytest.fixture
-def engine(settings: Settings) -> Iterator[object]:
-    engine = make_engine(settings.effective_database_url)
-    yield engine
-    engine.dispose()
 
 
 def _memory(engine, group: str, content: str, type_: str = "decision") -> int:
