@@ -9,6 +9,7 @@ import logging
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -26,7 +27,6 @@ from tests.arena_helpers import (
     make_pipeline,
     make_settings,
     running_daemon,
-    set_environment,
     wait_for,
 )
 from tests.history_seed import replies, write_history
@@ -51,22 +51,18 @@ def _message(n: int, text_: str, *, sender: str = "alex", kind=MessageKind.HUMAN
     )
 
 
-@pytest.fixture
-def settings(tmp_path: Path, monkeypatch):
-    """Settings for `arena context` on a SQLite file, in Paris time."""
-    values = make_settings(
-        tmp_path, "redis://127.0.0.1:1", "mqtt://127.0.0.1:1", None, tz="Europe/Paris"
-    )
-    set_environment(monkeypatch, values, ARENA_TZ="Europe/Paris")
-    return values
+# `arena context` in this process reads the settings from the environment.
+pytestmark = pytest.mark.usefixtures("settings_env")
 
 
 @pytest.fixture
-def engine(settings):
-    """The database `arena context` reads."""
-    engine = make_engine(settings.effective_database_url)
-    yield engine
-    engine.dispose()
+def settings_overrides() -> dict[str, Any]:
+    """Paris time; no services."""
+    return {
+        "redis_url": "redis://127.0.0.1:1",
+        "mqtt_url": "mqtt://127.0.0.1:1",
+        "tz": "Europe/Paris",
+    }
 
 
 def _chat(store: HistoryStore, count: int, planted: dict[int, ChatMessage]) -> None:

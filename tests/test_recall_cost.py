@@ -7,7 +7,6 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,21 +17,23 @@ from sqlalchemy.engine import Engine
 from orchestrator.cli.main import main
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.memory.conversation.store import HistoryStore
-from orchestrator.memory.db import make_engine
-from tests.arena_helpers import make_settings, set_environment
 from tests.history_seed import write_history
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
 
+# `arena context` in this process reads the settings from the environment.
+pytestmark = pytest.mark.usefixtures("settings_env")
+
+
 @pytest.fixture
-def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HistoryStore]:
-    """The history `arena context` reads, with a history window of 20 messages."""
-    values = make_settings(tmp_path, "redis://127.0.0.1:1", "mqtt://127.0.0.1:1", None)
-    set_environment(monkeypatch, values, ARENA_HISTORY_LIMIT="20")
-    engine = make_engine(values.effective_database_url)
-    yield HistoryStore(engine)
-    engine.dispose()
+def settings_overrides() -> dict[str, Any]:
+    """A history window of 20 messages; no services."""
+    return {
+        "redis_url": "redis://127.0.0.1:1",
+        "mqtt_url": "mqtt://127.0.0.1:1",
+        "history_limit": 20,
+    }
 
 
 def _chat(store: HistoryStore, count: int) -> None:
