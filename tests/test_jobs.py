@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from datetime import time as clock_time
 from pathlib import Path
+from typing import Any
 
 import aiomqtt
 import pytest
@@ -67,12 +68,13 @@ def dead_mqtt(free_port: int) -> str:
 
 
 @pytest.fixture
-def settings(tmp_path, embedded_redis_url, dead_mqtt, monkeypatch) -> Settings:
-    """Settings in the environment too, where job functions read them (offline model)."""
-    for name, value in _env(tmp_path, embedded_redis_url, dead_mqtt).items():
-        monkeypatch.setenv(name, value)
-    (tmp_path / "data").mkdir()
-    return load_settings()
+def settings_overrides(embedded_redis_url: str, dead_mqtt: str) -> dict[str, Any]:
+    """The embedded Redis, and a broker nobody answers at (the offline model)."""
+    return {"redis_url": embedded_redis_url, "mqtt_url": dead_mqtt}
+
+
+# Job functions read the settings from the environment, as a worker does.
+in_environment = pytest.mark.usefixtures("settings_env")
 
 
 def work(connection: redis.Redis) -> None:
@@ -92,6 +94,7 @@ def write_log(settings: Settings, agent: str, day: date, *notes: str) -> Path:
     return path
 
 
+@in_environment
 def test_job_enqueued_twice_runs_once(settings, connection):
     """The same agent, day and log enqueued twice is one job that runs once."""
     write_log(settings, "ping", DAY, "Ask for the expected load first")
@@ -110,6 +113,7 @@ def test_job_enqueued_twice_runs_once(settings, connection):
     assert job.return_value()["status"] == "written"
 
 
+@in_environment
 def test_grown_log_runs_again(settings, connection):
     """Notes added after a heartbeat ran make the next one run on the longer log."""
     write_log(settings, "ping", DAY, "Ask for the expected load first")
@@ -126,6 +130,7 @@ def test_grown_log_runs_again(settings, connection):
     assert job.return_value()["status"] == "written"
 
 
+@in_environment
 def test_concurrent_enqueues_create_one_job(settings, connection):
     """Eight callers enqueueing the same input at once create exactly one job."""
     write_log(settings, "ping", DAY, "Ask for the expected load first")
@@ -146,6 +151,7 @@ def test_concurrent_enqueues_create_one_job(settings, connection):
     assert queue(connection).get_job_ids() == [distill_job_id("ping", DAY)]
 
 
+@in_environment
 def test_concurrent_replacements_create_one_job(settings, connection):
     """Callers racing to re-run a finished job whose log grew still create one job."""
     write_log(settings, "ping", DAY, "Ask for the expected load first")
@@ -169,6 +175,7 @@ def test_concurrent_replacements_create_one_job(settings, connection):
     assert queue(connection).get_job_ids() == [distill_job_id("ping", DAY)]
 
 
+@in_environment
 def test_failing_job_is_retried_then_failed_and_listed(settings, connection, monkeypatch):
     """A job whose model keeps failing runs 1 + 2 retries times, then is failed, error shown."""
     write_log(settings, "ping", DAY, "Ask for the expected load first")
@@ -198,6 +205,7 @@ def test_failing_job_is_retried_then_failed_and_listed(settings, connection, mon
     assert "500" in row.error
 
 
+@in_environment
 def test_failed_job_runs_again_only_when_forced(settings, connection):
     """A failed job is not repeated by a schedule, but a forced run replaces it."""
     policy = JobPolicy(retries=0)
@@ -215,6 +223,7 @@ def test_failed_job_runs_again_only_when_forced(settings, connection):
     assert job.results() == []
 
 
+@in_environment
 def test_list_jobs_shows_schedule_queued_and_finished(settings, connection):
     """`arena jobs` sees the daemon's next fire times, waiting jobs and finished outcomes."""
     write_log(settings, "ping", DAY, "Ask for the expected load first")
@@ -253,6 +262,7 @@ def _collect_growth(url: str, topic: str, ready: threading.Event, got: list[byte
     asyncio.run(run())
 
 
+@in_environment
 def test_offline_distillation_writes_a_version_and_announces_it(
     settings, connection, embedded_mqtt_url, monkeypatch
 ):
@@ -279,6 +289,7 @@ def test_offline_distillation_writes_a_version_and_announces_it(
     assert event["trigger"] == "heartbeat"
 
 
+@in_environment
 def test_unreachable_broker_does_not_fail_the_job(settings, connection, caplog):
     """A growth event that cannot be published is logged; the job still succeeds."""
     write_log(settings, "ping", DAY, "Ask for the expected load first")
@@ -291,6 +302,7 @@ def test_unreachable_broker_does_not_fail_the_job(settings, connection, caplog):
     assert "growth event for ping not published" in caplog.text
 
 
+@in_environment
 def test_summary_enqueued_twice_runs_once(settings, connection):
     """A summary up to the same message is one job; the offline provider writes it."""
     engine = make_engine(settings.effective_database_url)
