@@ -1,11 +1,16 @@
 """``arena up``, ``arena daemon`` and ``arena worker``: the long-running processes.
 
-Each imports the daemon's modules when it runs, so that ``arena --help`` stays quick.
+Each imports the daemon's modules when it runs, so that ``arena --help`` stays quick. ``up``
+and ``daemon`` print the stack of every thread to their output (the log) on SIGUSR1 (``kill
+-USR1 PID``): where a process that seems stuck is waiting.
 """
 
 from __future__ import annotations
 
 import asyncio
+import faulthandler
+import signal
+import sys
 
 import click
 
@@ -26,6 +31,7 @@ def up(settings: Settings) -> None:
     from orchestrator.cli import supervisor
 
     configure(settings.log_level)
+    _stacks_on_sigusr1()
     for what, where in supervisor.describe(settings):
         out.print(f"arena: {what:<9}{where}")
 
@@ -46,6 +52,7 @@ def daemon(settings: Settings) -> None:
     from orchestrator.runtime import daemon as runtime
 
     configure(settings.log_level)
+    _stacks_on_sigusr1()
 
     async def _run() -> None:
         stop = asyncio.Event()
@@ -66,3 +73,8 @@ def worker(settings: Settings, burst: bool) -> None:
     configure(settings.log_level)
     asyncio.run(ping_redis(settings.effective_redis_url, timeout_s=5))
     run_worker(settings.effective_redis_url, burst=burst)
+
+
+def _stacks_on_sigusr1() -> None:
+    """SIGUSR1 prints every thread's stack to stderr (the log), and the process goes on."""
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
