@@ -187,9 +187,10 @@ async def test_a_second_daemon_under_the_same_name_is_refused(
         try:
             code = await asyncio.to_thread(second.wait, 120)
         except subprocess.TimeoutExpired:
-            second.send_signal(signal.SIGUSR1)  # its threads' stacks, into its log
+            second.send_signal(signal.SIGUSR1)  # its threads' and tasks' stacks, into its log
             await asyncio.sleep(1)
-            _stop(second)
+            second.kill()
+            second.wait()
             logs = "\n".join(
                 f"{n}: {(tmp_path / n).read_text()}" for n in ("first.log", "second.log")
             )
@@ -206,7 +207,8 @@ async def test_a_second_daemon_under_the_same_name_is_refused(
 async def test_sigusr1_prints_where_each_thread_is_and_the_daemon_goes_on(
     tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str, spawn: Spawn
 ):
-    """`kill -USR1` makes a daemon print every thread's stack to its log; it keeps running."""
+    """`kill -USR1` makes a daemon print every thread's and every task's stack to its log; it
+    keeps running."""
     settings = make_settings(tmp_path, embedded_redis_url, embedded_mqtt_url, None)
     log = tmp_path / "daemon.log"
     daemon = spawn(settings, log, "stacks")
@@ -214,6 +216,7 @@ async def test_sigusr1_prints_where_each_thread_is_and_the_daemon_goes_on(
         await _wait_for_owners(embedded_redis_url, {"stacks": PARTITIONS}, [log])
         daemon.send_signal(signal.SIGUSR1)
         await wait_for(lambda: "Current thread" in log.read_text(), timeout_s=30)
+        await wait_for(lambda: "Stack for <Task" in log.read_text(), timeout_s=30)
         assert daemon.poll() is None
     finally:
         codes = _stop(daemon)

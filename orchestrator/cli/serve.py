@@ -31,13 +31,13 @@ def up(settings: Settings) -> None:
     from orchestrator.cli import supervisor
 
     configure(settings.log_level)
-    _stacks_on_sigusr1()
     for what, where in supervisor.describe(settings):
         out.print(f"arena: {what:<9}{where}")
 
     async def _up() -> None:
         stop = asyncio.Event()
         supervisor.stop_on_signals(stop)
+        _stacks_on_sigusr1()
         await supervisor.serve(settings, stop, say=lambda line: out.print(line))
 
     asyncio.run(_up())
@@ -52,11 +52,11 @@ def daemon(settings: Settings) -> None:
     from orchestrator.runtime import daemon as runtime
 
     configure(settings.log_level)
-    _stacks_on_sigusr1()
 
     async def _run() -> None:
         stop = asyncio.Event()
         supervisor.stop_on_signals(stop)
+        _stacks_on_sigusr1()
         await runtime.run(settings, stop, ready=lambda: out.print("arena: ready"))
 
     asyncio.run(_run())
@@ -76,5 +76,14 @@ def worker(settings: Settings, burst: bool) -> None:
 
 
 def _stacks_on_sigusr1() -> None:
-    """SIGUSR1 prints every thread's stack to stderr (the log), and the process goes on."""
-    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
+    """SIGUSR1 prints every thread's stack to stderr (the log), even when the event loop is
+    stuck, then, from the loop, every task's: what each coroutine awaits. The process goes on.
+    Call it from the running loop."""
+    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, _print_tasks)
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True, chain=True)
+
+
+def _print_tasks() -> None:
+    for task in asyncio.all_tasks():
+        task.print_stack(file=sys.stderr)
+    sys.stderr.flush()
