@@ -216,7 +216,7 @@ async def test_sigusr1_prints_where_each_thread_is_and_the_daemon_goes_on(
         await _wait_for_owners(embedded_redis_url, {"stacks": PARTITIONS}, [log])
         daemon.send_signal(signal.SIGUSR1)
         await wait_for(lambda: "Current thread" in log.read_text(), timeout_s=30)
-        await wait_for(lambda: "Stack for <Task" in log.read_text(), timeout_s=30)
+        await wait_for(lambda: "Task 'leases.renew', awaiting:" in log.read_text(), timeout_s=30)
         assert daemon.poll() is None
     finally:
         codes = _stop(daemon)

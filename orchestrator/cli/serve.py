@@ -85,5 +85,19 @@ def _stacks_on_sigusr1() -> None:
 
 def _print_tasks() -> None:
     for task in asyncio.all_tasks():
-        task.print_stack(file=sys.stderr)
+        print(f"Task {task.get_name()!r}, awaiting:", file=sys.stderr)
+        for where in _awaits(task.get_coro()):
+            print(f"  {where}", file=sys.stderr)
     sys.stderr.flush()
+
+
+def _awaits(coro: object) -> list[str]:
+    """Where a coroutine and every coroutine it awaits are, outermost first."""
+    found = []
+    while coro is not None:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is not None:
+            code = frame.f_code
+            found.append(f'File "{code.co_filename}", line {frame.f_lineno}, in {code.co_name}')
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return found
