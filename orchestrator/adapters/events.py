@@ -75,6 +75,10 @@ class MqttPublisher:
                     backoff = 0.5
                     await self._send_all(client)
             except aiomqtt.MqttError as exc:
+                if _cancelled():
+                    # Leaving the client on cancellation can fail (a disconnect that times
+                    # out); its error must not swallow the cancellation.
+                    raise asyncio.CancelledError from exc
                 if self.connected:
                     logger.warning("mqtt connection lost (%s); retrying", exc)
                 elif isinstance(exc, aiomqtt.MqttCodeError) and not refused:
@@ -101,3 +105,9 @@ class MqttPublisher:
             self._idle.set()
             self._wakeup.clear()
             await self._wakeup.wait()
+
+
+def _cancelled() -> bool:
+    """Whether the running task has been asked to stop."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
