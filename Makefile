@@ -23,8 +23,11 @@ lint: $(STAMP)
 	$(BIN)/mypy orchestrator
 	$(BIN)/lint-imports
 
-# Tests run in parallel, one process per core.
+# Tests run in parallel, one process per core. The package is compiled once first: the many
+# processes the tests start (daemons, `arena` commands) then load it instead of each compiling
+# it again (which they do when PYTHONDONTWRITEBYTECODE is set).
 test: lint
+	$(BIN)/python -m compileall -q orchestrator
 	$(BIN)/pytest -n auto
 
 # Benchmarks print a table, write JSON under bench-results/ and end with a key=value line.
