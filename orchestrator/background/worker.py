@@ -11,6 +11,7 @@ import redis
 from rq import Queue, Worker
 from rq.serializers import JSONSerializer
 
+from orchestrator.background import jobs as _jobs  # noqa: F401  (loaded before RQ forks)
 from orchestrator.background.queue import QUEUE_NAMES
 
 __all__ = ["forget_workers", "run_worker"]
@@ -38,15 +39,21 @@ def forget_workers(redis_url: str, pids: Collection[int]) -> list[str]:
     return forgotten
 
 
-def run_worker(redis_url: str, *, burst: bool = False, name: str | None = None) -> bool:
+def run_worker(
+    redis_url: str, *, burst: bool = False, name: str | None = None, model_sdk: bool = False
+) -> bool:
     """Run an RQ worker on Agent Arena's queues until it is told to stop (SIGTERM/SIGINT).
 
     The worker also runs RQ's scheduler (one per Redis, by lock), which requeues jobs whose
-    retry is due.
+    retry is due. RQ forks a process per job: the job modules, and the model SDK when
+    ``model_sdk`` (a key is set), are loaded here once, before the forks, so that no job pays
+    for importing them (about a second, and two more for the SDK).
 
     Returns:
         True when it did any work (RQ's own answer).
     """
+    if model_sdk:
+        from orchestrator.adapters import llm  # noqa: F401  (the SDK, only with a key)
     connection = redis.Redis.from_url(redis_url)
     queues = [Queue(q, connection=connection, serializer=JSONSerializer) for q in QUEUE_NAMES]
     worker = Worker(queues, connection=connection, name=name, serializer=JSONSerializer)

@@ -72,7 +72,11 @@ def worker(settings: Settings, burst: bool) -> None:
 
     configure(settings.log_level)
     asyncio.run(ping_redis(settings.effective_redis_url, timeout_s=5))
-    run_worker(settings.effective_redis_url, burst=burst)
+    run_worker(
+        settings.effective_redis_url,
+        burst=burst,
+        model_sdk=settings.anthropic_api_key is not None,
+    )
 
 
 def _stacks_on_sigusr1() -> None:
