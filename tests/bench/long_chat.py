@@ -1,13 +1,16 @@
 """Long chats end to end: is what was said hundreds of messages ago in the agent's context?
 
     python tests/bench/long_chat.py --data FILE [--via chat|import] [--conversations N]
-        [--limit-turns N] [--agent AGENT] [--set NAME=VALUE …] [--json OUT] [--keep]
+        [--limit-turns N] [--agent AGENT] [--photos caption|drop] [--set NAME=VALUE …]
+        [--json OUT] [--keep]
 
 FILE is LoCoMo-shaped (``../shared/data/locomo/locomo_dev.json``: conversations of sessions
 with dates, turns with ``dia_id``, questions with evidence ``dia_id``s and a category). In a
 temporary folder, ``arena up`` runs on the embedded stack (its own Redis on a unix socket, its
 own MQTT broker, its workers, the offline model) with default settings (``--set`` changes
-one, as ``ARENA_…=VALUE`` would). Each conversation goes into a group of its own:
+one, as ``ARENA_…=VALUE`` would). Each conversation goes into a group of its own. A turn that
+shares a photo is sent with the photo's caption, ``… [shares a photo: CAPTION]`` (the daemon
+stores text; ``--photos drop`` sends the typed text alone):
 
     --via chat    each turn posted by its speaker through the Python client (``ArenaClient``),
                   waiting for the agent's reply before the next, as people chat (slow: one
@@ -152,7 +155,18 @@ def _sessions(conversation: dict[str, Any]) -> Iterator[tuple[int, list[dict[str
         yield n, conversation[f"session_{n}"]
 
 
-def load_conversation(raw: dict[str, Any], limit_turns: int | None) -> Conversation:
+def spoken(turn: dict[str, Any], photos: str = "caption") -> str:
+    """What a turn's speaker sent: its text, and a shared photo as its caption (the daemon
+    stores text: a chat brought from elsewhere carries a photo as its description)."""
+    text = str(turn["text"])
+    if photos == "caption" and turn.get("blip_caption"):
+        text += f" [shares a photo: {turn['blip_caption']}]"
+    return text
+
+
+def load_conversation(
+    raw: dict[str, Any], limit_turns: int | None, photos: str = "caption"
+) -> Conversation:
     """One conversation's turns (dated) and its questions of categories 1-4."""
     talk = raw["conversation"]
     turns: list[Turn] = []
@@ -160,7 +174,7 @@ def load_conversation(raw: dict[str, Any], limit_turns: int | None) -> Conversat
         start = session_time(talk[f"session_{n}_date_time"])
         for i, turn in enumerate(session):
             turns.append(
-                Turn(turn["dia_id"], turn["speaker"], turn["text"], start + i * TURN_OFFSET)
+                Turn(turn["dia_id"], turn["speaker"], spoken(turn, photos), start + i * TURN_OFFSET)
             )
     exists = {t.dia_id for t in turns}
     turns = turns[:limit_turns] if limit_turns else turns
@@ -598,7 +612,7 @@ def replay(
 
 def run(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     raw = json.loads(Path(args.data).read_text(encoding="utf-8"))[: args.conversations]
-    conversations = [load_conversation(c, args.limit_turns) for c in raw]
+    conversations = [load_conversation(c, args.limit_turns, args.photos) for c in raw]
     copy_workspaces(folder / "workspaces")
     (folder / "data").mkdir()
     env = environment(folder, dict(args.set))
@@ -656,6 +670,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--conversations", type=int, default=None, help="only the first N")
     parser.add_argument("--limit-turns", type=int, default=None, help="only the first N turns")
     parser.add_argument("--agent", default="receptionist")
+    parser.add_argument(
+        "--photos",
+        choices=("caption", "drop"),
+        default="caption",
+        help="send a shared photo as its caption, '[shares a photo: ...]' (default), or drop it",
+    )
     parser.add_argument("--set", type=_setting, action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
