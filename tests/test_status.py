@@ -14,14 +14,14 @@ from rq.serializers import JSONSerializer
 
 from orchestrator.background.queue import enqueue_prune, queue
 from orchestrator.cli.main import main
-from orchestrator.cli.report import Consumer, Jobs, Streams, stuck
-from orchestrator.cli.survey import status
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.session.store import NewMemory, SessionMemory
 from orchestrator.memory.versions import VersionStore
 from orchestrator.settings import Settings, load_settings
+from orchestrator.status.report import Consumer, Jobs, Streams, stuck
+from orchestrator.status.survey import status
 from tests.arena_helpers import environment, make_settings
 from tests.history_seed import write_history
 

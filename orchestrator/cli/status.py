@@ -1,7 +1,7 @@
 """``arena status``, ``arena check`` and ``arena prune``: how the installation is doing, and
 keeping its storage in bounds.
 
-What they report is gathered in :mod:`orchestrator.cli.survey` and
+What they report is gathered in :mod:`orchestrator.status.survey` and
 :mod:`orchestrator.cli.checks`, imported when a command runs (so that ``arena --help`` stays
 quick); this module only prints it.
 """
@@ -21,7 +21,7 @@ from orchestrator.cli.output import err, json_text, out
 from orchestrator.settings import Settings
 
 if TYPE_CHECKING:  # imported when a command runs: `arena --help` stays quick
-    from orchestrator.cli.report import Heartbeat, Status, Storage, Streams
+    from orchestrator.status.report import Heartbeat, Status, Storage, Streams
 
 __all__ = ["check", "prune", "status"]
 
@@ -36,7 +36,7 @@ def status(settings: Settings, as_json: bool) -> None:
     Exits 1 when something is stuck longer than ARENA_STUCK_AFTER_S: a message in hand or
     waiting unread, or background jobs queued with no live worker (for monitors).
     """
-    from orchestrator.cli import survey
+    from orchestrator.status import survey
 
     report = asyncio.run(survey.status(settings))
     if as_json:

@@ -1,5 +1,5 @@
 """``arena status``'s data: what the daemon is doing and how much is stored, gathered from
-Redis, the database, RQ and the data folders into a :class:`~orchestrator.cli.report.Status`."""
+Redis, the database, RQ and the data folders into a :class:`~orchestrator.status.report.Status`."""
 
 from __future__ import annotations
 
@@ -22,7 +22,16 @@ from sqlalchemy.engine import Engine
 from orchestrator.adapters.probes import ping_redis
 from orchestrator.adapters.stream_stats import stream_stats
 from orchestrator.background.queue import fetch_job, queue
-from orchestrator.cli.report import (
+from orchestrator.core.agents import load_agents
+from orchestrator.core.models import AgentSpec
+from orchestrator.core.wire import outbox_stream
+from orchestrator.errors import BusError, OrchestratorError
+from orchestrator.memory.conversation.store import HistoryStore
+from orchestrator.memory.db import open_engine
+from orchestrator.memory.session.store import SessionMemory
+from orchestrator.memory.versions import Run, VersionStore
+from orchestrator.settings import Settings
+from orchestrator.status.report import (
     AgentStatus,
     Database,
     GroupStatus,
@@ -35,15 +44,6 @@ from orchestrator.cli.report import (
     WorkerStatus,
     stuck,
 )
-from orchestrator.cli.resources import database
-from orchestrator.core.agents import load_agents
-from orchestrator.core.models import AgentSpec
-from orchestrator.core.wire import outbox_stream
-from orchestrator.errors import BusError, OrchestratorError
-from orchestrator.memory.conversation.store import HistoryStore
-from orchestrator.memory.session.store import SessionMemory
-from orchestrator.memory.versions import Run, VersionStore
-from orchestrator.settings import Settings
 
 __all__ = ["status"]
 
@@ -121,7 +121,8 @@ def _agent(spec: AgentSpec, heartbeat: Heartbeat) -> AgentStatus:
 
 def _stored(settings: Settings, agent_ids: Sequence[str]) -> _Stored:
     """Groups, row counts, the database's size and each agent's heartbeats (one engine)."""
-    with database(settings) as engine:
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    with open_engine(settings.effective_database_url) as engine:
         history = HistoryStore(engine)
         versions = VersionStore(engine)
         numbers = SessionMemory(engine).stats()

@@ -1,7 +1,7 @@
 """What ``arena status`` reports, as values: the streams, groups, agents with their heartbeats,
 workers, background jobs and storage, and :func:`stuck`, what has made no progress.
 
-:mod:`orchestrator.cli.survey` gathers a :class:`Status`, its :class:`Streams` as
+:mod:`orchestrator.status.survey` gathers a :class:`Status`, its :class:`Streams` as
 :func:`orchestrator.adapters.stream_stats.stream_stats` reads them; :meth:`Status.as_dict` is
 the ``--json`` form (its keys are a public interface: monitors read them).
 """
