@@ -282,7 +282,7 @@ _documents = st.dictionaries(_fields | st.text(max_size=8), _values, max_size=6)
 
 
 @settings(
-    max_examples=150,
+    max_examples=75,
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],

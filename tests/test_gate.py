@@ -138,7 +138,7 @@ def _wire_problem(text: str) -> str | None:
 odd_characters = st.sampled_from(["\x00", "\x1b", "\x85", "\t", "\r", "\u202e", "\u2067", "\u200f"])
 
 
-@settings(max_examples=300, database=None)
+@settings(max_examples=100, database=None)
 @given(st.lists(st.one_of(st.characters(), odd_characters), max_size=30).map("".join))
 def test_same_character_rule_as_the_wire(text: str):
     """The gate refuses a memory's characters exactly as the wire refuses a message's."""
@@ -195,7 +195,7 @@ def test_normalise_values():
     assert normalise("We use JWT") != normalise("We use OAuth")
 
 
-@settings(max_examples=300, database=None)
+@settings(max_examples=100, database=None)
 @given(
     st.text(max_size=2100),
     st.floats(allow_nan=True, allow_infinity=True),
@@ -207,7 +207,7 @@ def test_check_never_raises(content: str, confidence: float, written: int):
     assert result is None or str(result).startswith(f"{result.reason}: ")
 
 
-@settings(max_examples=300, database=None)
+@settings(max_examples=100, database=None)
 @given(st.text(max_size=200))
 def test_normalise_is_idempotent(text: str):
     """Normalising twice changes nothing."""

@@ -58,7 +58,7 @@ _fixture_ok = settings(
 # Posts ------------------------------------------------------------------------------------------
 
 
-@settings(max_examples=2000, deadline=None, database=None)
+@settings(max_examples=400, deadline=None, database=None)
 @given(group=_any_text, text=_any_text, sender=_any_text, max_bytes=st.integers(1, 200))
 def test_validate_post_accepts_or_names_the_field(group, text, sender, max_bytes):
     """Any three strings give a valid post or a ValidationError naming one of its fields."""
@@ -79,7 +79,7 @@ _raw_values = st.binary(max_size=60) | _any_text.map(
 )
 
 
-@settings(max_examples=1000, deadline=None, database=None)
+@settings(max_examples=250, deadline=None, database=None)
 @given(
     fields=st.dictionaries(
         st.sampled_from([b"group", b"text", b"sender", b"\xff", b"x"]) | st.binary(max_size=8),
@@ -181,7 +181,7 @@ _recall_keys = st.sampled_from(
 )
 
 
-@settings(_fixture_ok, max_examples=300)
+@settings(_fixture_ok, max_examples=100)
 @given(
     block=st.sampled_from(["context", "recall"]),
     keys=st.data(),
@@ -231,7 +231,7 @@ def test_wrong_types_in_context_and_recall_name_file_and_field(tmp_path, block, 
     assert problem in caught.value.problem
 
 
-@settings(_fixture_ok, max_examples=500)
+@settings(_fixture_ok, max_examples=150)
 @given(text=st.text(st.characters(codec="utf-8"), max_size=120))
 def test_arbitrary_yaml_text_raises_only_definition_errors(tmp_path, text):
     """Any text at all in an agent file loads or raises AgentDefinitionError naming the file."""
@@ -287,7 +287,7 @@ def _accepted_names(variable: str) -> set[str]:
     return {variable, variable.removeprefix("ARENA_")}
 
 
-@settings(max_examples=1000, deadline=None, database=None)
+@settings(max_examples=250, deadline=None, database=None)
 @given(variable=st.sampled_from(_VARIABLES), value=_env_text)
 def test_any_value_of_any_variable_loads_or_names_it(variable, value):
     """Any string in any setting loads or raises ConfigError naming that variable."""
@@ -521,7 +521,7 @@ def test_escaping_agent_ids_write_nothing(tmp_path, agent_id):
     assert _files_under(tmp_path) == set()
 
 
-@settings(_fixture_ok, max_examples=1000)
+@settings(_fixture_ok, max_examples=250)
 @given(agent_id=_any_text)
 def test_personal_log_writes_only_inside_the_workspace(tmp_path, agent_id):
     """For any id, a note lands in that agent's memory folder or is refused, never elsewhere."""

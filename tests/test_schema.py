@@ -211,7 +211,7 @@ _JSON = st.recursive(
 _FIELDS = st.sampled_from(["type", "content", "key", "confidence", "tags", "task_id", "x"])
 
 
-@settings(max_examples=150, database=None)
+@settings(max_examples=75, database=None)
 @given(st.dictionaries(_FIELDS, _JSON | st.sampled_from(MEMORY_TYPES)))
 def test_validation_either_returns_a_draft_or_raises_marker_schema_error(payload: dict[str, Any]):
     """Any JSON-shaped payload gives a draft or a MarkerSchemaError, never anything else."""

@@ -60,7 +60,7 @@ def test_entry_time_comes_from_the_entry_id():
     assert entry_time("not-an-id") is None
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     fields=st.dictionaries(
         st.sampled_from([b"group", b"text", b"sender", b"other"]),
