@@ -1,0 +1,146 @@
+/* The status page: what `arena status` shows, the dead letters (with Retry) and the routing
+ * dry run. */
+"use strict";
+
+(function () {
+  const box = document.getElementById("status");
+  const problem = document.getElementById("status-error");
+  const deadBody = document.querySelector("#dead-letters tbody");
+  const deadError = document.getElementById("dead-error");
+  const routeForm = document.getElementById("route");
+  const routeText = document.getElementById("route-text");
+  const routeResult = document.getElementById("route-result");
+  const el = arena.el;
+
+  function table(headers, rows) {
+    return el("table", {class: "list"},
+      el("thead", {}, el("tr", {}, ...headers.map((h) => el("th", {}, h)))),
+      el("tbody", {}, ...(rows.length ? rows : [el("tr", {class: "empty"}, el("td", {colspan: headers.length}, "none"))])));
+  }
+
+  function card(title, ...content) {
+    return el("div", {class: "card"}, el("h2", {}, title), ...content);
+  }
+
+  function facts(pairs) {
+    return el("dl", {class: "facts"}, ...pairs.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
+  }
+
+  function daemons(streams) {
+    const rows = (streams.consumers || []).map((c) => el("tr", {},
+      el("td", {}, c.name), el("td", {class: "num"}, arena.number(c.pending)),
+      el("td", {class: "num"}, typeof c.idle_ms === "number" ? (c.idle_ms / 1000).toFixed(1) + " s" : "–")));
+    const partitions = (streams.partitions || []).map((p) => el("tr", {},
+      el("td", {}, String(p.index ?? p.partition ?? "")), el("td", {}, p.owner || p.holder || "–"),
+      el("td", {class: "num"}, arena.number(p.length)), el("td", {class: "num"}, arena.number(p.pending))));
+    return card("Daemons and streams",
+      facts([
+        ["daemons", (streams.daemons || []).join(", ") || "none running"],
+        ["inbox length", arena.number(streams.inbox_length)],
+        ["pending", arena.number(streams.pending)],
+        ["lag", streams.lag === null || streams.lag === undefined ? "–" : arena.number(streams.lag)],
+        ["oldest pending", ((streams.oldest_pending_idle_ms || 0) / 1000).toFixed(1) + " s"],
+        ["dead letters", arena.number(streams.dead_letters)],
+      ]),
+      table(["consumer", "pending", "idle"], rows),
+      partitions.length ? table(["partition", "held by", "length", "pending"], partitions) : null);
+  }
+
+  function groups(list) {
+    return card("Groups", table(["group", "messages", "last activity", "outbox"], list.map((g) => el("tr", {},
+      el("td", {}, el("a", {href: "/groups/" + encodeURIComponent(g.group)}, g.group)),
+      el("td", {class: "num"}, arena.number(g.messages)), el("td", {}, arena.when(g.last_at)),
+      el("td", {class: "num"}, arena.number(g.outbox_length))))));
+  }
+
+  function agents(list) {
+    return card("Agents", table(["agent", "role", "model", "MEMORY.md", "last heartbeat"], list.map((a) => {
+      if (a.error) return el("tr", {}, el("td", {colspan: 5, class: "error"}, a.error));
+      const beat = a.heartbeat || {};
+      const last = beat.last_failed ? "failed " + arena.when(beat.last_failed.at) + ": " + beat.last_failed.reason
+        : beat.last_ok ? "ok " + arena.when(beat.last_ok.at) : "never";
+      return el("tr", {}, el("td", {}, a.name + (a.default ? " (default)" : "")), el("td", {}, a.role),
+        el("td", {}, a.model), el("td", {}, beat.memory_md_version ? "v" + beat.memory_md_version : "–"), el("td", {}, last));
+    })));
+  }
+
+  function background(workers, jobs) {
+    return card("Background work",
+      facts([
+        ["queued", arena.number(jobs.queued) + (jobs.oldest_queued_s ? " (oldest " + jobs.oldest_queued_s.toFixed(0) + " s)" : "")],
+        ["running", arena.number(jobs.running)], ["retrying", arena.number(jobs.retrying)], ["failed", arena.number(jobs.failed)],
+      ]),
+      table(["worker", "state", "queues", "heartbeat"], workers.map((w) => el("tr", {},
+        el("td", {}, w.name), el("td", {}, w.state), el("td", {}, (w.queues || []).join(", ")),
+        el("td", {}, typeof w.heartbeat_age_s === "number" ? w.heartbeat_age_s.toFixed(0) + " s ago" : "–")))));
+  }
+
+  function storage(s) {
+    return card("Storage", facts([
+      ["database", s.database.dialect + (typeof s.database.bytes === "number" ? ", " + arena.bytes(s.database.bytes) : "")],
+      ["messages", arena.number(s.messages)],
+      ["memories", arena.number(s.memories.active) + " active of " + arena.number(s.memories.total)],
+      ["workspaces", arena.bytes(s.workspaces_bytes)], ["data", arena.bytes(s.data_bytes)],
+      ["history kept", s.history_retention_days + " days"],
+    ]));
+  }
+
+  async function load() {
+    try {
+      const s = await arena.api("/api/status");
+      const parts = [];
+      if (s.stuck && s.stuck.length) parts.push(el("div", {class: "card alert"}, el("h2", {}, "Needs attention"), el("ul", {}, ...s.stuck.map((x) => el("li", {}, x)))));
+      parts.push(daemons(s.streams || {}), background(s.workers || [], s.jobs || {}), agents(s.agents || []), groups(s.groups || []));
+      if (s.storage) parts.push(storage(s.storage));
+      box.replaceChildren(...parts);
+      arena.show(problem, "");
+    } catch (error) {
+      arena.show(problem, error.message);
+    }
+    await loadDeadLetters();
+  }
+
+  async function loadDeadLetters() {
+    try {
+      const data = await arena.api("/api/dead-letters");
+      const letters = data.dead_letters || [];
+      deadBody.replaceChildren(...(letters.length ? letters.map(letterRow)
+        : [el("tr", {class: "empty"}, el("td", {colspan: 6}, "No dead letters."))]));
+      arena.show(deadError, "");
+    } catch (error) {
+      arena.show(deadError, error.message);
+    }
+  }
+
+  function letterRow(letter) {
+    const button = el("button", {type: "button", class: "small"}, "Retry");
+    button.addEventListener("click", async () => {
+      button.disabled = true;
+      try {
+        const done = await arena.api("/api/dead-letters/" + encodeURIComponent(letter.id) + "/retry", {method: "POST"});
+        arena.show(deadError, "");
+        button.replaceWith(el("span", {class: "ok"}, "posted as " + done.id));
+      } catch (error) {
+        button.disabled = false;
+        arena.show(deadError, error.message);
+      }
+    });
+    return el("tr", {}, el("td", {}, letter.id), el("td", {}, letter.group || ""), el("td", {}, letter.sender || ""),
+      el("td", {class: "text"}, letter.text || ""), el("td", {}, letter.reason || ""), el("td", {}, button));
+  }
+
+  routeForm.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    try {
+      const decision = await arena.api("/api/route?" + new URLSearchParams({text: routeText.value}));
+      routeResult.textContent = JSON.stringify(decision, null, 2);
+    } catch (error) {
+      routeResult.textContent = error.message;
+    }
+    routeResult.hidden = false;
+  });
+
+  document.getElementById("refresh").addEventListener("click", load);
+  load();
+  window.setInterval(load, 15000);
+})();
