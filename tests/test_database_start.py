@@ -3,9 +3,9 @@ when it cannot be opened."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -15,12 +15,11 @@ from orchestrator.memory.db import make_engine
 from tests.arena_helpers import REPO
 
 _OPEN_AT = """
-import sys, time
+import os, sys
 from orchestrator.errors import ServiceError
 from orchestrator.memory.db import make_engine
-start = float(sys.argv[2])
-while time.time() < start:
-    time.sleep(0.001)
+print("imported", flush=True)
+os.read(int(sys.argv[2]), 1)  # returns in every process at once when the test closes the pipe
 try:
     make_engine(f"sqlite:///{sys.argv[1]}").dispose()
 except ServiceError as exc:
@@ -35,18 +34,25 @@ def test_processes_opening_a_new_database_together_all_succeed(tmp_path: Path):
     open it (the one that loses the race to create a table looks again): four per file, three
     files at once."""
     databases = [tmp_path / f"arena-{n}.db" for n in range(3)]
-    start = f"{time.time() + 6:.3f}"  # after every process has imported what it needs
+    go, release = os.pipe()  # each process waits on it, having imported what it needs
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", _OPEN_AT, str(database), start],
+            [sys.executable, "-c", _OPEN_AT, str(database), str(go)],
             cwd=REPO,
+            stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            pass_fds=(go,),
             text=True,
         )
         for database in databases
         for _ in range(4)
     ]
+    os.close(go)
     try:
+        for proc in procs:
+            assert proc.stdout is not None
+            proc.stdout.readline()  # "imported" (or nothing, when it failed before)
+        os.close(release)
         results = [proc.communicate(timeout=120) for proc in procs]
     finally:
         for proc in procs:
