@@ -10,28 +10,22 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from orchestrator.cli.main import main
 from tests.arena_helpers import REPO, read_until, write_team
 
 
-def _arena(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+def _arena(*args: str, env: dict[str, str]) -> Result:
+    """`arena ARGS` run in this process with the variables ``env`` set."""
+    return CliRunner().invoke(main, list(args), env=env)
 
 
 @pytest.mark.slow
 def test_up_post_wait_history_and_clean_stop(tmp_path: Path, free_port: int):
     """`arena up` on embedded services answers `arena post --wait`, keeps history across a
-    restart, and stops with exit 0 on SIGTERM; with it stopped, `post` says how to start it."""
+    restart, and stops with exit 0 on SIGTERM; with it stopped, `post` says how to start it.
+    `arena up` runs as a process; the commands talking to it run in this one."""
     env = {
         "PATH": os.environ.get("PATH", ""),
         "ARENA_DATA_DIR": str(tmp_path / "data"),
@@ -40,17 +34,22 @@ def test_up_post_wait_history_and_clean_stop(tmp_path: Path, free_port: int):
         "ARENA_REDIS_PORT": "0",  # the unix socket only: nothing else may need the port
         "ARENA_WORKERS": "1",
     }
+    log = tmp_path / "up.log"
     for round_ in range(2):
-        up = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator", "up"],
-            cwd=REPO,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
+        with log.open("a") as errors:
+            up = subprocess.Popen(
+                [sys.executable, "-m", "orchestrator", "up"],
+                cwd=REPO,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+                text=True,
+            )
         try:
-            printed = read_until(up, "arena: ready", timeout_s=60)
+            try:
+                printed = read_until(up, "arena: ready", timeout_s=60)
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}\n{log.read_text()[-3000:]}") from None
             assert any("redis.sock" in line for line in printed)
             assert any(f"127.0.0.1:{free_port}" in line for line in printed)
             if round_ == 0:
@@ -62,7 +61,7 @@ def test_up_post_wait_history_and_clean_stop(tmp_path: Path, free_port: int):
                     "30",
                     env=env,
                 )
-                assert posted.returncode == 0, posted.stderr
+                assert posted.exit_code == 0, posted.output
                 first, reply = posted.stdout.splitlines()[:2]
                 assert first.split("-")[0].isdigit()
                 assert reply.startswith("architect: [offline]")
@@ -71,7 +70,7 @@ def test_up_post_wait_history_and_clean_stop(tmp_path: Path, free_port: int):
             rows = [json.loads(line) for line in history.stdout.splitlines()]
             assert [r["sender"] for r in rows] == ["user", "architect"]
             status = _arena("status", "--json", env=env)
-            assert status.returncode == 0, status.stderr
+            assert status.exit_code == 0, status.output
             report = json.loads(status.stdout)
             assert report["streams"]["pending"] == 0
             assert report["groups"][0]["group"] == "demo"
@@ -84,7 +83,7 @@ def test_up_post_wait_history_and_clean_stop(tmp_path: Path, free_port: int):
         assert code == 0
         assert "arena: stopped" in rest
     down = _arena("post", "demo", "anyone?", env=env)
-    assert down.returncode == 1
+    assert down.exit_code == 1
     assert "no Redis is listening" in down.stderr
     assert "arena up" in down.stderr
     assert "Traceback" not in down.stderr
