@@ -53,6 +53,12 @@ class Settings(BaseSettings):
     mqtt_host: str = "127.0.0.1"
     mqtt_port: int = Field(default=1883, ge=1, le=65535)
 
+    # The web console (`arena up`, `arena web`): where it listens (port 0: no console) and the
+    # token it asks for; a host other than loopback needs one.
+    web_host: str = "127.0.0.1"
+    web_port: int = Field(default=8080, ge=0, le=65535)
+    web_token: SecretStr | None = None
+
     # Messages and routing.
     max_message_bytes: int = Field(default=32 * 1024, ge=1)
     hop_limit: int = Field(default=3, ge=1, le=20)
@@ -171,7 +177,7 @@ class Settings(BaseSettings):
     def _empty_is_unset(cls, value: str | None) -> str | None:
         return value or None
 
-    @field_validator("anthropic_api_key", mode="before")
+    @field_validator("anthropic_api_key", "web_token", mode="before")
     @classmethod
     def _empty_key_is_unset(cls, value: object) -> object:
         return value or None

@@ -1,0 +1,134 @@
+"""The console's ASGI app: :func:`create_app` puts the pages, the JSON API, the events, the
+metrics and the login form behind :class:`~orchestrator.web.security.SecurityMiddleware`.
+
+The app opens what its handlers share (:class:`~orchestrator.web.state.Console`: the
+database, the client and an async Redis) when it starts, and closes them when it stops.
+``/docs`` lists the API from its OpenAPI schema (``/openapi.json``) as a plain page: the
+usual Swagger page runs inline and remote scripts, which the console's policy forbids.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+from jinja2 import Environment
+from redis.asyncio import Redis
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from orchestrator.client import ArenaClient
+from orchestrator.core.agents import load_agents
+from orchestrator.errors import OrchestratorError, ServiceError
+from orchestrator.memory.db import make_engine
+from orchestrator.settings import Settings
+from orchestrator.web import api, events, login, metrics, pages
+from orchestrator.web.rooms import Rooms
+from orchestrator.web.security import Guard, SecurityMiddleware
+from orchestrator.web.state import Console
+
+__all__ = ["create_app"]
+
+logger = logging.getLogger(__name__)
+
+_DOCS = Environment(autoescape=True).from_string(
+    """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{{ title }} API</title>
+<link rel="stylesheet" href="/static/console.css"></head><body><main class="docs">
+<h1>{{ title }} API</h1><p>The schema: <a href="/openapi.json">/openapi.json</a> (OpenAPI
+{{ version }}). Send the token as <code>Authorization: Bearer …</code> when one is set.</p>
+<table><thead><tr><th>method</th><th>path</th><th>what</th></tr></thead><tbody>
+{% for method, path, summary in rows %}<tr><td>{{ method }}</td><td><code>{{ path }}</code></td>
+<td>{{ summary }}</td></tr>{% endfor %}</tbody></table></main></body></html>"""
+)
+
+
+def create_app(settings: Settings, *, keepalive_s: float = 15.0) -> FastAPI:
+    """The console for ``settings``' services; it opens them when it starts.
+
+    Args:
+        settings: where Redis and the database are, the agents, the token.
+        keepalive_s: how long an idle event stream waits before a keep-alive comment.
+
+    Raises:
+        OrchestratorError: when the agent files are not valid.
+    """
+    agents = load_agents(settings.agents_dir)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        engine = make_engine(settings.effective_database_url)
+        client = ArenaClient.from_settings(settings)
+        redis = Redis.from_url(settings.effective_redis_url)
+        app.state.console = Console(
+            settings=settings,
+            agents=agents,
+            rooms=Rooms(engine, agents, hop_limit=settings.hop_limit),
+            client=client,
+            redis=redis,
+            keepalive_s=keepalive_s,
+        )
+        try:
+            yield
+        finally:
+            await redis.aclose()
+            client.close()
+            engine.dispose()
+
+    app = FastAPI(
+        title="Agent Arena",
+        version="1",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        swagger_ui_oauth2_redirect_url=None,
+    )
+    app.state.guard = Guard(settings.web_token)
+    app.add_middleware(SecurityMiddleware, guard=app.state.guard)
+    app.mount("/static", StaticFiles(directory=pages.STATIC_DIR), name="static")
+    for router in (login.router, pages.router, metrics.router, api.router, events.router):
+        app.include_router(router)
+    _errors(app)
+    app.add_api_route("/docs", _docs_page(app), include_in_schema=False)
+    return app
+
+
+def _docs_page(app: FastAPI) -> Any:
+    def docs() -> HTMLResponse:
+        schema = app.openapi()
+        rows = [
+            (method.upper(), path, operation.get("summary", ""))
+            for path, operations in schema.get("paths", {}).items()
+            for method, operation in operations.items()
+        ]
+        html = _DOCS.render(title=app.title, version=schema.get("openapi"), rows=rows)
+        return HTMLResponse(html)
+
+    return docs
+
+
+def _errors(app: FastAPI) -> None:
+    """Every error is ``{"error": "one line"}``."""
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse({"error": str(exc.detail)}, exc.status_code, headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "request"
+        return JSONResponse({"error": f"{where}: {first.get('msg', 'not valid')}"}, 422)
+
+    @app.exception_handler(ServiceError)
+    async def unavailable(request: Request, exc: ServiceError) -> JSONResponse:
+        logger.warning("%s %s: %s", request.method, request.url.path, exc)
+        return JSONResponse({"error": str(exc)}, 503)
+
+    @app.exception_handler(OrchestratorError)
+    async def refused(request: Request, exc: OrchestratorError) -> JSONResponse:
+        return JSONResponse({"error": str(exc)}, 400)

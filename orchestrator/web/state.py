@@ -1,0 +1,38 @@
+"""What the console's handlers share while the app runs: the settings, the team, the history
+reader and the Redis clients (:class:`Console`), opened and closed by the app's lifespan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastapi import Request
+from redis.asyncio import Redis
+
+from orchestrator.client import ArenaClient
+from orchestrator.core.models import AgentSpec
+from orchestrator.settings import Settings
+from orchestrator.web.rooms import Rooms
+
+__all__ = ["Console", "console"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Console:
+    """The open resources of a running console.
+
+    ``client`` posts and retries as ``arena post`` does (blocking: call it from a thread);
+    ``redis`` reads the outbound streams for server-sent events.
+    """
+
+    settings: Settings
+    agents: tuple[AgentSpec, ...]
+    rooms: Rooms
+    client: ArenaClient
+    redis: Redis
+    keepalive_s: float = 15.0
+
+
+def console(request: Request) -> Console:
+    """The running console (a FastAPI dependency)."""
+    found: Console = request.app.state.console
+    return found
