@@ -39,6 +39,8 @@ def configure(level: str = "INFO") -> None:
                     "anthropic",
                     "rq.worker",
                     "apscheduler",
+                    "uvicorn.access",  # a line per request: DEBUG only
+                    "uvicorn.error",  # its start and stop lines; `arena up` says where it is
                 )
             },
         }

@@ -33,6 +33,7 @@ def test_up_post_wait_history_and_clean_stop(tmp_path: Path, free_port: int):
         "ARENA_MQTT_PORT": str(free_port),
         "ARENA_REDIS_PORT": "0",  # the unix socket only: nothing else may need the port
         "ARENA_WORKERS": "1",
+        "ARENA_WEB_PORT": "0",  # no console: tests run side by side
     }
     log = tmp_path / "up.log"
     for round_ in range(2):

@@ -204,6 +204,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         "ARENA_MQTT_PORT": str(free_port()),
         "ARENA_REDIS_PORT": str(redis_port),
         "ARENA_WORKERS": "1",
+        "ARENA_WEB_PORT": "0",  # no console: tests run side by side
     }
     up = subprocess.Popen(
         ["arena", "up"],

@@ -64,6 +64,10 @@ class ArenaGroup(click.Group):
             "orchestrator.cli.imports",
             "Bring an existing conversation into GROUP from FILE (JSON Lines; '-' reads stdin).",
         ),
+        "web": (
+            "orchestrator.cli.web",
+            "Serve the web console alone, against the configured services.",
+        ),
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:

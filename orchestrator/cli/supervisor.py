@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -33,6 +34,8 @@ from orchestrator.errors import ServiceError
 from orchestrator.files import write_atomic
 from orchestrator.runtime import daemon
 from orchestrator.settings import Settings
+from orchestrator.web.serve import listen, url
+from orchestrator.web.serve import serve as serve_console
 
 __all__ = ["Previous", "claim_data_dir", "describe", "serve", "stop_on_signals"]
 
@@ -311,12 +314,15 @@ async def serve(
     redis_server: RedisServer | None = None
     broker: MqttBroker | None = None
     workers: list[asyncio.subprocess.Process] = []
+    web: socket.socket | None = None
 
     def record() -> None:
         pids = [w.pid for w in workers]
         _write_record(settings, os.getpid(), redis_server.pid if redis_server else None, pids)
 
     try:
+        # Taken before anything starts: a busy port or a missing token is one line, at once.
+        web = listen(settings) if settings.web_port else None
         if settings.redis_url is None:
             redis_server = _embedded_redis(settings)
             await _start_redis(redis_server)
@@ -327,8 +333,10 @@ async def serve(
             await broker.start()
         workers = await _start_workers(settings, settings.effective_redis_url)
         record()
-        await _run_daemon(settings, stop, say, workers, redis_server, record)
+        await _run_daemon(settings, stop, say, workers, redis_server, record, web)
     finally:
+        if web is not None:
+            web.close()
         await _stop_workers(workers, timeout_s=5)
         if broker is not None:
             await broker.stop()
@@ -362,16 +370,24 @@ async def _run_daemon(
     workers: list[asyncio.subprocess.Process],
     redis_server: RedisServer | None,
     record: Callable[[], None],
+    web: socket.socket | None = None,
 ) -> None:
     # Workers get SIGTERM as soon as stopping begins, so they finish their current job
     # while the daemon finishes the messages in hand.
     helpers = [asyncio.create_task(_signal_when(stop, workers))]
     if redis_server is not None:
         helpers.append(asyncio.create_task(_keep_redis(redis_server, stop, record)))
+    web_stop = asyncio.Event()
+    if web is not None:
+        ready = lambda: say(f"arena: console {url(settings)}")  # noqa: E731
+        helpers.append(
+            asyncio.create_task(serve_console(settings, web_stop, web, ready=ready, failed=stop))
+        )
     try:
         await daemon.run(settings, stop, ready=lambda: say("arena: ready"))
     finally:
-        for task in helpers:
+        web_stop.set()  # the console stops with the daemon, its open streams closed
+        for task in helpers[:-1] if web is not None else helpers:
             task.cancel()
         results = await asyncio.gather(*helpers, return_exceptions=True)
     for result in results:

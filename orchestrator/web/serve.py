@@ -114,10 +114,12 @@ async def serve(
     sock: socket.socket,
     *,
     ready: Callable[[], None] = lambda: None,
+    failed: asyncio.Event | None = None,
     keepalive_s: float = 15.0,
 ) -> None:
     """Serve the console on ``sock`` until ``stop`` is set; ``ready`` is called once it
-    answers. The socket is closed when it ends.
+    answers, ``failed`` (``arena up``'s stop) is set if it fails. The socket is closed when
+    it ends.
 
     Raises:
         ServiceError: when the console could not start.
@@ -146,6 +148,10 @@ async def serve(
         await task
     except SystemExit:  # uvicorn exits when its app cannot start
         raise ServiceError("console", "the web console could not start (see the log)") from None
+    except Exception:
+        if failed is not None:
+            failed.set()
+        raise
     finally:
         if not task.done():
             task.cancel()
