@@ -23,6 +23,7 @@ from typing import Any
 import aiomqtt
 from sqlalchemy.engine import Engine
 
+from orchestrator.adapters.metrics import record_job
 from orchestrator.adapters.providers import build_llm
 from orchestrator.adapters.urls import mqtt_client_args
 from orchestrator.background.distill import run_distillation
@@ -45,25 +46,45 @@ def distill_job(agent_id: str, day_iso: str, trigger: str) -> dict[str, Any]:
     """Distil ``agent_id``'s log of ``day_iso`` into a new ``MEMORY.md`` (an RQ job)."""
     settings = load_settings()
     day = date.fromisoformat(day_iso)
-    return asyncio.run(_distill(settings, agent_id, day, trigger))
+    return _counted(
+        settings, "distill", lambda: asyncio.run(_distill(settings, agent_id, day, trigger))
+    )
 
 
 def summary_job(group: str, upto_seq: int | None, trigger: str) -> dict[str, Any]:
     """Update ``group``'s rolling summary up to message ``upto_seq`` (an RQ job)."""
     settings = load_settings()
-    return asyncio.run(_summarise(settings, group, upto_seq, trigger))
+    return _counted(
+        settings, "summary", lambda: asyncio.run(_summarise(settings, group, upto_seq, trigger))
+    )
 
 
 def prune_job(day_iso: str, trigger: str) -> dict[str, Any]:
     """Delete what the retention settings say is too old (an RQ job; ``day_iso`` names the
     run, the ages are measured from when it runs)."""
     settings = load_settings()
-    engine = make_engine(settings.effective_database_url)
+
+    def run() -> dict[str, Any]:
+        engine = make_engine(settings.effective_database_url)
+        try:
+            report = prune(engine, settings, datetime.now(UTC))
+        finally:
+            engine.dispose()
+        return {"kind": "prune", "day": day_iso, "trigger": trigger, **report.as_dict()}
+
+    return _counted(settings, "prune", run)
+
+
+def _counted(settings: Settings, kind: str, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Run a job's body and count its outcome for ``GET /metrics``: its status (``done`` when
+    it has none), or ``error`` when it raised (RQ retries it)."""
     try:
-        report = prune(engine, settings, datetime.now(UTC))
-    finally:
-        engine.dispose()
-    return {"kind": "prune", "day": day_iso, "trigger": trigger, **report.as_dict()}
+        result = run()
+    except Exception:
+        record_job(settings.effective_redis_url, kind, "error")
+        raise
+    record_job(settings.effective_redis_url, kind, str(result.get("status", "done")))
+    return result
 
 
 async def _distill(settings: Settings, agent_id: str, day: date, trigger: str) -> dict[str, Any]:

@@ -72,6 +72,7 @@ __all__ = [
     "inbox_stream",
     "job_guard_key",
     "lease_key",
+    "metrics_key",
     "outbox_stream",
     "parse_inbound",
     "partition_of",
@@ -150,6 +151,13 @@ def summary_counter_key(group: str) -> str:
 def stats_key() -> str:
     """The hash of running totals (messages, markers, memory writes) ``arena status`` shows."""
     return "arena:stats"
+
+
+def metrics_key(family: str) -> str:
+    """The hash of one metric family's counts, summed over every daemon and worker (field: its
+    labels' values as a JSON list; a histogram's buckets add the bound, its sums are in
+    ``{key}:sum``)."""
+    return f"arena:metrics:{family}"
 
 
 def group_topic(group: str) -> str:

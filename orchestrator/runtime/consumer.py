@@ -17,10 +17,12 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
+from typing import Protocol
 
 from redis.exceptions import RedisError
 
 from orchestrator.adapters.bus import Bus, Entry
+from orchestrator.adapters.metrics import FailureReason
 from orchestrator.core.models import ChatMessage
 from orchestrator.core.wire import PARTITIONS, parse_inbound, partition_of, partition_stream
 from orchestrator.errors import ValidationError
@@ -30,7 +32,7 @@ from orchestrator.runtime.partitioner import Partitioner
 from orchestrator.runtime.pipeline import Pipeline
 from orchestrator.settings import Settings
 
-__all__ = ["Consumer"]
+__all__ = ["Consumer", "FailureMetrics"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +49,18 @@ class _Work:
     message: ChatMessage
 
 
+class FailureMetrics(Protocol):
+    """Where messages that could not be handled are counted (``GET /metrics``); never raises."""
+
+    async def message_failed(self, reason: FailureReason, *, dead_lettered: bool) -> None:
+        """Count a message whose handling raised."""
+        ...
+
+    async def rejected(self) -> None:
+        """Count an inbound entry rejected as invalid."""
+        ...
+
+
 def _in_partition(partition: int, group: str) -> bool:
     return partition_of(group) == partition
 
@@ -54,10 +68,18 @@ def _in_partition(partition: int, group: str) -> bool:
 class Consumer:
     """Reads inbound entries and hands each to the pipeline in its group's order."""
 
-    def __init__(self, bus: Bus, pipeline: Pipeline, settings: Settings) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        pipeline: Pipeline,
+        settings: Settings,
+        *,
+        metrics: FailureMetrics | None = None,
+    ) -> None:
         self.bus = bus
         self.pipeline = pipeline
         self.settings = settings
+        self.metrics = metrics
         self.dispatcher: GroupDispatcher[_Work] = GroupDispatcher(
             self._handle, settings.max_inflight
         )
@@ -163,6 +185,8 @@ class Consumer:
             logger.warning("message %s rejected: %s", message_id, exc)
             await self.bus.dead_letter(message_id, fields, str(exc))
             await self.bus.ack(entry.stream, entry.id)
+            if self.metrics is not None:
+                await self.metrics.rejected()
             return
         self._in_hand.add(entry.id)
         self._per_partition[partition] += 1
@@ -212,5 +236,7 @@ class Consumer:
             await asyncio.shield(
                 self.bus.dead_letter(work.message.id, raw, f"internal error: {exc!r}"[:500])
             )
+            if self.metrics is not None:
+                await self.metrics.message_failed("internal", dead_lettered=True)
         await asyncio.shield(self.bus.ack(work.entry.stream, work.entry.id))
         self.handled += 1

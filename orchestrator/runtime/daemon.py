@@ -16,6 +16,7 @@ from sqlalchemy.engine import Engine
 from orchestrator.adapters.bus import Bus
 from orchestrator.adapters.events import MqttPublisher
 from orchestrator.adapters.leases import Leases
+from orchestrator.adapters.metrics import MetricsRecorder
 from orchestrator.adapters.probes import ping_redis
 from orchestrator.adapters.providers import build_llm
 from orchestrator.background.schedule import start_schedule
@@ -170,6 +171,7 @@ async def run(
     # This daemon is the only writer of the groups of the partitions it holds; on taking a
     # partition over, the consumer has it let go of that partition's groups.
     recent = RecentMessages(store, settings.history_limit, verify=False)
+    metrics = MetricsRecorder(redis)
     pipeline = Pipeline(
         team=team,
         store=store,
@@ -186,8 +188,9 @@ async def run(
         summaries=summaries,
         dead_letters=bus,
         recent=recent,
+        metrics=metrics,
     )
-    consumer = Consumer(bus, pipeline, settings)
+    consumer = Consumer(bus, pipeline, settings, metrics=metrics)
     leases = Leases(redis, settings.consumer, int(settings.lease_ttl_s * 1000))
     coordinator = Coordinator(leases, consumer.idle)
     mqtt_task = asyncio.create_task(publisher.run(), name="orchestrator.adapters.events.publish")

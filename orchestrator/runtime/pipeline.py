@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Protocol
 
+from orchestrator.adapters.metrics import MessageSample
 from orchestrator.core.context.tokens import DriftCorrector, TokenCounter
 from orchestrator.core.models import AgentSpec, ChatMessage, MessageKind, RouteDecision
 from orchestrator.core.prompts import Prompts
@@ -37,7 +38,7 @@ from orchestrator.runtime.answering import Answerer, Counters, Draft, Team
 from orchestrator.runtime.briefing import Briefing
 from orchestrator.runtime.tally import Tally, closing
 
-__all__ = ["Counters", "DeadLetters", "EventSink", "Outbox", "Pipeline", "Team"]
+__all__ = ["Counters", "DeadLetters", "EventSink", "HandledMetrics", "Outbox", "Pipeline", "Team"]
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +66,14 @@ class DeadLetters(Protocol):
 
     async def dead_letter(self, entry_id: str, raw: Mapping[bytes, bytes], reason: str) -> None:
         """Keep the message's fields with the reason."""
+        ...
+
+
+class HandledMetrics(Protocol):
+    """Where each handled message's numbers are added up (``GET /metrics``); never raises."""
+
+    async def message_handled(self, sample: MessageSample) -> None:
+        """Count one message handled to the end."""
         ...
 
 
@@ -102,6 +111,7 @@ class Pipeline:
         summaries: SummaryHook | None = None,
         dead_letters: DeadLetters | None = None,
         recent: RecentMessages | None = None,
+        metrics: HandledMetrics | None = None,
     ) -> None:
         self.team = team
         self.store = store
@@ -112,6 +122,7 @@ class Pipeline:
         self.summaries = summaries
         self.dead_letters = dead_letters
         self.recent = recent
+        self.metrics = metrics
         self.answerer = Answerer(
             team=team,
             llm=llm,
@@ -166,6 +177,7 @@ class Pipeline:
                 [message.text, *tally.texts],
                 tally.memory_types,
             )
+        duration_s = time.perf_counter() - started
         logger.info(
             "message %s group=%s route=%s agents=%s replies=%d tokens_in=%d tokens_out=%d "
             "duration_ms=%.0f",
@@ -176,8 +188,13 @@ class Pipeline:
             tally.replies,
             tally.tokens_in,
             tally.tokens_out,
-            (time.perf_counter() - started) * 1000,
+            duration_s * 1000,
         )
+        if self.metrics is not None:
+            dead_lettered = self.dead_letters is not None
+            await self.metrics.message_handled(
+                tally.sample(duration_s, dead_lettered=dead_lettered)
+            )
         return tally.replies
 
     async def _run_hops(
@@ -228,7 +245,7 @@ class Pipeline:
         next_triggers: dict[str, ChatMessage] = {}
         for reply in results:
             meta = reply.meta if isinstance(reply, Draft) else ReplyMeta.from_json(reply.meta)
-            tally.add(reply.message, meta)
+            tally.add(reply.message, meta, new=isinstance(reply, Draft))
             if reply.message.kind is not MessageKind.AGENT:
                 continue
             for target in handoff_targets(

@@ -1,16 +1,17 @@
-"""What handling one person's message came to: :class:`Tally`, counted reply by reply, and the
-message's final record made from it (:func:`closing`)."""
+"""What handling one person's message came to: :class:`Tally`, counted reply by reply, the
+message's final record made from it (:func:`closing`) and its metrics (:meth:`Tally.sample`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.core.models import ChatMessage, RouteDecision
-from orchestrator.memory.conversation.meta import ReplyMeta
+from orchestrator.adapters.metrics import MessageSample, ReplySample
+from orchestrator.core.models import ChatMessage, MessageKind, RouteDecision
+from orchestrator.memory.conversation.meta import MarkerMeta, ReplyMeta
 from orchestrator.memory.conversation.store import Closing, StoredMessage
 
-__all__ = ["Tally", "closing"]
+__all__ = ["Tally", "closing", "reply_sample"]
 
 
 @dataclass(slots=True)
@@ -27,9 +28,12 @@ class Tally:
     hop_limit_reached: list[str] = field(default_factory=list)
     closed: bool = False  # the message's final record is stored
     unsent: list[StoredMessage] = field(default_factory=list)  # stored, not yet published
+    samples: list[ReplySample] = field(default_factory=list)  # the new replies' metrics
 
-    def add(self, message: ChatMessage, meta: ReplyMeta) -> None:
-        """Count one reply or notice."""
+    def add(self, message: ChatMessage, meta: ReplyMeta, *, new: bool = True) -> None:
+        """Count one reply or notice (``new``: made now, not by an earlier attempt)."""
+        if new:
+            self.samples.append(reply_sample(message, meta))
         self.replies += 1
         self.agents.append(message.sender)
         usage = meta.usage
@@ -40,6 +44,47 @@ class Tally:
         failure = meta.failure()
         if failure is not None:
             self.failures.append(failure)
+
+    def sample(self, duration_s: float, *, dead_lettered: bool) -> MessageSample:
+        """The message's metrics: its new replies, and whether an agent could not answer."""
+        failed = bool(self.failures)
+        return MessageSample(
+            duration_s=duration_s,
+            replies=tuple(self.samples),
+            failure="model" if failed else None,
+            dead_letter="model" if failed and dead_lettered else None,
+        )
+
+
+def reply_sample(message: ChatMessage, meta: ReplyMeta) -> ReplySample:
+    """One reply's metrics: its agent, model, latency, tokens, memory writes and recall hits."""
+    usage, turn = meta.usage, meta.turn
+    snippets = (meta.recall or {}).get("snippets")
+    saved, reinforced, rejected = _memory_writes(meta.markers)
+    return ReplySample(
+        agent=meta.agent or message.sender,
+        kind="notice" if message.kind is MessageKind.NOTICE else "reply",
+        model=turn.model if turn is not None else None,
+        latency_s=turn.latency_ms / 1000 if turn is not None else 0.0,
+        tokens_in=usage.input_tokens,
+        tokens_out=usage.output_tokens,
+        cache_read=usage.cache_read_tokens,
+        cache_write=usage.cache_creation_tokens,
+        saved=saved,
+        reinforced=reinforced,
+        rejected=rejected,
+        recall_hits=len(snippets) if isinstance(snippets, list) else 0,
+    )
+
+
+def _memory_writes(markers: MarkerMeta | None) -> tuple[int, int, int]:
+    """Saved (reinforcing ones apart), reinforced and rejected entries, those left out of the
+    reply's record included (as saved or rejected)."""
+    if markers is None:
+        return 0, 0, 0
+    amounts = markers.amounts()
+    reinforced = sum(1 for s in markers.saved or () if s.get("action") == "reinforced")
+    return amounts["memory_saved"] - reinforced, reinforced, amounts["memory_rejected"]
 
 
 def closing(opened: StoredMessage, tally: Tally, decision: RouteDecision) -> Closing:
