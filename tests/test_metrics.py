@@ -1,0 +1,204 @@
+"""GET /metrics: what the daemons and workers count in Redis, rendered in Prometheus' text
+format; recording never fails a message."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from prometheus_client.parser import text_string_to_metric_families
+from redis.asyncio import Redis
+
+from orchestrator.adapters.llm import AnthropicProvider
+from orchestrator.adapters.metrics import MessageSample, MetricsRecorder, ReplySample
+from orchestrator.background.jobs import prune_job
+from orchestrator.client import ArenaClient
+from orchestrator.core.models import ChatMessage, MessageKind
+from orchestrator.core.wire import inbox_stream
+from orchestrator.web import metrics as web_metrics
+from tests.arena_helpers import make_pipeline, make_settings, running_daemon
+from tests.fakes import FakeMessagesServer, dead_base_url
+
+MARKER = '<!--SAVE_MEMORY:{"type": "fact", "content": "the deploy window is Friday 16:00"}-->'
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+@pytest.fixture
+async def redis_client(embedded_redis_url: str) -> AsyncIterator[Redis]:
+    client = Redis.from_url(embedded_redis_url)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+async def scrape(redis_client: Redis) -> AsyncIterator[httpx.AsyncClient]:
+    """An HTTP client on an app serving the metrics router from the test's Redis."""
+    app = FastAPI()
+    app.include_router(web_metrics.router)
+    app.dependency_overrides[web_metrics.get_metrics_source] = lambda: redis_client
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://console") as client:
+        yield client
+
+
+async def _samples(client: httpx.AsyncClient) -> Samples:
+    """Every sample of ``GET /metrics``, by name and sorted labels (the text must parse)."""
+    response = await client.get("/metrics")
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
+    samples: Samples = {}
+    for family in text_string_to_metric_families(response.text):
+        for sample in family.samples:
+            samples[sample.name, tuple(sorted(sample.labels.items()))] = sample.value
+    return samples
+
+
+def _reply(message_id: str) -> ChatMessage:
+    return ChatMessage(
+        id=message_id,
+        group="ops",
+        sender="alex",
+        kind=MessageKind.HUMAN,
+        text="@ping status?",
+        created_at=datetime(2026, 1, 5, 9, 0, tzinfo=UTC),
+    )
+
+
+async def test_daemon_counts_what_it_handles(
+    tmp_path: Path,
+    embedded_redis_url: str,
+    embedded_mqtt_url: str,
+    redis_client: Redis,
+    scrape: httpx.AsyncClient,
+):
+    """Replies, tokens, latency, memory writes, recall hits, failures and dead letters move as
+    messages are handled, and the console renders them in the text format."""
+    with FakeMessagesServer() as fake:
+        settings = make_settings(tmp_path, embedded_redis_url, embedded_mqtt_url, fake.base_url)
+        async with running_daemon(settings):
+            client = ArenaClient(embedded_redis_url)
+            post = client.post_and_wait
+            fake.script(reply=f"noted {MARKER}", times=2)
+            await asyncio.to_thread(post, "ops", "@ping remember the window", "alex", 20)
+            await asyncio.to_thread(post, "ops", "@ping and again", "alex", 20)
+            await asyncio.to_thread(post, "ops", "@ping when is the deploy window?", "alex", 20)
+            fake.script(status=529)  # pong's model fails (no retries in these settings)
+            _, replies = await asyncio.to_thread(post, "ops", "@pong status?", "alex", 20)
+            assert [r.type for r in replies] == ["notice"]
+            await redis_client.xadd(inbox_stream(), {"group": "Not A Group!", "text": "hi"})
+
+            invalid = ("arena_dead_letters_total", (("reason", "invalid"),))
+            async with asyncio.timeout(10):  # the rejected entry is counted by the daemon
+                while invalid not in await _samples(scrape):  # noqa: ASYNC110  (a scrape, polled)
+                    await asyncio.sleep(0.02)
+            client.close()
+    found = await _samples(scrape)
+    assert found["arena_messages_handled_total", ()] == 4
+    assert found["arena_messages_failed_total", (("reason", "model"),)] == 1
+    assert found["arena_dead_letters_total", (("reason", "model"),)] == 1
+    assert found["arena_dead_letters_total", (("reason", "invalid"),)] == 1
+    assert found["arena_message_handling_seconds_count", ()] == 4
+    assert found["arena_replies_total", (("agent", "ping"), ("kind", "reply"))] == 3
+    assert found["arena_replies_total", (("agent", "pong"), ("kind", "notice"))] == 1
+    ping_in = (("agent", "ping"), ("kind", "input"), ("model", "claude-test"))
+    ping_out = (("agent", "ping"), ("kind", "output"), ("model", "claude-test"))
+    assert found["arena_tokens_total", ping_in] > 0
+    assert found["arena_tokens_total", ping_out] > 0
+    assert found["arena_model_latency_seconds_count", (("model", "claude-test"),)] == 3
+    assert (
+        found["arena_model_latency_seconds_bucket", (("le", "+Inf"), ("model", "claude-test"))] == 3
+    )
+    assert found["arena_memory_writes_total", (("agent", "ping"), ("outcome", "saved"))] == 1
+    assert found["arena_memory_writes_total", (("agent", "ping"), ("outcome", "reinforced"))] == 1
+    assert found["arena_recall_hits_total", (("agent", "ping"),)] == 1  # the saved fact
+    assert found["arena_sse_clients", ()] == 0
+
+
+async def test_labels_are_escaped_and_sse_clients_counted(
+    redis_client: Redis, scrape: httpx.AsyncClient
+):
+    """Quotes, backslashes and line feeds in a label come back as they were; the gauge follows
+    the event-stream clients."""
+    model = 'we"ird\\model\nname'
+    recorder = MetricsRecorder(redis_client)
+    reply = ReplySample(agent="ping", kind="reply", model=model, latency_s=0.3, tokens_in=5)
+    await recorder.message_handled(MessageSample(duration_s=0.02, replies=(reply,)))
+    await recorder.message_handled(MessageSample(duration_s=7.0))
+    with web_metrics.sse_clients.watching(), web_metrics.sse_clients.watching():
+        found = await _samples(scrape)
+    assert found["arena_sse_clients", ()] == 2
+    assert found["arena_model_latency_seconds_bucket", (("le", "0.25"), ("model", model))] == 0
+    assert found["arena_model_latency_seconds_bucket", (("le", "0.5"), ("model", model))] == 1
+    assert found["arena_model_latency_seconds_sum", (("model", model),)] == pytest.approx(0.3)
+    tokens = (("agent", "ping"), ("kind", "input"), ("model", model))
+    assert found["arena_tokens_total", tokens] == 5
+    assert found["arena_message_handling_seconds_bucket", (("le", "0.025"),)] == 1
+    assert found["arena_message_handling_seconds_bucket", (("le", "5.0"),)] == 1
+    assert found["arena_message_handling_seconds_bucket", (("le", "10.0"),)] == 2
+    assert found["arena_message_handling_seconds_sum", ()] == pytest.approx(7.02)
+    assert (await _samples(scrape))["arena_sse_clients", ()] == 0
+
+
+async def test_redis_outage_does_not_fail_messages(
+    tmp_path: Path, settings, store, fake_llm, caplog
+):
+    """With Redis unreachable the messages are answered; one WARNING says the metrics are not
+    recorded, not one per message."""
+    recorder = MetricsRecorder(Redis.from_url(dead_base_url().replace("http", "redis")))
+    llm = AnthropicProvider(api_key="test", base_url=fake_llm.base_url, max_retries=0)
+    pipeline, outbox, _ = make_pipeline(settings, store, llm, metrics=recorder)
+    with caplog.at_level(logging.WARNING, logger="orchestrator.adapters.metrics"):
+        assert await pipeline.handle(_reply("1000-0")) == 1
+        assert await pipeline.handle(_reply("1001-0")) == 1
+    await llm.aclose()
+    await recorder.redis.aclose()
+    assert [i.type for i in outbox.items] == ["reply", "done", "reply", "done"]
+    warnings = [r for r in caplog.records if r.name == "orchestrator.adapters.metrics"]
+    assert len(warnings) == 1
+    assert "metrics not recorded" in warnings[0].getMessage()
+
+
+async def test_recording_resumes_after_redis_pauses(redis_client: Redis, caplog):
+    """A Redis that stops answering for a moment costs the numbers of that moment: one
+    WARNING, then one INFO line when it answers again, and later numbers are counted."""
+    recorder = MetricsRecorder(redis_client, timeout_s=0.2)
+    await redis_client.execute_command("CLIENT", "PAUSE", "600", "WRITE")
+    with caplog.at_level(logging.INFO, logger="orchestrator.adapters.metrics"):
+        await recorder.message_handled(MessageSample(duration_s=0.1))
+        await asyncio.sleep(0.7)
+        await recorder.message_handled(MessageSample(duration_s=0.1))
+    levels = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert [level for level, _ in levels] == ["WARNING", "INFO"], levels
+    assert await redis_client.hget("arena:metrics:arena_messages_handled", "[]") is not None
+
+
+async def test_job_outcomes_are_counted(
+    settings_env, embedded_redis_url, monkeypatch, scrape: httpx.AsyncClient
+):
+    """A background job's outcome is counted by kind and status."""
+    monkeypatch.setenv("REDIS_URL", embedded_redis_url)
+    result = await asyncio.to_thread(prune_job, date(2026, 6, 1).isoformat(), "daily")
+    assert result["kind"] == "prune"
+    found = await _samples(scrape)
+    assert found["arena_jobs_total", (("kind", "prune"), ("status", "done"))] == 1
+
+
+async def test_unreadable_redis_is_one_line(tmp_path: Path):
+    """When Redis cannot be read, /metrics answers 503 with one line."""
+    app = FastAPI()
+    app.include_router(web_metrics.router)
+    dead = Redis.from_url(dead_base_url().replace("http", "redis"))
+    app.dependency_overrides[web_metrics.get_metrics_source] = lambda: dead
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://console") as client:
+        response = await client.get("/metrics")
+    await dead.aclose()
+    assert response.status_code == 503
+    assert response.json()["error"].startswith("metrics unavailable: redis cannot be read")
