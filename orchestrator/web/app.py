@@ -63,7 +63,10 @@ def create_app(settings: Settings, *, keepalive_s: float = 15.0) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = make_engine(settings.effective_database_url)
         client = ArenaClient.from_settings(settings)
-        redis = Redis.from_url(settings.effective_redis_url)
+        # An event stream's XREAD blocks up to keepalive_s: the socket waits longer.
+        redis = Redis.from_url(
+            settings.effective_redis_url, socket_timeout=keepalive_s + 10, socket_connect_timeout=5
+        )
         app.state.console = Console(
             settings=settings,
             agents=agents,

