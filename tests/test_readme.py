@@ -244,7 +244,8 @@ def test_quick_start_commands(stack: Stack) -> None:
                     text=True,
                     start_new_session=True,
                 )
-                time.sleep(1)  # let it start reading: it shows what comes after it started
+                # It shows what comes after it says it follows the group.
+                read_until(tail, "following group", timeout_s=60)
                 stack.sh(f"arena post {argv[2]} '@developer are you following?'")
                 read_until(tail, "developer", timeout_s=60)
                 continue
