@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import errno
 import ipaddress
+import logging
 import socket
 from collections.abc import Callable, Iterator
 
@@ -89,6 +90,21 @@ def listen(settings: Settings) -> socket.socket:
         raise ServiceError("console", problem, _PORT_HINT) from None
     sock.set_inheritable(True)
     return sock
+
+
+class _NoQuery(logging.Filter):
+    """Access lines without the query string: a token put there by mistake stays out of logs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) == 5 and isinstance(args[2], str):
+            record.args = (*args[:2], args[2].partition("?")[0], *args[3:])
+        return True
+
+
+_ACCESS = logging.getLogger("uvicorn.access")
+if not any(isinstance(f, _NoQuery) for f in _ACCESS.filters):
+    _ACCESS.addFilter(_NoQuery())
 
 
 class _Server(uvicorn.Server):
