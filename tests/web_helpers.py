@@ -8,6 +8,7 @@ import concurrent.futures
 import contextlib
 import json
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -91,11 +92,15 @@ class Event:
     data: Any
 
 
-def read_events(response: httpx.Response, count: int) -> list[Event]:
-    """Read ``count`` events (comments skipped) from a streaming response."""
+def read_events(response: httpx.Response, count: int, timeout_s: float = 20) -> list[Event]:
+    """Read ``count`` events (comments skipped) from a streaming response, or what came
+    within ``timeout_s`` (the stream's keep-alive comments let the time be checked)."""
     found: list[Event] = []
     fields: dict[str, str] = {}
+    deadline = time.monotonic() + timeout_s
     for line in response.iter_lines():
+        if time.monotonic() > deadline:
+            return found
         if line.startswith(":"):
             continue
         if line:
