@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -24,6 +25,7 @@ from orchestrator.core.wire import inbox_stream
 from orchestrator.web import metrics as web_metrics
 from tests.arena_helpers import make_pipeline, make_settings, running_daemon
 from tests.fakes import FakeMessagesServer, dead_base_url
+from tests.web_helpers import console_server, console_settings
 
 MARKER = '<!--SAVE_MEMORY:{"type": "fact", "content": "the deploy window is Friday 16:00"}-->'
 
@@ -202,3 +204,35 @@ async def test_unreadable_redis_is_one_line(tmp_path: Path):
     await dead.aclose()
     assert response.status_code == 503
     assert response.json()["error"].startswith("metrics unavailable: redis cannot be read")
+
+
+def test_console_serves_the_daemon_counts_behind_its_token(
+    tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str
+):
+    """The console (a real server, a daemon beside it) needs its token for /metrics; with it,
+    a message posted through the API shows in the counts."""
+    settings = console_settings(
+        tmp_path, embedded_redis_url, mqtt_url=embedded_mqtt_url, web_token="s3cret-token"
+    )
+    bearer = {"Authorization": "Bearer s3cret-token"}
+    with console_server(settings, with_daemon=True) as base:
+        assert httpx.get(f"{base}/metrics", timeout=5).status_code == 401
+        posted = httpx.post(
+            f"{base}/api/groups/ops/messages", json={"text": "@pong hi"}, headers=bearer
+        )
+        assert posted.status_code == 202, posted.text
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            response = httpx.get(f"{base}/metrics", headers=bearer, timeout=5)
+            if 'arena_replies_total{agent="pong",kind="reply"} 1.0' in response.text:
+                break
+            time.sleep(0.05)
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
+    families = {f.name for f in text_string_to_metric_families(response.text)}
+    assert {
+        "arena_messages_handled",
+        "arena_model_latency_seconds",
+        "arena_sse_clients",
+    } <= families
+    assert 'arena_replies_total{agent="pong",kind="reply"} 1.0' in response.text
