@@ -3,64 +3,55 @@ when it cannot be opened."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+from multiprocessing.queues import SimpleQueue
+from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
 import pytest
 
 from orchestrator.errors import ServiceError
 from orchestrator.memory.db import make_engine
-from tests.arena_helpers import REPO
+from tests.processes import process_context
 
-_OPEN_AT = """
-import os, sys
-from orchestrator.errors import ServiceError
-from orchestrator.memory.db import make_engine
-print("imported", flush=True)
-os.read(int(sys.argv[2]), 1)  # returns in every process at once when the test closes the pipe
-try:
-    make_engine(f"sqlite:///{sys.argv[1]}").dispose()
-except ServiceError as exc:
-    sys.exit(str(exc))
-"""
+
+def _open(database: Path, start: Barrier, errors: SimpleQueue[str]) -> None:
+    """Open ``database`` once every process is ready; its error, if any, goes to ``errors``."""
+    start.wait(timeout=60)
+    try:
+        make_engine(f"sqlite:///{database}").dispose()
+    except ServiceError as exc:
+        errors.put(str(exc))
+        raise SystemExit(1) from None
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
 def test_processes_opening_a_new_database_together_all_succeed(tmp_path: Path):
     """Several processes creating the tables of one new SQLite file at the same moment all
     open it (the one that loses the race to create a table looks again): four per file, three
     files at once."""
     databases = [tmp_path / f"arena-{n}.db" for n in range(3)]
-    go, release = os.pipe()  # each process waits on it, having imported what it needs
+    context = process_context()
+    start = context.Barrier(len(databases) * 4)  # lets them all go at once
+    errors: SimpleQueue[str] = context.SimpleQueue()
     procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", _OPEN_AT, str(database), str(go)],
-            cwd=REPO,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            pass_fds=(go,),
-            text=True,
-        )
+        context.Process(target=_open, args=(database, start, errors))
         for database in databases
         for _ in range(4)
     ]
-    os.close(go)
+    for proc in procs:
+        proc.start()
     try:
         for proc in procs:
-            assert proc.stdout is not None
-            proc.stdout.readline()  # "imported" (or nothing, when it failed before)
-        os.close(release)
-        results = [proc.communicate(timeout=120) for proc in procs]
+            proc.join(timeout=120)
     finally:
         for proc in procs:
-            if proc.poll() is None:
+            if proc.is_alive():
                 proc.kill()
-                proc.wait()
-    errors = [err for _out, err in results if err.strip()]
-    assert [p.returncode for p in procs] == [0] * len(procs), errors
+                proc.join()
+    said = []
+    while not errors.empty():
+        said.append(errors.get())
+    assert [p.exitcode for p in procs] == [0] * len(procs), said
 
 
 def test_a_database_that_cannot_be_opened_says_why(tmp_path: Path):

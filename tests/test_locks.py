@@ -3,7 +3,6 @@ lock file in the user's tree."""
 
 from __future__ import annotations
 
-import multiprocessing
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,6 +15,7 @@ from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.schema import PersonalDraft
 from orchestrator.memory.versioned_file import VersionedFile
 from orchestrator.memory.versions import VersionStore
+from tests.processes import process_context
 
 NOW = datetime(2025, 3, 4, 12, 0, tzinfo=UTC)
 
@@ -73,7 +73,7 @@ def test_processes_replacing_one_file_lose_no_update(tmp_path: Path):
     across processes)."""
     url = f"sqlite:///{tmp_path / 'arena.db'}"
     make_engine(url).dispose()  # the schema, once
-    context = multiprocessing.get_context("spawn")
+    context = process_context()
     processes = [
         context.Process(target=_grow, args=(str(tmp_path), url, f"p{n}", 10)) for n in range(3)
     ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import re
 import threading
 from datetime import UTC, date, datetime, timedelta
@@ -15,6 +14,7 @@ from orchestrator.core.markers import parse_markers
 from orchestrator.errors import ValidationError
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.schema import PersonalDraft
+from tests.processes import process_context
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 ZONE_UTC = ZoneInfo("UTC")
@@ -202,7 +202,7 @@ def test_threads_lose_no_line(log: PersonalLog):
 def test_processes_lose_no_line(log: PersonalLog):
     """4 processes x 50 appends: 200 whole lines, none lost."""
     writers = [f"p{i}" for i in range(4)]
-    context = multiprocessing.get_context("spawn")
+    context = process_context()
     processes = [
         context.Process(target=_append_many, args=(str(log.workspaces), writer, 50))
         for writer in writers
