@@ -167,6 +167,20 @@ async def test_redis_outage_does_not_fail_messages(
     assert "metrics not recorded" in warnings[0].getMessage()
 
 
+async def test_a_message_handled_again_is_counted_once(
+    settings, store, fake_llm, redis_client: Redis, scrape: httpx.AsyncClient
+):
+    """Handling a message again (a redelivery) publishes nothing new and counts nothing new."""
+    llm = AnthropicProvider(api_key="test", base_url=fake_llm.base_url, max_retries=0)
+    pipeline, _, _ = make_pipeline(settings, store, llm, metrics=MetricsRecorder(redis_client))
+    assert await pipeline.handle(_reply("1000-0")) == 1
+    assert await pipeline.handle(_reply("1000-0")) == 1
+    await llm.aclose()
+    found = await _samples(scrape)
+    assert found["arena_messages_handled_total", ()] == 1
+    assert found["arena_replies_total", (("agent", "ping"), ("kind", "reply"))] == 1
+
+
 async def test_recording_resumes_after_redis_pauses(redis_client: Redis, caplog):
     """A Redis that stops answering for a moment costs the numbers of that moment: one
     WARNING, then one INFO line when it answers again, and later numbers are counted."""

@@ -245,7 +245,7 @@ class Pipeline:
         next_triggers: dict[str, ChatMessage] = {}
         for reply in results:
             meta = reply.meta if isinstance(reply, Draft) else ReplyMeta.from_json(reply.meta)
-            tally.add(reply.message, meta, new=isinstance(reply, Draft))
+            tally.add(reply.message, meta)
             if reply.message.kind is not MessageKind.AGENT:
                 continue
             for target in handoff_targets(

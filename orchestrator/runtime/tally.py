@@ -28,12 +28,13 @@ class Tally:
     hop_limit_reached: list[str] = field(default_factory=list)
     closed: bool = False  # the message's final record is stored
     unsent: list[StoredMessage] = field(default_factory=list)  # stored, not yet published
-    samples: list[ReplySample] = field(default_factory=list)  # the new replies' metrics
+    # Each reply's metrics. Replies an earlier attempt stored count here too: metrics are
+    # recorded only once a message is closed, and a closed message is not handled again.
+    samples: list[ReplySample] = field(default_factory=list)
 
-    def add(self, message: ChatMessage, meta: ReplyMeta, *, new: bool = True) -> None:
-        """Count one reply or notice (``new``: made now, not by an earlier attempt)."""
-        if new:
-            self.samples.append(reply_sample(message, meta))
+    def add(self, message: ChatMessage, meta: ReplyMeta) -> None:
+        """Count one reply or notice."""
+        self.samples.append(reply_sample(message, meta))
         self.replies += 1
         self.agents.append(message.sender)
         usage = meta.usage
@@ -46,7 +47,7 @@ class Tally:
             self.failures.append(failure)
 
     def sample(self, duration_s: float, *, dead_lettered: bool) -> MessageSample:
-        """The message's metrics: its new replies, and whether an agent could not answer."""
+        """The message's metrics: its replies, and whether an agent could not answer."""
         failed = bool(self.failures)
         return MessageSample(
             duration_s=duration_s,
