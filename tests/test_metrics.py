@@ -198,12 +198,17 @@ async def test_recording_resumes_after_redis_pauses(redis_client: Redis, caplog)
 async def test_job_outcomes_are_counted(
     settings_env, embedded_redis_url, monkeypatch, scrape: httpx.AsyncClient
 ):
-    """A background job's outcome is counted by kind and status."""
+    """A background job's outcome is counted by kind and status; one that raised as an error."""
     monkeypatch.setenv("REDIS_URL", embedded_redis_url)
     result = await asyncio.to_thread(prune_job, date(2026, 6, 1).isoformat(), "daily")
     assert result["kind"] == "prune"
     found = await _samples(scrape)
     assert found["arena_jobs_total", (("kind", "prune"), ("status", "done"))] == 1
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{settings_env.data_dir}/missing/dir/arena.db")
+    with pytest.raises(Exception):  # noqa: B017, PT011  (whatever fails, RQ retries it)
+        await asyncio.to_thread(prune_job, date(2026, 6, 2).isoformat(), "daily")
+    found = await _samples(scrape)
+    assert found["arena_jobs_total", (("kind", "prune"), ("status", "error"))] == 1
 
 
 async def test_unreadable_redis_is_one_line(tmp_path: Path):

@@ -115,12 +115,12 @@ TOKENS = Family(
 )
 MEMORY_WRITES = Family(
     name="arena_memory_writes",
-    help="Memory markers written, per agent and outcome.",
+    help="Memory and daily-log markers an agent wrote, per outcome (saved, reinforced, rejected).",
     labels=("agent", "outcome"),
 )
 RECALL_HITS = Family(
     name="arena_recall_hits",
-    help="Memories and past messages recalled into an agent's context.",
+    help="Memory entries recalled into an agent's context.",
     labels=("agent",),
 )
 DEAD_LETTERS = Family(
@@ -149,7 +149,7 @@ FAMILIES = (
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReplySample:
-    """What one new reply (or notice) of an agent came to."""
+    """What one reply (or notice) of an agent came to."""
 
     agent: str
     kind: Literal["reply", "notice"]
@@ -215,8 +215,9 @@ def _message_increments(sample: MessageSample) -> _Increments:
     for reply in sample.replies:
         inc.count(REPLIES, [reply.agent, reply.kind])
         inc.count(RECALL_HITS, [reply.agent], reply.recall_hits)
-        for outcome in ("saved", "reinforced", "rejected"):
-            inc.count(MEMORY_WRITES, [reply.agent, outcome], getattr(reply, outcome))
+        inc.count(MEMORY_WRITES, [reply.agent, "saved"], reply.saved)
+        inc.count(MEMORY_WRITES, [reply.agent, "reinforced"], reply.reinforced)
+        inc.count(MEMORY_WRITES, [reply.agent, "rejected"], reply.rejected)
         if reply.model is None:
             continue
         inc.observe(MODEL_LATENCY, reply.latency_s, [reply.model])
