@@ -123,6 +123,15 @@ async def test_daemon_counts_what_it_handles(
     assert found["arena_sse_clients", ()] == 0
 
 
+async def test_before_anything_is_handled_the_totals_read_zero(scrape: httpx.AsyncClient):
+    """The series without labels are there from the start, at zero (a rate needs a start)."""
+    found = await _samples(scrape)
+    assert found["arena_messages_handled_total", ()] == 0
+    assert found["arena_message_handling_seconds_count", ()] == 0
+    assert found["arena_message_handling_seconds_bucket", (("le", "+Inf"),)] == 0
+    assert not [name for name, _ in found if name.startswith("arena_replies")]
+
+
 async def test_labels_are_escaped_and_sse_clients_counted(
     redis_client: Redis, scrape: httpx.AsyncClient
 ):

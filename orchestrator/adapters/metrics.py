@@ -130,7 +130,7 @@ DEAD_LETTERS = Family(
 )
 JOBS = Family(
     name="arena_jobs",
-    help="Background jobs finished, per kind and outcome.",
+    help="Background job runs, per kind and outcome (error: it raised, RQ retries it).",
     labels=("kind", "status"),
 )
 FAMILIES = (

@@ -49,7 +49,8 @@ class Reading:
 
 
 async def read_metrics(redis: Redis) -> tuple[Reading, ...]:
-    """Every family's series, summed over every process (one round trip).
+    """Every family's series, summed over every process (one round trip); a family without
+    labels has its one series from the start, at zero.
 
     Raises:
         RedisError: when Redis cannot be read.
@@ -64,7 +65,7 @@ async def read_metrics(redis: Redis) -> tuple[Reading, ...]:
     for family in FAMILIES:
         width = len(family.labels)
         if family.kind == "counter":
-            counts = _decoded(next(replies), width)
+            counts = _decoded(next(replies), width) or ({(): 0.0} if width == 0 else {})
             series = tuple(Series(labels=k, value=v) for k, v in sorted(counts.items()))
             readings.append(Reading(family=family, series=series))
         else:
@@ -79,6 +80,8 @@ def _histograms(
 ) -> tuple[HistogramSeries, ...]:
     bounds = [*(bound_text(b) for b in family.buckets), INF]
     per_series: defaultdict[tuple[str, ...], dict[str, int]] = defaultdict(dict)
+    if not family.labels:
+        per_series[()] = {}
     for key, amount in counts.items():
         if key[-1] in bounds:
             per_series[key[:-1]][key[-1]] = int(amount)
