@@ -60,7 +60,7 @@ def base(secured: tuple[str, Settings]) -> str:
 def _headers_are_strict(response: httpx.Response) -> None:
     assert response.headers["content-security-policy"] == CSP
     assert response.headers["x-content-type-options"] == "nosniff"
-    assert response.headers["referrer-policy"] == "no-referrer"
+    assert response.headers["referrer-policy"] == "same-origin"
 
 
 @pytest.mark.parametrize("path", GUARDED)

@@ -35,7 +35,7 @@ CSP = (
 _HEADERS = (
     (b"content-security-policy", CSP.encode()),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),  # no-referrer makes a form post's Origin "null"
     (b"x-frame-options", b"DENY"),
 )
 _OPEN_PREFIXES = ("/login", "/static/")

@@ -203,6 +203,7 @@
       const done = JSON.parse(event.data);
       const li = shown.get(done.in_reply_to);
       if (li) li.classList.remove("waiting");
+      if (!li || li.classList.contains("pending")) refreshSoon(); // the stored message, rendered
     });
   }
 
