@@ -206,11 +206,13 @@ def _free_port() -> int:
 
 def environment(folder: Path, overrides: dict[str, str]) -> dict[str, str]:
     """``arena up`` with nothing configured but where its folders are, an MQTT port nobody
-    else uses, and Redis on its unix socket only."""
+    else uses, Redis on its unix socket only, and no web console."""
     env = daemon_environment(folder, "", "", ARENA_LOG_LEVEL="INFO", ARENA_CONSUMER="long-chat")
     for name in ("REDIS_URL", "MQTT_URL"):
         env.pop(name)
-    env.update(ARENA_REDIS_PORT="0", ARENA_MQTT_PORT=str(_free_port()), **overrides)
+    env.update(
+        ARENA_REDIS_PORT="0", ARENA_MQTT_PORT=str(_free_port()), ARENA_WEB_PORT="0", **overrides
+    )
     return env
 
 
