@@ -4,6 +4,7 @@ start, keep-alives; and with a real daemon, a post's reply arriving with why it 
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -181,3 +182,24 @@ def test_a_post_is_answered_live_with_why(
     assert done.data == {"in_reply_to": posted.json()["id"], "replies": 1}
     assert [m["id"] for m in page["messages"]] == [posted.json()["id"], reply.data["id"]]
     assert page["messages"][1]["why"] == reply.data["why"]
+
+
+def _clients(base: str) -> float:
+    text = httpx.get(f"{base}/metrics", timeout=5).text
+    line = next(x for x in text.splitlines() if x.startswith("arena_sse_clients "))
+    return float(line.split()[1])
+
+
+def test_the_metrics_count_event_stream_clients(served: Served, group: str):
+    """``arena_sse_clients`` counts open streams; a client that leaves is no longer counted
+    (noticed at the next keep-alive)."""
+    before = _clients(served.base)
+    url = f"{served.base}/api/groups/{group}/events"
+    with httpx.stream("GET", url, timeout=10) as response:
+        lines = response.iter_lines()  # kept: a dropped iterator closes the response
+        next(lines)
+        assert _clients(served.base) == before + 1
+    deadline = time.monotonic() + 5
+    while _clients(served.base) != before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _clients(served.base) == before

@@ -23,6 +23,7 @@ from redis.exceptions import RedisError
 from orchestrator.core.wire import Outbound, decode_fields, outbox_stream, validate_group
 from orchestrator.errors import BusError, ValidationError
 from orchestrator.web.api import ENTRY_ID
+from orchestrator.web.metrics import sse_clients
 from orchestrator.web.state import Console, console
 from orchestrator.web.views import from_outbound
 
@@ -79,21 +80,22 @@ async def sse_events(running: Console, group: str, after: str) -> AsyncIterator[
     """The group's outbound items after entry ``after``, as server-sent event blocks."""
     stream = outbox_stream(group)
     block_ms = max(1, int(running.keepalive_s * 1000))
-    yield ": connected\n\n"
-    while True:
-        try:
-            response = await running.redis.xread({stream: after}, count=_BATCH, block=block_ms)
-        except RedisError as exc:
-            logger.warning("events of group %s stopped: %s", group, exc.__class__.__name__)
-            return
-        if not response:
-            yield ": keep-alive\n\n"
-            continue
-        for _name, items in cast(list[Any], response):
-            for entry_id, fields in items:
-                after = _text(entry_id)
-                item = Outbound.from_fields(decode_fields(fields))
-                yield await _event(running, after, item)
+    with sse_clients.watching():
+        yield ": connected\n\n"
+        while True:
+            try:
+                response = await running.redis.xread({stream: after}, count=_BATCH, block=block_ms)
+            except RedisError as exc:
+                logger.warning("events of group %s stopped: %s", group, exc.__class__.__name__)
+                return
+            if not response:
+                yield ": keep-alive\n\n"
+                continue
+            for _name, items in cast(list[Any], response):
+                for entry_id, fields in items:
+                    after = _text(entry_id)
+                    item = Outbound.from_fields(decode_fields(fields))
+                    yield await _event(running, after, item)
 
 
 async def _event(running: Console, entry_id: str, item: Outbound) -> str:
