@@ -10,15 +10,13 @@ from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
-from fastapi.templating import Jinja2Templates
 
-from orchestrator.web.pages import TEMPLATES_DIR
+from orchestrator.web.pages import templates
 from orchestrator.web.security import COOKIE, Guard
 
 __all__ = ["router"]
 
 router = APIRouter(include_in_schema=False)
-templates = Jinja2Templates(directory=TEMPLATES_DIR)
 
 _MAX_FORM_BYTES = 4096
 

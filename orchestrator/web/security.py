@@ -97,7 +97,7 @@ def _host_name(host: str) -> str:
     return host.rpartition(":")[0] if host.count(":") == 1 else host
 
 
-def cross_site(headers: dict[str, str], scheme: str, access: Access) -> bool:
+def _cross_site(headers: dict[str, str], scheme: str, access: Access) -> bool:
     """Whether a state-changing request comes (or may come) from another site."""
     site = headers.get("sec-fetch-site")
     if site is not None and site not in ("same-origin", "none"):
@@ -147,7 +147,7 @@ class SecurityMiddleware:
             if scope["method"] == "GET" and _wants_html(headers, path):
                 return 303, {"error": "log in first"}, [(b"location", b"/login")]
             return 401, {"error": "a token is needed (ARENA_WEB_TOKEN)"}, _CHALLENGE
-        if scope["method"] not in _SAFE_METHODS and cross_site(headers, scope["scheme"], access):
+        if scope["method"] not in _SAFE_METHODS and _cross_site(headers, scope["scheme"], access):
             return 403, {"error": "cross-site request refused"}, []
         return None
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import colorsys
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -96,7 +96,6 @@ class Msg:
     usage: Mapping[str, Any] | None = None
     context: Mapping[str, Any] | None = None
     notice: str | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """The API's ``Msg`` (``html``: the text as safe HTML)."""
