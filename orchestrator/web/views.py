@@ -119,8 +119,15 @@ class Msg:
         }
 
 
-@lru_cache(maxsize=4096)
+_CACHED_CHARS = 2048  # longer texts are rendered each time: the cache stays a few MB
+
+
 def _html(text: str) -> str:
+    return _cached_html(text) if len(text) <= _CACHED_CHARS else markdown_html(text)
+
+
+@lru_cache(maxsize=4096)
+def _cached_html(text: str) -> str:
     # A room's page is read again and again: the same texts are rendered once.
     return markdown_html(text)
 
