@@ -377,19 +377,19 @@ async def _run_daemon(
     helpers = [asyncio.create_task(_signal_when(stop, workers))]
     if redis_server is not None:
         helpers.append(asyncio.create_task(_keep_redis(redis_server, stop, record)))
-    web_stop = asyncio.Event()
+    console = []  # stops when stopping begins (or the daemon ends), its open streams closed
     if web is not None:
         ready = lambda: say(f"arena: console {url(settings)}")  # noqa: E731
-        helpers.append(
-            asyncio.create_task(serve_console(settings, web_stop, web, ready=ready, failed=stop))
+        console.append(
+            asyncio.create_task(serve_console(settings, stop, web, ready=ready, failed=stop))
         )
     try:
         await daemon.run(settings, stop, ready=lambda: say("arena: ready"))
     finally:
-        web_stop.set()  # the console stops with the daemon, its open streams closed
-        for task in helpers[:-1] if web is not None else helpers:
+        stop.set()
+        for task in helpers:
             task.cancel()
-        results = await asyncio.gather(*helpers, return_exceptions=True)
+        results = await asyncio.gather(*helpers, *console, return_exceptions=True)
     for result in results:
         if isinstance(result, Exception):
             raise result

@@ -147,7 +147,7 @@ async def serve(
         lifespan="on",
         server_header=False,
         proxy_headers=False,
-        timeout_graceful_shutdown=2,
+        timeout_graceful_shutdown=1,  # then open event streams are ended
     )
     server = _Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]), name="orchestrator.web.serve")
