@@ -474,3 +474,14 @@ def test_pages_use_the_group_and_seq_index(served: Served, group: str, tmp_path:
     assert "USING INDEX" in plan or "USING INTEGER PRIMARY KEY" in plan, plan
     assert "SCAN" not in plan, plan
     assert "TEMP B-TREE" not in plan, plan
+
+
+def test_a_failure_is_one_json_line(tmp_path: Path, embedded_redis_url: str):
+    """A database that lost its table: 500 with one JSON line, not a traceback."""
+    settings = console_settings(tmp_path, embedded_redis_url)
+    with console_server(settings) as base:
+        with sqlite3.connect(settings.data_dir / "arena.db") as db:
+            db.execute("DROP TABLE messages")
+        response = httpx.get(f"{base}/api/groups", timeout=5)
+    assert response.status_code == 500
+    assert response.json() == {"error": "the console failed (see its log)"}

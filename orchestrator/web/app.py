@@ -135,3 +135,8 @@ def _errors(app: FastAPI) -> None:
     @app.exception_handler(OrchestratorError)
     async def refused(request: Request, exc: OrchestratorError) -> JSONResponse:
         return JSONResponse({"error": str(exc)}, 400)
+
+    @app.exception_handler(Exception)
+    async def failed(request: Request, exc: Exception) -> JSONResponse:
+        # Starlette raises it again after this answer: the server logs it, once.
+        return JSONResponse({"error": "the console failed (see its log)"}, 500)
