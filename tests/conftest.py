@@ -18,14 +18,13 @@ import urllib.parse
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import redis
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
-from orchestrator.adapters.llm import AnthropicProvider
 from orchestrator.adapters.mqtt_broker import MqttBroker
 from orchestrator.adapters.redis_server import RedisServer, find_redis_executable
 from orchestrator.memory.conversation.store import HistoryStore
@@ -34,6 +33,9 @@ from orchestrator.settings import Settings, load_settings
 from tests.arena_helpers import REPO, write_team
 from tests.fakes import FakeMessagesServer
 from tests.ports import free_port as _free_port
+
+if TYPE_CHECKING:
+    from orchestrator.adapters.llm import AnthropicProvider
 
 _SERVICE_ENV = (
     "REDIS_URL",
@@ -540,6 +542,10 @@ def fake_llm() -> Iterator[FakeMessagesServer]:
 @pytest.fixture
 async def model(fake_llm: FakeMessagesServer) -> AsyncIterator[AnthropicProvider]:
     """The real Anthropic provider, pointed at the fake server."""
+    # Imported here: the model SDK takes seconds to import, and pytest-xdist's coordinating
+    # process, which loads this file but runs no test, never needs it.
+    from orchestrator.adapters.llm import AnthropicProvider
+
     provider = AnthropicProvider(
         api_key="test", base_url=fake_llm.base_url, timeout_s=5, max_retries=0
     )
