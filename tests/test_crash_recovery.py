@@ -17,11 +17,13 @@ from pathlib import Path
 
 import pytest
 import redis
+from click.testing import CliRunner
 from rq import Worker
 from rq.serializers import JSONSerializer
 
 from orchestrator.adapters.redis_server import RedisServer
 from orchestrator.background.queue import queue
+from orchestrator.cli.main import main
 from orchestrator.client import ArenaClient
 from orchestrator.core.wire import outbox_stream
 from tests.arena_helpers import REPO, write_team
@@ -217,7 +219,7 @@ def test_killed_arena_up_takes_its_children_along_and_a_restart_answers_everythi
     second = arena.start()
     _wait_until(lambda: _answered(arena.url) >= 200, 300, "every answer")
     _check_each_answered_once_in_order(arena.url, posted)
-    status = arena.run("status", "--json")
+    status = CliRunner().invoke(main, ["status", "--json"], env=arena.env)
     assert len(json.loads(status.stdout)["workers"]) == 1  # the dead run's worker is forgotten
     children = arena.record()
     assert _stop(second) == 0, arena.log(1).read_text()[-3000:]
