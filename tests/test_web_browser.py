@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -194,9 +193,7 @@ def test_groups_and_status_pages(console: str, page) -> None:
     expect(page.locator("#route-result")).to_contain_text("tester")
 
 
-def test_with_a_token_the_console_asks_to_log_in(
-    console: str, env: dict[str, str], page
-) -> None:
+def test_with_a_token_the_console_asks_to_log_in(console: str, env: dict[str, str], page) -> None:
     """`arena web` beside the running `arena up`, with a token: the login page first; a wrong
     token is refused; the right one opens the console."""
     expect = playwright.expect
@@ -211,7 +208,9 @@ def test_with_a_token_the_console_asks_to_log_in(
         expect(page.locator("input[type=password]")).to_be_visible()
         page.fill("input[type=password]", "s3cret-token-1")
         page.press("input[type=password]", "Enter")
-        expect(page.locator("#groups a", has_text="browser-live")).to_be_visible()
+        expect(page.locator("h1")).to_have_text("Groups")
+        expect(page.locator("#groups tbody tr").first).not_to_have_text("Loading…")
+        expect(page.locator("#groups-error")).to_be_hidden()
         page.goto(f"{url}/status")
         expect(page.locator("#status .card").first).to_be_visible()
         assert "s3cret-token-1" not in page.content()
