@@ -261,8 +261,19 @@ def group_of(request: dict[str, Any]) -> str:
 
 def outbox(redis_url: str, group: str) -> list[dict[str, str]]:
     """Every item on a group's outbound stream, oldest first."""
+    return outboxes(redis_url, [group])[group]
+
+
+def outboxes(redis_url: str, groups: Sequence[str]) -> dict[str, list[dict[str, str]]]:
+    """Every item on each group's outbound stream, oldest first, read over one connection
+    (a new client costs about a millisecond: a test polling many groups would mostly pay that)."""
     with redis.Redis.from_url(redis_url, decode_responses=True) as client:
-        return [fields for _id, fields in client.xrange(outbox_stream(group))]
+        pipe = client.pipeline(transaction=False)
+        for group in groups:
+            pipe.xrange(outbox_stream(group))
+        streams = pipe.execute()
+    read = zip(groups, streams, strict=True)
+    return {group: [fields for _id, fields in items] for group, items in read}
 
 
 async def wait_for(predicate: Callable[[], bool], timeout_s: float = 20.0) -> None:

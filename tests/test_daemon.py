@@ -21,6 +21,7 @@ from tests.arena_helpers import (
     group_of,
     make_settings,
     outbox,
+    outboxes,
     running_daemon,
     spawn_daemon,
     wait_for,
@@ -197,8 +198,8 @@ async def test_two_groups_run_concurrently_each_in_order(
     async with running_daemon(settings):
         await wait_for(
             lambda: all(
-                sum(1 for i in outbox(embedded_redis_url, g) if i["type"] == "done") == 3
-                for g in posted
+                sum(1 for i in items if i["type"] == "done") == 3
+                for items in outboxes(embedded_redis_url, list(posted)).values()
             ),
             timeout_s=30,
         )
@@ -252,15 +253,19 @@ async def test_more_groups_in_flight_than_redis_connections(
     async with running_daemon(settings):
         await wait_for(
             lambda: (
-                sum(1 for g in groups for i in outbox(embedded_redis_url, g) if i["type"] == "done")
+                sum(
+                    1
+                    for items in outboxes(embedded_redis_url, groups).values()
+                    for i in items
+                    if i["type"] == "done"
+                )
                 == 80
             ),
             timeout_s=60,
         )
     client.close()
-    for group, ids in posted.items():
-        items = outbox(embedded_redis_url, group)
-        assert [i["in_reply_to"] for i in items if i["type"] == "reply"] == ids
+    for group, items in outboxes(embedded_redis_url, groups).items():
+        assert [i["in_reply_to"] for i in items if i["type"] == "reply"] == posted[group]
     assert not [r for r in caplog.records if "interrupted" in r.getMessage()]
 
 
