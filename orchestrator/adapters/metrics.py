@@ -18,8 +18,8 @@ import json
 import logging
 from bisect import bisect_left
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal
 
 import redis
@@ -182,12 +182,12 @@ class _Increments:
     counts: defaultdict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
     sums: defaultdict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
 
-    def count(self, family: Family, labels: Sequence[str] = (), amount: int = 1) -> None:
+    def count(self, family: Family, labels: tuple[str, ...] = (), amount: int = 1) -> None:
         if amount:
             self.counts[family.key, _field(labels)] += amount
 
-    def observe(self, family: Family, value: float, labels: Sequence[str] = ()) -> None:
-        self.counts[family.key, _field([*labels, family.bound(value)])] += 1
+    def observe(self, family: Family, value: float, labels: tuple[str, ...] = ()) -> None:
+        self.counts[family.key, _field((*labels, family.bound(value)))] += 1
         self.sums[family.sum_key, _field(labels)] += value
 
     def merge(self, other: _Increments) -> None:
@@ -209,18 +209,18 @@ def _message_increments(sample: MessageSample) -> _Increments:
     inc.count(HANDLED)
     inc.observe(HANDLING, sample.duration_s)
     if sample.failure is not None:
-        inc.count(FAILED, [sample.failure])
+        inc.count(FAILED, (sample.failure,))
     if sample.dead_letter is not None:
-        inc.count(DEAD_LETTERS, [sample.dead_letter])
+        inc.count(DEAD_LETTERS, (sample.dead_letter,))
     for reply in sample.replies:
-        inc.count(REPLIES, [reply.agent, reply.kind])
-        inc.count(RECALL_HITS, [reply.agent], reply.recall_hits)
-        inc.count(MEMORY_WRITES, [reply.agent, "saved"], reply.saved)
-        inc.count(MEMORY_WRITES, [reply.agent, "reinforced"], reply.reinforced)
-        inc.count(MEMORY_WRITES, [reply.agent, "rejected"], reply.rejected)
+        inc.count(REPLIES, (reply.agent, reply.kind))
+        inc.count(RECALL_HITS, (reply.agent,), reply.recall_hits)
+        inc.count(MEMORY_WRITES, (reply.agent, "saved"), reply.saved)
+        inc.count(MEMORY_WRITES, (reply.agent, "reinforced"), reply.reinforced)
+        inc.count(MEMORY_WRITES, (reply.agent, "rejected"), reply.rejected)
         if reply.model is None:
             continue
-        inc.observe(MODEL_LATENCY, reply.latency_s, [reply.model])
+        inc.observe(MODEL_LATENCY, reply.latency_s, (reply.model,))
         tokens = {
             "input": reply.tokens_in,
             "output": reply.tokens_out,
@@ -228,7 +228,7 @@ def _message_increments(sample: MessageSample) -> _Increments:
             "cache_write": reply.cache_write,
         }
         for kind, amount in tokens.items():
-            inc.count(TOKENS, [reply.agent, reply.model, kind], amount)
+            inc.count(TOKENS, (reply.agent, reply.model, kind), amount)
     return inc
 
 
@@ -254,15 +254,15 @@ class MetricsRecorder:
         ``dead_lettered``)."""
         inc = _Increments()
         inc.count(HANDLED)
-        inc.count(FAILED, [reason])
+        inc.count(FAILED, (reason,))
         if dead_lettered:
-            inc.count(DEAD_LETTERS, [reason])
+            inc.count(DEAD_LETTERS, (reason,))
         await self._record(inc)
 
     async def rejected(self) -> None:
         """Count an inbound entry rejected as invalid (moved to the dead letters)."""
         inc = _Increments()
-        inc.count(DEAD_LETTERS, ["invalid"])
+        inc.count(DEAD_LETTERS, ("invalid",))
         await self._record(inc)
 
     async def _record(self, inc: _Increments) -> None:
@@ -291,7 +291,7 @@ class MetricsRecorder:
 def record_job(redis_url: str, kind: str, status: str) -> None:
     """Count a background job's outcome (from a worker's job; a failure is only logged)."""
     inc = _Increments()
-    inc.count(JOBS, [kind, status])
+    inc.count(JOBS, (kind, status))
     try:
         with redis.Redis.from_url(
             redis_url, socket_timeout=RECORD_TIMEOUT_S, socket_connect_timeout=RECORD_TIMEOUT_S
@@ -303,8 +303,9 @@ def record_job(redis_url: str, kind: str, status: str) -> None:
         logger.warning("job outcome %s %s not counted: %r", kind, status, exc)
 
 
-def _field(labels: Iterable[str]) -> str:
-    return json.dumps(list(labels), ensure_ascii=False, separators=(",", ":"))
+@lru_cache(maxsize=4096)  # the label sets are few (agents, models, outcomes): encode each once
+def _field(labels: tuple[str, ...]) -> str:
+    return json.dumps(labels, ensure_ascii=False, separators=(",", ":"))
 
 
 def bound_text(value: float) -> str:
