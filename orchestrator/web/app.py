@@ -28,6 +28,7 @@ from orchestrator.errors import OrchestratorError, ServiceError
 from orchestrator.memory.db import make_engine
 from orchestrator.settings import Settings
 from orchestrator.web import api, events, login, metrics, pages
+from orchestrator.web.feeds import RoomFeeds
 from orchestrator.web.rooms import Rooms
 from orchestrator.web.security import Guard, SecurityMiddleware
 from orchestrator.web.state import Console
@@ -67,17 +68,21 @@ def create_app(settings: Settings, *, keepalive_s: float = 15.0) -> FastAPI:
         redis = Redis.from_url(
             settings.effective_redis_url, socket_timeout=keepalive_s + 10, socket_connect_timeout=5
         )
+        rooms = Rooms(engine, agents, hop_limit=settings.hop_limit)
+        feeds = RoomFeeds(redis, events.renderer(rooms, agents), keepalive_s=keepalive_s)
         app.state.console = Console(
             settings=settings,
             agents=agents,
-            rooms=Rooms(engine, agents, hop_limit=settings.hop_limit),
+            rooms=rooms,
             client=client,
             redis=redis,
+            feeds=feeds,
             keepalive_s=keepalive_s,
         )
         try:
             yield
         finally:
+            await feeds.close()
             await redis.aclose()
             client.close()
             engine.dispose()

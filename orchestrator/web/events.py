@@ -14,26 +14,27 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Query
 from fastapi.responses import StreamingResponse
 from redis.exceptions import RedisError
 
-from orchestrator.core.wire import Outbound, decode_fields, outbox_stream, validate_group
+from orchestrator.core.models import AgentSpec
+from orchestrator.core.wire import Outbound, validate_group
 from orchestrator.errors import BusError, ValidationError
 from orchestrator.web.api import ENTRY_ID
+from orchestrator.web.feeds import Render
 from orchestrator.web.metrics import sse_clients
+from orchestrator.web.rooms import Rooms
 from orchestrator.web.state import Console, console
 from orchestrator.web.views import from_outbound
 
-__all__ = ["router", "sse_events"]
+__all__ = ["renderer", "router", "sse_events"]
 
 logger = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/api", tags=["api"])
-
-_BATCH = 100  # entries per XREAD
 
 
 @router.get(
@@ -66,44 +67,35 @@ async def events(
 
 async def _stream_end(running: Console, group: str) -> str:
     try:
-        newest = await running.redis.xrevrange(outbox_stream(group), count=1)
+        return await running.feeds.stream_end(group)
     except RedisError as exc:
         raise BusError(f"cannot read the outbound stream: {exc.__class__.__name__}") from None
-    return _text(newest[0][0]) if newest else "0-0"
-
-
-def _text(value: bytes | str | None) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 async def sse_events(running: Console, group: str, after: str) -> AsyncIterator[str]:
-    """The group's outbound items after entry ``after``, as server-sent event blocks."""
-    stream = outbox_stream(group)
-    block_ms = max(1, int(running.keepalive_s * 1000))
+    """The group's outbound items after entry ``after``, as server-sent event blocks (read by
+    the room's shared reader, :mod:`orchestrator.web.feeds`)."""
     with sse_clients.watching():
         yield ": connected\n\n"
-        while True:
-            try:
-                response = await running.redis.xread({stream: after}, count=_BATCH, block=block_ms)
-            except RedisError as exc:
-                logger.warning("events of group %s stopped: %s", group, exc.__class__.__name__)
-                return
-            if not response:
-                yield ": keep-alive\n\n"
-                continue
-            for _name, items in cast(list[Any], response):
-                for entry_id, fields in items:
-                    after = _text(entry_id)
-                    item = Outbound.from_fields(decode_fields(fields))
-                    yield await _event(running, after, item)
+        try:
+            async for block in running.feeds.watch(group, after):
+                yield block
+        except RedisError as exc:
+            logger.warning("events of group %s stopped: %s", group, exc.__class__.__name__)
 
 
-async def _event(running: Console, entry_id: str, item: Outbound) -> str:
-    if item.type == "done":
-        data: dict[str, Any] = {"in_reply_to": item.in_reply_to, "replies": item.replies}
-    else:
-        stored = await asyncio.to_thread(running.rooms.message, item.id)
-        msg = stored if stored is not None else from_outbound(item, running.agents)
-        data = msg.as_dict()
-    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return f"event: {item.type}\nid: {entry_id}\ndata: {payload}\n\n"
+def renderer(rooms: Rooms, agents: tuple[AgentSpec, ...]) -> Render:
+    """How an outbound item becomes its event block: a reply or notice as the stored message
+    (one not stored yet from its outbound fields), ``done`` as its counts."""
+
+    async def render(entry_id: str, item: Outbound) -> str:
+        if item.type == "done":
+            data: dict[str, Any] = {"in_reply_to": item.in_reply_to, "replies": item.replies}
+        else:
+            stored = await asyncio.to_thread(rooms.message, item.id)
+            msg = stored if stored is not None else from_outbound(item, agents)
+            data = msg.as_dict()
+        payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        return f"event: {item.type}\nid: {entry_id}\ndata: {payload}\n\n"
+
+    return render

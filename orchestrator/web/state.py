@@ -11,6 +11,7 @@ from redis.asyncio import Redis
 from orchestrator.client import ArenaClient
 from orchestrator.core.models import AgentSpec
 from orchestrator.settings import Settings
+from orchestrator.web.feeds import RoomFeeds
 from orchestrator.web.rooms import Rooms
 
 __all__ = ["Console", "console"]
@@ -21,7 +22,8 @@ class Console:
     """The open resources of a running console.
 
     ``client`` posts and retries as ``arena post`` does (blocking: call it from a thread);
-    ``redis`` reads the outbound streams for server-sent events.
+    ``redis`` reads the outbound streams for server-sent events, each watched room's through
+    its one shared reader in ``feeds``.
     """
 
     settings: Settings
@@ -29,6 +31,7 @@ class Console:
     rooms: Rooms
     client: ArenaClient
     redis: Redis
+    feeds: RoomFeeds
     keepalive_s: float = 15.0
 
 
