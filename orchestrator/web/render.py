@@ -64,6 +64,8 @@ def _renderer() -> MarkdownIt:
     return md
 
 
+@lru_cache(maxsize=4096)
 def markdown_html(text: str) -> str:
-    """``text`` (Markdown) as HTML safe to insert into a page."""
+    """``text`` (Markdown) as HTML safe to insert into a page (remembered: the newest pages of
+    busy rooms are asked for again and again)."""
     return str(_renderer().render(text))

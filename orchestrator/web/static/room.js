@@ -186,7 +186,9 @@
     events.addEventListener("open", () => {
       live.textContent = "live";
       live.className = "live on";
-      loadPage(null); // after subscribing: nothing said in between is missed (ids dedupe)
+      // Read the newest page again once subscribed: nothing said in between is missed (the
+      // ids keep a message from showing twice).
+      refreshSoon();
     });
     events.addEventListener("error", () => {
       live.textContent = "reconnecting…";
@@ -308,5 +310,6 @@
   }
 
   loadAgents();
+  loadPage(null);
   connect();
 })();
