@@ -24,9 +24,12 @@ __all__ = ["daemon", "up", "worker"]
 @click.command()
 @click.pass_obj
 def up(settings: Settings) -> None:
-    """Run the daemon, its workers and (when not configured) embedded Redis and MQTT.
+    """Run the daemon, its workers, the web console and (when not configured) embedded Redis
+    and MQTT.
 
-    Stops cleanly on Ctrl-C or SIGTERM: intake stops, messages in hand are finished.
+    The console is at http://127.0.0.1:8080 (ARENA_WEB_HOST, ARENA_WEB_PORT; 0 turns it off;
+    any host but loopback needs ARENA_WEB_TOKEN). Stops cleanly on Ctrl-C or SIGTERM: intake
+    stops, messages in hand are finished.
     """
     from orchestrator.cli import supervisor
 
