@@ -355,6 +355,8 @@ def test_malformed_posts_are_422(api: httpx.Client, group: str, content: bytes):
     )
     assert response.status_code == 422
     assert "\n" not in response.json()["error"]
+    if content in (b"{not json", b"[]"):
+        assert response.json()["error"].startswith("body: expected a JSON object")
 
 
 def test_a_huge_body_is_refused_before_it_is_read(api: httpx.Client, group: str):

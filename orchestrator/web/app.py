@@ -35,6 +35,8 @@ from orchestrator.web.state import Console
 
 __all__ = ["create_app"]
 
+_BODY_EXPECTED = 'body: expected a JSON object such as {"text": "…", "sender": "…"}'
+
 logger = logging.getLogger(__name__)
 
 _DOCS = Environment(autoescape=True).from_string(
@@ -129,8 +131,13 @@ def _errors(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {}
-        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "request"
-        return JSONResponse({"error": f"{where}: {first.get('msg', 'not valid')}"}, 422)
+        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
+        whole_body = first.get("loc", ()) == ("body",) or first.get("type") == "json_invalid"
+        if whole_body:
+            return JSONResponse({"error": _BODY_EXPECTED}, 422)
+        return JSONResponse(
+            {"error": f"{where or 'request'}: {first.get('msg', 'not valid')}"}, 422
+        )
 
     @app.exception_handler(ServiceError)
     async def unavailable(request: Request, exc: ServiceError) -> JSONResponse:
