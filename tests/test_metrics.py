@@ -142,6 +142,7 @@ async def test_labels_are_escaped_and_sse_clients_counted(
     reply = ReplySample(agent="ping", kind="reply", model=model, latency_s=0.3, tokens_in=5)
     await recorder.message_handled(MessageSample(duration_s=0.02, replies=(reply,)))
     await recorder.message_handled(MessageSample(duration_s=7.0))
+    await recorder.aclose()
     with web_metrics.sse_clients.watching(), web_metrics.sse_clients.watching():
         found = await _samples(scrape)
     assert found["arena_sse_clients", ()] == 2
@@ -161,15 +162,18 @@ async def test_redis_outage_does_not_fail_messages(
     tmp_path: Path, settings, store, fake_llm, caplog
 ):
     """With Redis unreachable the messages are answered; one WARNING says the metrics are not
-    recorded, not one per message."""
-    recorder = MetricsRecorder(Redis.from_url(dead_base_url().replace("http", "redis")))
+    recorded, not one per attempt to write them."""
+    dead = Redis.from_url(dead_base_url().replace("http", "redis"))
+    recorder = MetricsRecorder(dead, interval_s=60)
     llm = AnthropicProvider(api_key="test", base_url=fake_llm.base_url, max_retries=0)
     pipeline, outbox, _ = make_pipeline(settings, store, llm, metrics=recorder)
     with caplog.at_level(logging.WARNING, logger="orchestrator.adapters.metrics"):
         assert await pipeline.handle(_reply("1000-0")) == 1
+        await recorder.flush()
         assert await pipeline.handle(_reply("1001-0")) == 1
+        await recorder.aclose()
     await llm.aclose()
-    await recorder.redis.aclose()
+    await dead.aclose()
     assert [i.type for i in outbox.items] == ["reply", "done", "reply", "done"]
     warnings = [r for r in caplog.records if r.name == "orchestrator.adapters.metrics"]
     assert len(warnings) == 1
@@ -181,10 +185,12 @@ async def test_a_message_handled_again_is_counted_once(
 ):
     """Handling a message again (a redelivery) publishes nothing new and counts nothing new."""
     llm = AnthropicProvider(api_key="test", base_url=fake_llm.base_url, max_retries=0)
-    pipeline, _, _ = make_pipeline(settings, store, llm, metrics=MetricsRecorder(redis_client))
+    recorder = MetricsRecorder(redis_client)
+    pipeline, _, _ = make_pipeline(settings, store, llm, metrics=recorder)
     assert await pipeline.handle(_reply("1000-0")) == 1
     assert await pipeline.handle(_reply("1000-0")) == 1
     await llm.aclose()
+    await recorder.aclose()
     found = await _samples(scrape)
     assert found["arena_messages_handled_total", ()] == 1
     assert found["arena_replies_total", (("agent", "ping"), ("kind", "reply"))] == 1
@@ -193,12 +199,14 @@ async def test_a_message_handled_again_is_counted_once(
 async def test_recording_resumes_after_redis_pauses(redis_client: Redis, caplog):
     """A Redis that stops answering for a moment costs the numbers of that moment: one
     WARNING, then one INFO line when it answers again, and later numbers are counted."""
-    recorder = MetricsRecorder(redis_client, timeout_s=0.2)
+    recorder = MetricsRecorder(redis_client, interval_s=60, timeout_s=0.2)
     await redis_client.execute_command("CLIENT", "PAUSE", "600", "WRITE")
     with caplog.at_level(logging.INFO, logger="orchestrator.adapters.metrics"):
         await recorder.message_handled(MessageSample(duration_s=0.1))
+        await recorder.flush()
         await asyncio.sleep(0.7)
         await recorder.message_handled(MessageSample(duration_s=0.1))
+        await recorder.aclose()
     levels = [(r.levelname, r.getMessage()) for r in caplog.records]
     assert [level for level, _ in levels] == ["WARNING", "INFO"], levels
     assert await redis_client.hget("arena:metrics:arena_messages_handled", "[]") is not None

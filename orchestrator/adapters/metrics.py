@@ -7,8 +7,8 @@ Every process adds to the same hashes (one per family, named by
 worker, whichever process serves ``/metrics``. A hash field is the JSON list of a series'
 label values; a histogram's field adds the bucket's upper bound (each observation counted in
 its one bucket, made cumulative when read), and its sums are in a second hash. Recording is
-one pipelined round trip per batch of handled messages, and never fails a message: when Redis
-does not answer the numbers are lost, with one WARNING per outage.
+one pipelined round trip per half second, and never holds up or fails a message: when Redis does
+not answer the numbers are lost, with one WARNING per outage.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from typing import Any, Literal
 import redis
 from redis.asyncio import Redis
 
-from orchestrator.core.batching import Coalescer
 from orchestrator.core.wire import metrics_key
 
 __all__ = [
@@ -44,6 +43,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 RECORD_TIMEOUT_S = 2.0
+FLUSH_INTERVAL_S = 0.5
 INF = "+Inf"
 FailureReason = Literal["model", "internal"]
 DeadLetterReason = Literal["model", "internal", "invalid"]
@@ -190,11 +190,8 @@ class _Increments:
         self.counts[family.key, _field((*labels, family.bound(value)))] += 1
         self.sums[family.sum_key, _field(labels)] += value
 
-    def merge(self, other: _Increments) -> None:
-        for at, amount in other.counts.items():
-            self.counts[at] += amount
-        for at, total in other.sums.items():
-            self.sums[at] += total
+    def __bool__(self) -> bool:
+        return bool(self.counts or self.sums)
 
     def queue(self, pipe: Any) -> None:
         """Queue the commands on a (sync or async) Redis pipeline."""
@@ -204,8 +201,7 @@ class _Increments:
             pipe.hincrbyfloat(key, name, total)
 
 
-def _message_increments(sample: MessageSample) -> _Increments:
-    inc = _Increments()
+def _add_message(inc: _Increments, sample: MessageSample) -> None:
     inc.count(HANDLED)
     inc.observe(HANDLING, sample.duration_s)
     if sample.failure is not None:
@@ -229,46 +225,60 @@ def _message_increments(sample: MessageSample) -> _Increments:
         }
         for kind, amount in tokens.items():
             inc.count(TOKENS, (reply.agent, reply.model, kind), amount)
-    return inc
 
 
 class MetricsRecorder:
-    """The daemon's recorder: adds each handled message's numbers to the Redis hashes.
+    """The daemon's recorder: adds up what it is told in memory, and adds that to the Redis
+    hashes every ``interval_s`` (one pipelined round trip for every message of the interval),
+    so handling a message never waits for its metrics.
 
-    Calls made at about the same moment (by different groups' handlers) share one pipelined
-    round trip. A failure is logged once per outage and otherwise ignored.
+    When Redis does not answer, that interval's numbers are lost: one WARNING per outage, one
+    INFO line when they are recorded again. :meth:`aclose` writes what is left.
     """
 
-    def __init__(self, redis: Redis, *, timeout_s: float = RECORD_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        *,
+        interval_s: float = FLUSH_INTERVAL_S,
+        timeout_s: float = RECORD_TIMEOUT_S,
+    ) -> None:
         self.redis = redis
+        self.interval_s = interval_s
         self.timeout_s = timeout_s
-        self._batches: Coalescer[_Increments, None] = Coalescer(self._write, name="metrics")
+        self._pending = _Increments()
+        self._flusher: asyncio.Task[None] | None = None
         self._down = False
 
     async def message_handled(self, sample: MessageSample) -> None:
         """Count a message the pipeline handled to the end."""
-        await self._record(_message_increments(sample))
+        _add_message(self._pending, sample)
+        self._flush_soon()
 
     async def message_failed(self, reason: FailureReason, *, dead_lettered: bool) -> None:
         """Count a message whose handling raised (kept in the dead letters when
         ``dead_lettered``)."""
-        inc = _Increments()
-        inc.count(HANDLED)
-        inc.count(FAILED, (reason,))
+        self._pending.count(HANDLED)
+        self._pending.count(FAILED, (reason,))
         if dead_lettered:
-            inc.count(DEAD_LETTERS, (reason,))
-        await self._record(inc)
+            self._pending.count(DEAD_LETTERS, (reason,))
+        self._flush_soon()
 
     async def rejected(self) -> None:
         """Count an inbound entry rejected as invalid (moved to the dead letters)."""
-        inc = _Increments()
-        inc.count(DEAD_LETTERS, ("invalid",))
-        await self._record(inc)
+        self._pending.count(DEAD_LETTERS, ("invalid",))
+        self._flush_soon()
 
-    async def _record(self, inc: _Increments) -> None:
+    async def flush(self) -> None:
+        """Add what was counted since the last write to Redis now (errors only logged)."""
+        pending, self._pending = self._pending, _Increments()
+        if not pending:
+            return
         try:
             async with asyncio.timeout(self.timeout_s):
-                await self._batches(inc)
+                pipe = self.redis.pipeline(transaction=False)
+                pending.queue(pipe)
+                await pipe.execute()
         except Exception as exc:  # never fail a message for its metrics
             if not self._down:
                 self._down = True
@@ -278,14 +288,27 @@ class MetricsRecorder:
             self._down = False
             logger.info("metrics recorded again")
 
-    async def _write(self, batch: list[_Increments]) -> list[None]:
-        total = _Increments()
-        for inc in batch:
-            total.merge(inc)
-        pipe = self.redis.pipeline(transaction=False)
-        total.queue(pipe)
-        await pipe.execute()
-        return [None] * len(batch)
+    async def aclose(self) -> None:
+        """Stop the timer and write what is left."""
+        if self._flusher is not None:
+            self._flusher.cancel()
+            await asyncio.gather(self._flusher, return_exceptions=True)
+            self._flusher = None
+        await self.flush()
+
+    def _flush_soon(self) -> None:
+        if self._flusher is None:
+            self._flusher = asyncio.create_task(
+                self._flush_every_interval(), name="orchestrator.adapters.metrics.flush"
+            )
+
+    async def _flush_every_interval(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            await self.flush()
+            if not self._pending:  # nothing came meanwhile: the next count starts a timer
+                self._flusher = None
+                return
 
 
 def record_job(redis_url: str, kind: str, status: str) -> None:
