@@ -11,11 +11,13 @@ from typing import Any
 import click
 from rich.table import Table
 
+from orchestrator.cli.corrections import COMMANDS
 from orchestrator.cli.output import json_text, out
 from orchestrator.cli.resources import database
 from orchestrator.core.wire import validate_group
 from orchestrator.errors import ValidationError
 from orchestrator.files import write_atomic
+from orchestrator.memory.audit import pinned_ids
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.recall.recaller import text_relevance
 from orchestrator.memory.schema import MEMORY_TYPES, PERSONAL_TYPES
@@ -148,13 +150,17 @@ def _get(session: SessionMemory, entry_id: int) -> MemoryRecord:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
 def show(settings: Settings, entry_id: int, as_json: bool) -> None:
-    """Show one memory and the message it cites."""
-    with _stores(settings) as (session, history):
+    """Show one memory, the message it cites, and the entries it replaced or that replaced
+    it."""
+    with database(settings) as engine:
+        session, history = SessionMemory(engine), HistoryStore(engine)
         record = _get(session, entry_id)
         cited = history.get(record.citation.ref) if record.citation else None
         trigger_id = str(record.extra.get("trigger") or "")
         trigger = history.get(trigger_id) if trigger_id else None
-    data = _row(record)
+        with engine.connect() as conn:
+            pinned = bool(pinned_ids(conn, [entry_id]))
+    data = _row(record) | {"pinned": pinned}
     data["cited_message"] = cited.as_dict() if cited else None
     data["answering"] = trigger.as_dict() if trigger else None
     if as_json:
@@ -171,8 +177,12 @@ def show(settings: Settings, entry_id: int, as_json: bool) -> None:
         "count",
         "key",
         "tags",
+        "written_by",
+        "pinned",
         "created_at",
         "last_used_at",
+        "supersedes",
+        "superseded_by",
     ):
         out.print(f"{name + ':':<14}{data[name]}", markup=False)
     out.print(f"{'content:':<14}{record.content}", markup=False)
@@ -185,28 +195,6 @@ def show(settings: Settings, entry_id: int, as_json: bool) -> None:
     if trigger:
         m = trigger.message
         out.print(f"\nin answer to {m.id} from {m.sender}:\n  {m.text}", markup=False)
-
-
-@memory.command()
-@click.argument("entry_id", metavar="ID", type=int)
-@click.pass_obj
-def forget(settings: Settings, entry_id: int) -> None:
-    """Archive a memory (reversible with `arena memory restore ID`)."""
-    with _stores(settings) as (session, _):
-        _get(session, entry_id)
-        session.forget(entry_id)
-    out.print(f"memory {entry_id} archived; `arena memory restore {entry_id}` brings it back")
-
-
-@memory.command()
-@click.argument("entry_id", metavar="ID", type=int)
-@click.pass_obj
-def restore(settings: Settings, entry_id: int) -> None:
-    """Make an archived memory active again."""
-    with _stores(settings) as (session, _):
-        _get(session, entry_id)
-        session.restore(entry_id)
-    out.print(f"memory {entry_id} restored")
 
 
 @memory.command()
@@ -246,3 +234,7 @@ def export(settings: Settings, group: str, target: Path | None) -> None:
     path = target or settings.data_dir / "memory" / f"session_{group}.json"
     write_atomic(path, json.dumps(entries, ensure_ascii=False, indent=2) + "\n")
     out.print(f"{len(entries)} memories of {group} written to {path}", markup=False)
+
+
+for _command in COMMANDS:
+    memory.add_command(_command)

@@ -23,13 +23,13 @@ __all__ = [
 
 Scope = Literal["session", "personal", "global"]
 Namespace = Literal["agent", "task", "device"]
-WrittenBy = Literal["agent", "job", "import"]
+WrittenBy = Literal["agent", "job", "import", "person"]
 Action = Literal["added", "reinforced", "superseded"]
 
 SCOPES: tuple[str, ...] = ("session", "personal", "global")
 NAMESPACES: tuple[str, ...] = ("agent", "task", "device")
 STATUSES: tuple[str, ...] = ("active", "superseded", "archived")
-WRITERS: tuple[str, ...] = ("agent", "job", "import")
+WRITERS: tuple[str, ...] = ("agent", "job", "import", "person")
 
 INDEXED_EXTRA = ("speaker", "date", "context", "title")
 """Keys of ``extra`` whose text is searchable along with the content (as metadata)."""
