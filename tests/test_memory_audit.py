@@ -8,6 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy.engine import Engine
 
+from orchestrator.core.context.references import recall_items
+from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.memory.corrections import (
     Corrections,
     EditRefused,
@@ -15,6 +17,7 @@ from orchestrator.memory.corrections import (
     UnknownMemory,
 )
 from orchestrator.memory.gate import GateConfig
+from orchestrator.memory.recall.recaller import RecallConfig, Recaller, RecallResult
 from orchestrator.memory.session.store import Citation, NewMemory, SessionMemory
 from tests.databases import on_each_database
 
@@ -125,3 +128,43 @@ def test_state_errors(engine: Engine, corrections: Corrections):
     corrections.forget(edited.new.id, by="alex", now=T0)
     with pytest.raises(MemoryStateError, match="archived"):
         corrections.pin(edited.new.id, by="alex", now=T0)
+
+
+def _recall(engine: Engine, query: str, group: str = "alpha", **config) -> RecallResult:
+    return Recaller(SessionMemory(engine)).recall(
+        query, group=group, agent="architect", config=RecallConfig(**config), now=T0
+    )
+
+
+@on_each_database
+def test_a_pinned_entry_is_recalled_whatever_the_query(engine: Engine, corrections: Corrections):
+    """A pinned entry of the group is offered first, labelled pinned, even with no word in
+    common with the message; a pinned entry of another group is not."""
+    entry = _write(engine, "Standups are at nine sharp")
+    other = _write(engine, "Standups are at ten in beta", group="beta")
+    _write(engine, "The database migration runs at night")
+    assert [s.id for s in _recall(engine, "database migration").snippets] != [entry]
+    corrections.pin(entry, by="alex", now=T0)
+    corrections.pin(other, by="alex", now=T0)
+    result = _recall(engine, "database migration")
+    assert result.snippets[0].id == entry
+    assert result.snippets[0].trust == "pinned, sourced"
+    assert other not in [s.id for s in result.snippets]
+    (line,) = [
+        item.text
+        for item in recall_items(result.snippets[:1], [], "UTC", TokenCounter())
+        if item.id == str(entry)
+    ]
+    assert "(decision, pinned, sourced," in line
+    corrections.forget(entry, by="alex", now=T0)
+    assert entry not in [s.id for s in _recall(engine, "database migration").snippets]
+
+
+@on_each_database
+def test_a_pinned_entry_counts_in_the_budget(engine: Engine, corrections: Corrections):
+    """A pinned entry that does not fit the recall budget is left out, and recorded so."""
+    entry = _write(engine, "Standups are at nine sharp, every weekday, in the big room")
+    corrections.pin(entry, by="alex", now=T0)
+    result = _recall(engine, "anything at all", char_budget=20)
+    assert result.snippets == ()
+    assert [(d.id, d.layer) for d in result.dropped] == [(entry, "char_budget")]

@@ -42,6 +42,7 @@ class Ranked:
     similarity: float
     order: int  # ties: the newer first
     item: MemoryRecord | Said
+    pinned: bool = False
 
 
 @dataclass(slots=True, kw_only=True)
@@ -104,7 +105,7 @@ def fit(
         item = candidate.item
         if isinstance(item, MemoryRecord):
             if state.take(item.id, len(item.content)):
-                snippets.append(_snippet(item, candidate.score, candidate.similarity, now))
+                snippets.append(_snippet(item, candidate, now))
         elif item.id not in state.shown:
             found = _take_message(candidate, item, asked[item.id], state)
             messages += [found] if found else []
@@ -151,15 +152,17 @@ def _take_message(
     )
 
 
-def _snippet(record: MemoryRecord, score: float, similarity: float, now: datetime) -> Snippet:
+def _snippet(record: MemoryRecord, candidate: Ranked, now: datetime) -> Snippet:
+    trust = trust_of(record)
     return Snippet(
         id=record.id,
         content=record.content,
         type=record.type,
-        score=round(score, 4),
-        similarity=round(similarity, 4),
+        score=round(candidate.score, 4),
+        similarity=round(candidate.similarity, 4),
         confidence=round(adjusted_confidence(record, now), 4),
-        trust=trust_of(record),
+        trust=f"pinned, {trust}" if candidate.pinned else trust,
+        pinned=candidate.pinned,
         citation=record.citation,
         created_at=record.created_at,
         scope=record.scope,

@@ -48,6 +48,7 @@ from orchestrator.memory.session.search import TextHit
 from orchestrator.memory.session.store import SessionMemory
 
 __all__ = [
+    "PIN_BONUS",
     "Dropped",
     "RecallConfig",
     "RecallResult",
@@ -57,6 +58,10 @@ __all__ = [
     "Trust",
     "text_relevance",
 ]
+
+PIN_BONUS = 1.0
+"""Added to a pinned entry's score: it ranks above every other candidate (scores are at most
+1), so it is the last recalled item any budget leaves out."""
 
 
 class Recaller:
@@ -123,16 +128,21 @@ class Recaller:
         now: datetime,
         dropped: list[Dropped],
     ) -> list[Ranked]:
-        """The memories past the floor and the filters, with their final score."""
+        """The memories past the floor and the filters, with their final score, and the
+        pinned ones of ``scopes`` whatever their relevance (they pass no filter: a person chose
+        them)."""
         candidates = self._candidates(query, scopes, config.candidates)
+        pinned = {record.id: record for record in self.memory.pinned(scopes)}
         # Only what passes the relevance floor is read in full (text hits come light).
         full = self.memory.records(
             c.id
             for c, sim in candidates
-            if isinstance(c, TextHit) and _below_floor(sim, config) is None
+            if isinstance(c, TextHit) and c.id not in pinned and _below_floor(sim, config) is None
         )
         kept: list[Ranked] = []
         for candidate, similarity in candidates:
+            if candidate.id in pinned:
+                continue
             record = candidate if isinstance(candidate, MemoryRecord) else full.get(candidate.id)
             verdict = (
                 _below_floor(similarity, config)
@@ -146,6 +156,15 @@ class Recaller:
                 kept.append(
                     Ranked(score=score, similarity=similarity, order=-record.id, item=record)
                 )
+        relevance = {c.id: sim for c, sim in candidates}
+        for record in pinned.values():
+            similarity = relevance.get(record.id, 0.0)
+            score = PIN_BONUS + final_score(similarity, record, now)
+            kept.append(
+                Ranked(
+                    score=score, similarity=similarity, order=-record.id, item=record, pinned=True
+                )
+            )
         return kept
 
     def _messages(

@@ -9,7 +9,6 @@ from typing import Literal
 
 from orchestrator.errors import ValidationError
 from orchestrator.memory.conversation.index import Said
-from orchestrator.memory.recall.ranking import Trust
 from orchestrator.memory.session.records import Citation
 
 __all__ = ["Dropped", "Layer", "RecallConfig", "RecallResult", "RecalledMessage", "Snippet"]
@@ -41,7 +40,9 @@ class RecallConfig:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Snippet:
     """A recalled memory: ``score`` is the final rank, ``similarity`` the relevance (0..1)
-    and ``confidence`` the adjusted confidence that went into the score."""
+    and ``confidence`` the adjusted confidence that went into the score. ``trust`` is the
+    label the agent reads (verified, sourced or unsourced), after ``"pinned, "`` for an entry
+    people pinned."""
 
     id: int
     content: str
@@ -49,10 +50,11 @@ class Snippet:
     score: float
     similarity: float
     confidence: float
-    trust: Trust
+    trust: str
     citation: Citation | None
     created_at: datetime
     scope: str
+    pinned: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

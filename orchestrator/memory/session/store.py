@@ -23,6 +23,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from orchestrator.errors import ServiceError, ValidationError
+from orchestrator.memory.audit import PINS
 from orchestrator.memory.session import fts
 from orchestrator.memory.session.embeddings import Embedder, cosine, pack, unpack
 from orchestrator.memory.session.entries import (
@@ -239,6 +240,16 @@ class SessionMemory:
         with self._engine.connect() as conn:
             rows = conn.execute(_BY_IDS, {"ids": wanted}).mappings()
             return {row["id"]: to_record(row) for row in rows}
+
+    def pinned(self, scopes: Sequence[tuple[str, str]]) -> builtins.list[MemoryRecord]:
+        """The active entries of ``scopes`` that people pinned, newest first."""
+        if not scopes:
+            return []
+        where = or_(*(active_in(scope, scope_id) for scope, scope_id in scopes))
+        query = select(*_RECORD_COLUMNS).join(PINS, PINS.c.entry_id == _T.c.id).where(where)
+        with self._engine.connect() as conn:
+            rows = conn.execute(query.order_by(_T.c.id.desc())).mappings()
+            return [to_record(row) for row in rows]
 
     def search_similar(
         self, vector: Sequence[float], *, scopes: Sequence[tuple[str, str]], limit: int = 50
