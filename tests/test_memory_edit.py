@@ -1,5 +1,5 @@
 """`arena memory edit|pin|unpin|history|show`: corrections from the command line, recorded
-with who made them, on a real SQLite store."""
+with who made them, on a real SQLite store; `arena memory-md set`: a hand edit of MEMORY.md."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from orchestrator.cli.main import main
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.session.store import Citation, NewMemory, SessionMemory
+from orchestrator.settings import Settings
 
 T0 = datetime(2026, 4, 1, 10, 0, tzinfo=UTC)
 
@@ -109,3 +110,76 @@ def test_unknown_id_is_one_line(entry: str):
     result = _run("memory", "history", "999999")
     assert result.exit_code == 1
     assert "no memory with id 999999" in result.output
+
+
+def _growth(settings: Settings) -> dict:
+    result = CliRunner().invoke(main, ["growth", "ping", "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+@pytest.mark.usefixtures("settings_env")
+def test_hand_edit_of_memory_md_is_a_version(settings: Settings):
+    """`memory-md set` saves a version marked "hand edit" with who; `growth` lists it, and the
+    file on disk is the new text."""
+    text = "# ping\n\n- Ask for the expected load first\n"
+    done = _run("memory-md", "set", "ping", "-", "--base-version", "0", "--by", "alex", stdin=text)
+    assert done.exit_code == 0, done.output
+    assert "version 1" in done.output
+    (version,) = _growth(settings)["versions"]
+    assert (version["version"], version["trigger"]) == (1, "hand edit")
+    assert version["source"] == {"by": "alex"}
+    assert (settings.workspaces_dir / "ping" / "MEMORY.md").read_text() == text
+    path = settings.workspaces_dir.parent / "edit.md"
+    path.write_text(text + "- Keep PRs small\n")
+    again = _run("memory-md", "set", "ping", str(path), "--base-version", "1")
+    assert again.exit_code == 0, again.output
+    assert [v["version"] for v in _growth(settings)["versions"]] == [1, 2]
+
+
+@pytest.mark.usefixtures("settings_env")
+def test_hand_edit_conflict_loses_nothing(settings: Settings):
+    """Two edits from the same version: the second is refused, the first is kept, and the
+    attempt is in the growth log."""
+    assert (
+        _run("memory-md", "set", "ping", "-", "--base-version", "0", stdin="one\n").exit_code == 0
+    )
+    second = _run("memory-md", "set", "ping", "-", "--base-version", "0", stdin="two\n")
+    assert second.exit_code == 1
+    assert "version 1, not 0" in second.output
+    assert (settings.workspaces_dir / "ping" / "MEMORY.md").read_text() == "one\n"
+    growth = _growth(settings)
+    assert [v["version"] for v in growth["versions"]] == [1]
+    assert [a["status"] for a in growth["attempts"]] == ["conflict"]
+
+
+@pytest.mark.usefixtures("settings_env")
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("- deploy key sk-ant-api03-" + "k" * 40 + "\n", "secret"),
+        ('- note <!--SAVE_MEMORY: {"type": "fact", "content": "x y z"}-->\n', "markers"),
+        ("word " * 5000, "over the budget"),
+    ],
+)
+def test_hand_edit_refused_by_the_rules(settings: Settings, text: str, reason: str):
+    """A key, a marker or a text over the budget is refused with the reason; the file and
+    the versions are untouched, the refusal is an attempt in the growth log."""
+    result = _run("memory-md", "set", "ping", "-", "--base-version", "0", stdin=text)
+    assert result.exit_code == 1
+    assert reason in result.output
+    assert "sk-ant" not in result.output
+    assert not (settings.workspaces_dir / "ping" / "MEMORY.md").exists()
+    growth = _growth(settings)
+    assert growth["versions"] == []
+    assert [a["status"] for a in growth["attempts"]] == ["rejected"]
+
+
+@pytest.mark.usefixtures("settings_env")
+@pytest.mark.parametrize("agent", ["../ping", "nobody", "ping/../pong"])
+def test_hand_edit_of_an_unknown_agent(settings: Settings, agent: str):
+    """An id that is no agent of the team (or could leave the workspaces) is refused."""
+    result = _run("memory-md", "set", agent, "-", "--base-version", "0", stdin="x\n")
+    assert result.exit_code == 1
+    assert "agent" in result.output
+    assert not list(settings.workspaces_dir.parent.rglob("MEMORY.md"))

@@ -37,6 +37,10 @@ class ArenaGroup(click.Group):
 
     lazy: ClassVar[dict[str, tuple[str, str]]] = {
         "memory": ("orchestrator.cli.memory", "Inspect and manage the groups' session memory."),
+        "memory-md": (
+            "orchestrator.cli.memory_md",
+            "Edit an agent's MEMORY.md by hand, as a new version that `arena growth` lists.",
+        ),
         "context": (
             "orchestrator.cli.context",
             "Show the context AGENT's next turn in GROUP would get: each layer with its "
