@@ -104,6 +104,10 @@ class MqttPublisher:
                 self.published += 1
             self._idle.set()
             self._wakeup.clear()
+            if _cancelled():
+                # Python 3.11's wait_for (aiomqtt's connect and publish) drops a cancellation
+                # that lands as its wait ends; waiting for more to send would then never end.
+                raise asyncio.CancelledError
             await self._wakeup.wait()
 
 
