@@ -1,0 +1,215 @@
+"""The console's API of an agent's memory files (``/api/agents/{agent}/...``): its identity
+and current ``MEMORY.md`` with its tokens against the budget, the growth log (``arena
+growth``), a version's text and diff, a hand edit of ``MEMORY.md`` (``arena memory-md set``)
+and its daily logs (``arena logs``).
+
+An agent id is looked up among the team's agents before any path is built from it: an unknown
+id is a 404, never a file read.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import Path as PathParam
+from pydantic import BaseModel, Field
+
+from orchestrator.background.entries import entries
+from orchestrator.core.agents import IDENTITY_FILES, workspace_dir
+from orchestrator.core.context.tokens import TokenCounter
+from orchestrator.core.models import AgentSpec
+from orchestrator.memory.hand_edit import (
+    MEMORY_FILE,
+    HandEditConflict,
+    HandEditRefused,
+    memory_md_file,
+    save_hand_edit,
+)
+from orchestrator.memory.personal import PersonalLog
+from orchestrator.memory.versioned_file import VersionedFile
+from orchestrator.memory.versions import Version, VersionStore
+from orchestrator.web.api_memory import WEB_ACTOR, Running, engine_of
+from orchestrator.web.views import agent_view
+
+__all__ = ["MAX_EDIT_BYTES", "router"]
+
+router = APIRouter(prefix="/api/agents", tags=["agents"])
+
+MAX_EDIT_BYTES = 256 * 1024
+"""A hand edit's request is refused (413) beyond this many bytes, before it is read."""
+
+_SOURCE_RE = re.compile(r"\(source: ([^/()\s]+)/([^()\s]+)\)\s*$")
+_COUNTER = TokenCounter()
+AgentId = Annotated[str, PathParam(max_length=64)]
+
+
+class MemoryMdEdit(BaseModel):
+    """A hand edit of ``MEMORY.md``: the new text and the version it was edited from."""
+
+    text: str = Field(description="The whole new MEMORY.md.")
+    base_version: int = Field(ge=0, description="The version the edit started from (0: none).")
+
+
+def _agent(running: Running, agent_id: str) -> AgentSpec:
+    for agent in running.agents:
+        if agent.id == agent_id:
+            return agent
+    raise HTTPException(404, f"no agent {agent_id!r}")
+
+
+def _file(running: Running, agent: AgentSpec) -> VersionedFile:
+    store = VersionStore(engine_of(running))
+    return memory_md_file(store, running.settings.workspaces_dir, agent.id, _COUNTER.count)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+
+
+@router.get("/{agent_id}", summary="An agent's identity and current MEMORY.md")
+def agent(agent_id: AgentId, running: Running) -> dict[str, Any]:
+    """Its identity files, its ``MEMORY.md`` with tokens against the budget and its version
+    (a change found on disk is recorded as a version first, so text and version agree)."""
+    spec = _agent(running, agent_id)
+    folder = workspace_dir(running.settings.workspaces_dir, spec.id)
+    file = _file(running, spec)
+    file.sync(datetime.now(UTC))
+    latest = file.store.latest("memory_md", spec.id)
+    text = file.read()
+    return {
+        "agent": {**agent_view(spec), "description": spec.description, "model": spec.model},
+        "identity": {name: _read(folder / name) for name in IDENTITY_FILES},
+        "memory_md": {
+            "text": text,
+            "tokens": _COUNTER.count(text),
+            "budget_tokens": running.settings.distill_budget_tokens,
+            "entries": len(entries(text)),
+            "version": latest.version if latest else 0,
+        },
+    }
+
+
+def _version_row(v: Version) -> dict[str, Any]:
+    return {
+        "version": v.version,
+        "at": v.created_at.isoformat(),
+        "trigger": v.trigger,
+        "tokens": v.tokens,
+        "entries": len(entries(v.text)),
+        "lines_added": v.lines_added,
+        "lines_removed": v.lines_removed,
+        "source": v.source,
+    }
+
+
+@router.get("/{agent_id}/growth", summary="How MEMORY.md grew (`arena growth --json`)")
+def growth(agent_id: AgentId, running: Running) -> dict[str, Any]:
+    """Every version (oldest first) and every attempt that wrote none, with its reason."""
+    spec = _agent(running, agent_id)
+    store = VersionStore(engine_of(running))
+    runs = [r for r in store.runs("memory_md", spec.id) if r.status != "written"]
+    return {
+        "agent": spec.id,
+        "budget_tokens": running.settings.distill_budget_tokens,
+        "versions": [_version_row(v) for v in store.history("memory_md", spec.id)],
+        "attempts": [
+            {
+                "at": r.created_at.isoformat(),
+                "trigger": r.trigger,
+                "status": r.status,
+                "reason": r.reason,
+            }
+            for r in runs
+        ],
+    }
+
+
+@router.get("/{agent_id}/growth/{version}", summary="One version's text and its diff")
+def version(
+    agent_id: AgentId, version: Annotated[int, PathParam(ge=1)], running: Running
+) -> dict[str, Any]:
+    """The text of ``version`` and a unified diff against the version before it."""
+    spec = _agent(running, agent_id)
+    store = VersionStore(engine_of(running))
+    found = store.get("memory_md", spec.id, version)
+    if found is None:
+        raise HTTPException(404, f"{spec.id} has no MEMORY.md version {version}")
+    before = store.get("memory_md", spec.id, version - 1) if version > 1 else None
+    diff = difflib.unified_diff(
+        (before.text if before else "").splitlines(keepends=True),
+        found.text.splitlines(keepends=True),
+        fromfile=f"{spec.id}/{MEMORY_FILE} v{version - 1}",
+        tofile=f"{spec.id}/{MEMORY_FILE} v{version}",
+    )
+    return {**_version_row(found), "text": found.text, "diff": "".join(diff)}
+
+
+def _bounded(request: Request) -> None:
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > MAX_EDIT_BYTES:
+        raise HTTPException(413, f"text: the request is {length} bytes, at most {MAX_EDIT_BYTES}")
+
+
+@router.put(
+    "/{agent_id}/memory-md",
+    summary="Save a hand edit of MEMORY.md (`arena memory-md set`)",
+    responses={404: {}, 409: {}, 413: {}, 422: {}},
+)
+def set_memory_md(
+    agent_id: AgentId,
+    body: MemoryMdEdit,
+    running: Running,
+    _: Annotated[None, Depends(_bounded)],
+) -> dict[str, Any]:
+    """A new version, trigger "hand edit" by "web"; 409 when the file is no longer at
+    ``base_version``, 422 with the reason when the text breaks a rule."""
+    spec = _agent(running, agent_id)
+    try:
+        saved = save_hand_edit(
+            _file(running, spec),
+            body.text,
+            base_version=body.base_version,
+            by=WEB_ACTOR,
+            now=datetime.now(UTC),
+            budget_tokens=running.settings.distill_budget_tokens,
+        )
+    except HandEditConflict as exc:
+        raise HTTPException(409, str(exc)) from None
+    except HandEditRefused as exc:
+        raise HTTPException(422, str(exc)) from None
+    return _version_row(saved)
+
+
+@router.get("/{agent_id}/logs", summary="An agent's daily log (`arena logs`)")
+def logs(
+    agent_id: AgentId,
+    running: Running,
+    day: Annotated[date | None, Query(alias="date", description="YYYY-MM-DD")] = None,
+) -> dict[str, Any]:
+    """The day's lines (default: today), each with the group and message it came from, and
+    the days that have a log."""
+    spec = _agent(running, agent_id)
+    personal = PersonalLog(running.settings.workspaces_dir, running.settings.zone)
+    wanted = day or datetime.now(running.settings.zone).date()
+    lines = []
+    for line in personal.read(spec.id, wanted).splitlines():
+        if not line.startswith("- "):
+            continue
+        source = _SOURCE_RE.search(line)
+        lines.append(
+            {
+                "text": line[2:],
+                "group": source.group(1) if source else None,
+                "message_id": source.group(2) if source else None,
+            }
+        )
+    days = [d.isoformat() for d in personal.days(spec.id)]
+    return {"agent": spec.id, "date": wanted.isoformat(), "lines": lines, "days": days}

@@ -1,0 +1,84 @@
+"""``GET /api/context``: the context an agent's next turn in a group would get, as ``arena
+context --json`` prints it (nothing is sent to the model)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query
+
+from orchestrator.core.context.build import build_context
+from orchestrator.core.context.tokens import TokenCounter
+from orchestrator.core.models import ChatMessage, MessageKind
+from orchestrator.core.prompts import Prompts
+from orchestrator.core.wire import DEFAULT_SENDER, validate_group
+from orchestrator.errors import ValidationError
+from orchestrator.runtime.daemon import load_drift, load_team, make_briefing
+from orchestrator.web.api_memory import Running, engine_of
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/api", tags=["context"])
+
+
+@router.get("/context", summary="The context an agent's next turn would get (`arena context`)")
+def context(
+    running: Running,
+    agent: Annotated[str, Query(max_length=64)],
+    group: Annotated[str, Query(max_length=200)],
+    message: Annotated[str | None, Query(max_length=20_000)] = None,
+) -> dict[str, Any]:
+    """The request (system prompt, turns) and the report (layers' tokens, budget decisions,
+    citations, recall's candidates left out), as if ``message`` were posted next (default:
+    the group's latest message)."""
+    try:
+        name = validate_group(group)
+    except ValidationError as exc:
+        raise HTTPException(422, str(exc)) from None
+    settings = running.settings
+    team = load_team(settings)
+    spec = next((a for a in team.agents if a.id == agent), None)
+    if spec is None:
+        raise HTTPException(404, f"no agent {agent!r}")
+    engine = engine_of(running)
+    briefing = make_briefing(settings, engine, team)
+    now = datetime.now(UTC)
+    trigger = _trigger(running, name, message, now)
+    gathered = briefing.gather(spec, trigger, now)
+    built = build_context(
+        agent=spec,
+        agents=team.agents,
+        layers=gathered.layers,
+        trigger=trigger,
+        prompts=Prompts(settings.prompts_dir),
+        now=now.astimezone(settings.zone),
+        tz=settings.tz,
+        limits=briefing.limits(spec, load_drift(settings).factor(spec.model)),
+        counter=TokenCounter(),
+    )
+    request = built.request
+    return {
+        "agent": spec.id,
+        "group": name,
+        "model": request.model,
+        "system": request.system,
+        "system_tail": request.system_tail,
+        "messages": [dict(m) for m in request.messages],
+        "report": dict(built.report),
+    }
+
+
+def _trigger(running: Running, group: str, message: str | None, now: datetime) -> ChatMessage:
+    if message is None:
+        latest = running.rooms.history.recent(group, 1)
+        if latest:
+            return latest[0].message
+    return ChatMessage(
+        id="next",
+        group=group,
+        sender=DEFAULT_SENDER,
+        kind=MessageKind.HUMAN,
+        text=message or "(no message yet)",
+        created_at=now,
+    )

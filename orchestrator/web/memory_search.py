@@ -1,0 +1,147 @@
+"""What ``GET /api/memories`` answers: the newest memories matching filters, or a search with
+the recall an agent's turn runs (its own settings, its scopes), each hit with its score, its
+trust label and, for what a turn would leave out, the layer and the reason."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from orchestrator.core.models import AgentSpec
+from orchestrator.errors import ValidationError
+from orchestrator.memory.audit import pinned_ids
+from orchestrator.memory.recall.ranking import trust_of
+from orchestrator.memory.recall.recaller import Recaller, RecallResult
+from orchestrator.memory.session.records import MemoryRecord
+from orchestrator.memory.session.store import SessionMemory
+from orchestrator.runtime.daemon import load_team, make_briefing
+from orchestrator.web.state import Console
+
+__all__ = ["search_memories"]
+
+_MAX_GROUPS = 50
+
+
+def search_memories(
+    running: Console,
+    engine: Engine,
+    *,
+    q: str | None,
+    group: str | None,
+    agent: str | None,
+    type: str | None,
+    status: str | None,
+    written_by: str | None,
+    limit: int,
+) -> dict[str, Any]:
+    """The API's answer; ``agent`` is the recalling agent with ``q``, the writer without.
+
+    Raises:
+        ValidationError: ``agent`` is not one of the team's.
+    """
+    session = SessionMemory(engine)
+    if not q:
+        records = session.list(
+            scope="session" if group else None,
+            scope_id=group,
+            type=type,
+            status=status,
+            agent=agent,
+            limit=limit if written_by is None else limit * 10,
+        )
+        kept = [r for r in records if written_by is None or r.written_by == written_by]
+        pinned = _pinned(engine, [r.id for r in kept[:limit]])
+        return {"memories": [{**r.as_dict(), "pinned": r.id in pinned} for r in kept[:limit]]}
+    spec = _recalling(running.agents, agent)
+    groups = [group] if group else _groups(session)
+    hits: list[dict[str, Any]] = []
+    for name in groups:
+        hits += _recalled(running, engine, session, q, name, spec)
+    hits = [
+        h
+        for h in hits
+        if (type is None or h["type"] == type)
+        and (written_by is None or h["written_by"] == written_by)
+    ]
+    hits.sort(key=lambda h: (not h["kept"], -(h["score"] or 0.0), -h["id"]))
+    return {"query": q, "agent": spec.id, "memories": hits[:limit]}
+
+
+def _recalling(agents: Sequence[AgentSpec], agent: str | None) -> AgentSpec:
+    for spec in agents:
+        if spec.id == agent or (agent is None and spec.default):
+            return spec
+    if agent is None and agents:
+        return agents[0]
+    raise ValidationError("agent", f"no agent {agent!r}")
+
+
+def _groups(session: SessionMemory) -> list[str]:
+    return sorted({i for scope, i in session.scopes() if scope == "session"})[:_MAX_GROUPS]
+
+
+def _pinned(engine: Engine, ids: list[int]) -> set[int]:
+    if not ids:
+        return set()
+    with engine.connect() as conn:
+        return pinned_ids(conn, ids)
+
+
+def _recalled(
+    running: Console,
+    engine: Engine,
+    session: SessionMemory,
+    q: str,
+    group: str,
+    spec: AgentSpec,
+) -> list[dict[str, Any]]:
+    """Recall for ``spec`` in ``group`` as its turn would run it (memories only)."""
+    config = make_briefing(running.settings, engine, load_team(running.settings)).recall_config(
+        spec
+    )
+    result: RecallResult = Recaller(session).recall(
+        q, group=group, agent=spec.id, config=config, now=datetime.now(UTC), messages=False
+    )
+    ids = [s.id for s in result.snippets] + [d.id for d in result.dropped if isinstance(d.id, int)]
+    records = session.records(ids)
+    pinned = _pinned(engine, list(records))
+    hits = [
+        _hit(records[s.id], s.score, s.similarity, s.trust, pinned, group)
+        for s in result.snippets
+        if s.id in records
+    ]
+    for dropped in result.dropped:
+        record = records.get(dropped.id) if isinstance(dropped.id, int) else None
+        if record is not None:
+            hit = _hit(record, None, None, trust_of(record), pinned, group)
+            hits.append(
+                {
+                    **hit,
+                    "kept": False,
+                    "dropped": {"layer": dropped.layer, "reason": dropped.reason},
+                }
+            )
+    return hits
+
+
+def _hit(
+    record: MemoryRecord,
+    score: float | None,
+    similarity: float | None,
+    trust: str,
+    pinned: set[int],
+    group: str,
+) -> dict[str, Any]:
+    return {
+        **record.as_dict(),
+        "recalled_in": group,
+        "score": score,
+        "similarity": similarity,
+        "trust": trust,
+        "pinned": record.id in pinned,
+        "kept": True,
+        "dropped": None,
+    }
