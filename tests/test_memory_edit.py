@@ -60,6 +60,8 @@ def test_edit_supersedes_and_show_links_both_ways(entry: str):
     assert new["supersedes"] == int(entry)
     assert new["content"] == "We use opaque session tokens"
     assert new["citation"]["ref"] == "1-0:1:architect"
+    people = _run("memory", "list", "--written-by", "person", "--json").output.splitlines()
+    assert [json.loads(line)["id"] for line in people] == [new["id"]]
     text = _run("memory", "show", entry).output
     assert f"superseded_by:{old['superseded_by']}" in text.replace(" ", "")
 

@@ -199,6 +199,8 @@ def test_corrections_from_the_web(api: httpx.Client, served: Served, group: str)
     new = edited["new"]["id"]
     assert (edited["old"]["status"], edited["old"]["superseded_by"]) == ("superseded", new)
     assert edited["new"]["supersedes"] == entry
+    by_people = api.get("/api/memories", params={"group": group, "written_by": "person"})
+    assert [m["id"] for m in by_people.json()["memories"]] == [new]
     stale = api.patch(f"/api/memories/{entry}", json={"content": "Standups are at noon"})
     assert stale.status_code == 409
     for action, status, pinned in (

@@ -21,7 +21,7 @@ from orchestrator.memory.audit import pinned_ids
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.recall.recaller import text_relevance
 from orchestrator.memory.schema import MEMORY_TYPES, PERSONAL_TYPES
-from orchestrator.memory.session.records import STATUSES, MemoryRecord
+from orchestrator.memory.session.records import STATUSES, WRITERS, MemoryRecord
 from orchestrator.memory.session.store import SessionMemory
 from orchestrator.settings import Settings
 
@@ -115,6 +115,10 @@ def search(
 @click.option(
     "--status", default="active", show_default=True, type=click.Choice([*STATUSES, "any"])
 )
+@click.option("--agent", default=None, help="Only entries this agent wrote.")
+@click.option(
+    "--written-by", default=None, type=click.Choice(WRITERS), help="Only entries written so."
+)
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 100_000))
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 @click.pass_obj
@@ -123,6 +127,8 @@ def list_(
     group: str | None,
     type_: str | None,
     status: str,
+    agent: str | None,
+    written_by: str | None,
     limit: int,
     as_json: bool,
 ) -> None:
@@ -133,6 +139,8 @@ def list_(
             scope_id=validate_group(group) if group else None,
             type=type_,
             status=None if status == "any" else status,
+            agent=agent,
+            written_by=written_by,
             limit=limit,
         )
     _emit([_row(r) for r in records], as_json)

@@ -14,7 +14,7 @@ from orchestrator.core.models import AgentSpec
 from orchestrator.errors import ValidationError
 from orchestrator.memory.audit import pinned_ids
 from orchestrator.memory.recall.ranking import trust_of
-from orchestrator.memory.recall.recaller import Recaller, RecallResult
+from orchestrator.memory.recall.recaller import RecallConfig, Recaller, RecallResult
 from orchestrator.memory.session.records import MemoryRecord
 from orchestrator.memory.session.store import SessionMemory
 from orchestrator.runtime.daemon import load_team, make_briefing
@@ -50,16 +50,18 @@ def search_memories(
             type=type,
             status=status,
             agent=agent,
-            limit=limit if written_by is None else limit * 10,
+            written_by=written_by,
+            limit=limit,
         )
-        kept = [r for r in records if written_by is None or r.written_by == written_by]
-        pinned = _pinned(engine, [r.id for r in kept[:limit]])
-        return {"memories": [{**r.as_dict(), "pinned": r.id in pinned} for r in kept[:limit]]}
+        pinned = _pinned(engine, [r.id for r in records])
+        return {"memories": [{**r.as_dict(), "pinned": r.id in pinned} for r in records]}
     spec = _recalling(running.agents, agent)
+    team = load_team(running.settings)
+    config = make_briefing(running.settings, engine, team).recall_config(spec)
     groups = [group] if group else _groups(session)
     hits: list[dict[str, Any]] = []
     for name in groups:
-        hits += _recalled(running, engine, session, q, name, spec)
+        hits += _recalled(engine, session, config, q, name, spec.id)
     hits = [
         h
         for h in hits
@@ -91,19 +93,16 @@ def _pinned(engine: Engine, ids: list[int]) -> set[int]:
 
 
 def _recalled(
-    running: Console,
     engine: Engine,
     session: SessionMemory,
+    config: RecallConfig,
     q: str,
     group: str,
-    spec: AgentSpec,
+    agent: str,
 ) -> list[dict[str, Any]]:
-    """Recall for ``spec`` in ``group`` as its turn would run it (memories only)."""
-    config = make_briefing(running.settings, engine, load_team(running.settings)).recall_config(
-        spec
-    )
+    """Recall for ``agent`` in ``group`` as its turn would run it (memories only)."""
     result: RecallResult = Recaller(session).recall(
-        q, group=group, agent=spec.id, config=config, now=datetime.now(UTC), messages=False
+        q, group=group, agent=agent, config=config, now=datetime.now(UTC), messages=False
     )
     ids = [s.id for s in result.snippets] + [d.id for d in result.dropped if isinstance(d.id, int)]
     records = session.records(ids)

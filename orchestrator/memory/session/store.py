@@ -310,6 +310,7 @@ class SessionMemory:
         status: str | None = "active",
         agent: str | None = None,
         limit: int = 100,
+        written_by: str | None = None,
     ) -> builtins.list[MemoryRecord]:
         """Entries matching every filter given (``status=None``: any), newest first."""
         query = select(_T)
@@ -319,6 +320,7 @@ class SessionMemory:
             ("type", type),
             ("status", status),
             ("agent", agent),
+            ("written_by", written_by),
         ):
             if value is not None:
                 query = query.where(_T.c[column] == value)
