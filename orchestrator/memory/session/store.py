@@ -28,6 +28,7 @@ from orchestrator.memory.session import fts
 from orchestrator.memory.session.embeddings import Embedder, cosine, pack, unpack
 from orchestrator.memory.session.entries import (
     ENTRIES,
+    IS_ACTIVE,
     VECTORS,
     MemoryEntry,
     active_in,
@@ -71,6 +72,12 @@ _MARK_USED = (
     update(_T)
     .where(_T.c.id.in_(bindparam("ids", expanding=True)))
     .values(last_used_at=bindparam("now"))
+)
+_PINNED = (
+    select(*_RECORD_COLUMNS)
+    .join(PINS, PINS.c.entry_id == _T.c.id)
+    .where(IS_ACTIVE)
+    .order_by(_T.c.id.desc())
 )
 _WRITTEN_SINCE = select(func.count()).where(
     _T.c.agent == bindparam("agent"),
@@ -243,13 +250,11 @@ class SessionMemory:
 
     def pinned(self, scopes: Sequence[tuple[str, str]]) -> builtins.list[MemoryRecord]:
         """The active entries of ``scopes`` that people pinned, newest first."""
-        if not scopes:
-            return []
-        where = or_(*(active_in(scope, scope_id) for scope, scope_id in scopes))
-        query = select(*_RECORD_COLUMNS).join(PINS, PINS.c.entry_id == _T.c.id).where(where)
+        wanted = set(scopes)
+        # Pins are few: read them all with one statement built once, keep those of ``scopes``.
         with self._engine.connect() as conn:
-            rows = conn.execute(query.order_by(_T.c.id.desc())).mappings()
-            return [to_record(row) for row in rows]
+            rows = conn.execute(_PINNED).mappings().all()
+        return [to_record(row) for row in rows if (row["scope"], row["scope_id"]) in wanted]
 
     def search_similar(
         self, vector: Sequence[float], *, scopes: Sequence[tuple[str, str]], limit: int = 50
