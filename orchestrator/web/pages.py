@@ -16,6 +16,7 @@ from fastapi.templating import Jinja2Templates
 
 from orchestrator.core.validation import validate_group
 from orchestrator.errors import ValidationError
+from orchestrator.memory.schema import MEMORY_TYPES
 
 __all__ = ["STATIC_DIR", "TEMPLATES_DIR", "router", "templates"]
 
@@ -38,7 +39,7 @@ def open_group(request: Request, group: str = "") -> Response:
     try:
         return RedirectResponse(f"/groups/{validate_group(group)}", status_code=303)
     except ValidationError as exc:
-        return _not_found(request, exc)
+        return _not_found(request, str(exc))
 
 
 @router.get("/groups/{group}", response_class=HTMLResponse)
@@ -48,8 +49,31 @@ def room_page(request: Request, group: str) -> Response:
     try:
         valid = validate_group(group)
     except ValidationError as exc:
-        return _not_found(request, exc)
+        return _not_found(request, str(exc))
     return templates.TemplateResponse(request, "room.html", {"group": valid})
+
+
+@router.get("/agents", response_class=HTMLResponse)
+def agents_page(request: Request) -> HTMLResponse:
+    """The team, each agent linking to its page."""
+    return templates.TemplateResponse(request, "agents.html")
+
+
+@router.get("/agents/{agent}", response_class=HTMLResponse)
+def agent_page(request: Request, agent: str) -> Response:
+    """An agent: how its MEMORY.md grew, the file now (and its hand edit), its daily logs,
+    its identity."""
+    known = {spec.id for spec in request.app.state.console.agents}
+    if agent not in known:
+        return _not_found(request, f"no agent {agent[:80]!r} (see the agents page)")
+    return templates.TemplateResponse(request, "agent.html", {"agent": agent})
+
+
+@router.get("/memory", response_class=HTMLResponse)
+def memory_page(request: Request) -> HTMLResponse:
+    """The memory browser: search as recall does, why each memory is remembered, and
+    corrections (edit, forget, restore, pin)."""
+    return templates.TemplateResponse(request, "memory.html", {"types": MEMORY_TYPES})
 
 
 @router.get("/status", response_class=HTMLResponse)
@@ -58,7 +82,5 @@ def status_page(request: Request) -> HTMLResponse:
     return templates.TemplateResponse(request, "status.html")
 
 
-def _not_found(request: Request, problem: ValidationError) -> Response:
-    return templates.TemplateResponse(
-        request, "error.html", {"problem": str(problem)}, status_code=404
-    )
+def _not_found(request: Request, problem: str) -> Response:
+    return templates.TemplateResponse(request, "error.html", {"problem": problem}, status_code=404)

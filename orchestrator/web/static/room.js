@@ -309,7 +309,22 @@
     }
   }
 
+  /* A link to one message (#m-ID, from a memory's citation or a daily log): its page is read,
+   * older ones too when needed, and the message is scrolled to and marked. */
+  async function showTarget() {
+    const id = decodeURIComponent(window.location.hash.replace(/^#m-/, ""));
+    if (!id || id === window.location.hash) return;
+    for (let pages = 0; !shown.has(id) && before !== null && before !== undefined && pages < 40; pages++) {
+      await loadPage(before);
+    }
+    const li = shown.get(id);
+    if (li) {
+      li.classList.add("target");
+      li.scrollIntoView({block: "center"});
+    }
+  }
+
   loadAgents();
-  loadPage(null);
+  loadPage(null).then(showTarget);
   connect();
 })();
