@@ -19,7 +19,7 @@ from orchestrator.memory.corrections import Corrections, check_actor
 from orchestrator.memory.gate import GateConfig
 from orchestrator.settings import Settings
 
-__all__ = ["COMMANDS", "gate_of"]
+__all__ = ["COMMANDS", "actor", "gate_of"]
 
 
 def gate_of(settings: Settings) -> GateConfig:
@@ -35,8 +35,8 @@ def _corrections(settings: Settings) -> Iterator[Corrections]:
         yield Corrections(engine, gate=gate_of(settings))
 
 
-def _actor(by: str | None) -> str:
-    """``--by``, else the OS user."""
+def actor(by: str | None) -> str:
+    """Who makes a change from the command line: ``--by``, else the OS user."""
     if by is not None:
         return check_actor(by)
     try:
@@ -58,7 +58,7 @@ _ID = click.argument("entry_id", metavar="ID", type=int)
 def forget(settings: Settings, entry_id: int, by: str | None) -> None:
     """Archive a memory (reversible with `arena memory restore ID`)."""
     with _corrections(settings) as corrections:
-        corrections.forget(entry_id, by=_actor(by), now=datetime.now(UTC))
+        corrections.forget(entry_id, by=actor(by), now=datetime.now(UTC))
     out.print(f"memory {entry_id} archived; `arena memory restore {entry_id}` brings it back")
 
 
@@ -69,7 +69,7 @@ def forget(settings: Settings, entry_id: int, by: str | None) -> None:
 def restore(settings: Settings, entry_id: int, by: str | None) -> None:
     """Make an archived memory active again."""
     with _corrections(settings) as corrections:
-        corrections.restore(entry_id, by=_actor(by), now=datetime.now(UTC))
+        corrections.restore(entry_id, by=actor(by), now=datetime.now(UTC))
     out.print(f"memory {entry_id} restored")
 
 
@@ -83,7 +83,7 @@ def edit(settings: Settings, entry_id: int, text: str, by: str | None) -> None:
     the agents' memories, and the old one is kept as superseded, linked to it."""
     content = sys.stdin.read() if text == "-" else text
     with _corrections(settings) as corrections:
-        edited = corrections.edit(entry_id, content, by=_actor(by), now=datetime.now(UTC))
+        edited = corrections.edit(entry_id, content, by=actor(by), now=datetime.now(UTC))
     out.print(
         f"memory {entry_id} superseded by {edited.new.id}; `arena memory show {edited.new.id}`"
     )
@@ -96,7 +96,7 @@ def edit(settings: Settings, entry_id: int, text: str, by: str | None) -> None:
 def pin(settings: Settings, entry_id: int, by: str | None) -> None:
     """Pin a memory: recall offers it at every turn of its group, whatever the message."""
     with _corrections(settings) as corrections:
-        corrections.pin(entry_id, by=_actor(by), now=datetime.now(UTC))
+        corrections.pin(entry_id, by=actor(by), now=datetime.now(UTC))
     out.print(f"memory {entry_id} pinned")
 
 
@@ -107,7 +107,7 @@ def pin(settings: Settings, entry_id: int, by: str | None) -> None:
 def unpin(settings: Settings, entry_id: int, by: str | None) -> None:
     """Unpin a memory: recall offers it only when it is relevant again."""
     with _corrections(settings) as corrections:
-        corrections.unpin(entry_id, by=_actor(by), now=datetime.now(UTC))
+        corrections.unpin(entry_id, by=actor(by), now=datetime.now(UTC))
     out.print(f"memory {entry_id} unpinned")
 
 

@@ -3,18 +3,17 @@
 
 from __future__ import annotations
 
-import getpass
 from datetime import UTC, datetime
 from typing import TextIO
 
 import click
 
+from orchestrator.cli.corrections import actor
 from orchestrator.cli.output import out
 from orchestrator.cli.resources import database, known_agent
 from orchestrator.core.agents import load_agents
 from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.errors import ValidationError
-from orchestrator.memory.corrections import check_actor
 from orchestrator.memory.hand_edit import memory_md_file, save_hand_edit
 from orchestrator.memory.versions import VersionStore
 from orchestrator.settings import Settings
@@ -51,7 +50,7 @@ def set_(
         text = source.read()
     except UnicodeDecodeError as exc:
         raise ValidationError("FILE", "not UTF-8 text") from exc
-    actor = check_actor(by if by is not None else _os_user())
+    who = actor(by)
     with database(settings) as engine:
         file = memory_md_file(
             VersionStore(engine), settings.workspaces_dir, agent.id, TokenCounter().count
@@ -60,7 +59,7 @@ def set_(
             file,
             text,
             base_version=base_version,
-            by=actor,
+            by=who,
             now=datetime.now(UTC),
             budget_tokens=settings.distill_budget_tokens,
         )
@@ -69,10 +68,3 @@ def set_(
         f"+{version.lines_added} -{version.lines_removed} lines)",
         markup=False,
     )
-
-
-def _os_user() -> str:
-    try:
-        return getpass.getuser()
-    except (OSError, KeyError):
-        return "cli"
