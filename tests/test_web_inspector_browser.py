@@ -1,0 +1,172 @@
+"""The memory and growth inspector in a real headless Chromium, against `arena up`, with the
+CLI agreeing: an agent's page after two heartbeats (two points, a diff), a hand edit of
+MEMORY.md from the page (a version `arena growth` lists) and one carrying an API key (refused
+with the reason), a memory corrected from the memory browser (`arena memory show` reports it
+superseded, with the link), forgotten and restored.
+
+Screenshots are saved under ``test-artifacts/screenshots/`` (not committed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from tests.arena_helpers import REPO
+from tests.ports import free_port
+from tests.test_web_browser import ARTEFACTS, TIMEOUT_MS, _start, _stop
+
+playwright = pytest.importorskip("playwright.sync_api")
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (.ci/run installs it)"),
+]
+
+
+def _arena(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr or done.stdout
+    return done
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    folder = tmp_path_factory.mktemp("inspector")
+    return {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(folder),
+        "ARENA_DATA_DIR": str(folder / "data"),
+        "ARENA_WORKSPACES_DIR": str(folder / "workspaces"),
+        "ARENA_MQTT_PORT": str(free_port()),
+        "ARENA_REDIS_PORT": "0",
+        "ARENA_WORKERS": "1",
+        "ARENA_WEB_PORT": str(free_port()),
+    }
+
+
+@pytest.fixture(scope="module")
+def console(env: dict[str, str]) -> Iterator[str]:
+    """`arena up` with its console, the architect having distilled its log twice."""
+    up = _start(["up"], env, "arena: ready")
+    try:
+        for decision in ("use JWT for the API tokens", "keep the API backwards compatible"):
+            _arena(env, "post", "team", f"@architect we decided to {decision}", "--wait", "30")
+            _arena(env, "heartbeat", "architect", "--force", "--wait", "60")
+        yield f"http://127.0.0.1:{env['ARENA_WEB_PORT']}"
+    finally:
+        _stop(up)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    with playwright.sync_playwright() as driver:
+        chromium = driver.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def page(browser: object, request: pytest.FixtureRequest) -> Iterator[object]:
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})  # type: ignore[attr-defined]
+    opened = context.new_page()
+    opened.set_default_timeout(TIMEOUT_MS)
+    try:
+        yield opened
+    finally:
+        ARTEFACTS.mkdir(parents=True, exist_ok=True)
+        opened.screenshot(path=str(ARTEFACTS / f"{request.node.name}.png"), full_page=True)
+        context.close()
+
+
+def _growth(env: dict[str, str]) -> list[dict[str, object]]:
+    return json.loads(_arena(env, "growth", "architect", "--json").stdout)["versions"]
+
+
+def test_the_agent_page_shows_each_version_and_a_diff(console: str, page) -> None:
+    expect = playwright.expect
+    page.goto(f"{console}/agents/architect")
+    points = page.locator("svg.growth circle")
+    expect(points).to_have_count(2)
+    points.nth(1).click()
+    expect(page.locator("#version-title")).to_contain_text("Version 2")
+    expect(page.locator("#version-diff .add").first).to_contain_text("backwards compatible")
+    expect(page.locator("#log li").first).to_contain_text("team")
+
+
+def test_a_hand_edit_is_a_version_arena_growth_lists(
+    console: str, env: dict[str, str], page
+) -> None:
+    expect = playwright.expect
+    before = len(_growth(env))
+    page.goto(f"{console}/agents/architect")
+    expect(page.locator("svg.growth circle")).to_have_count(before)
+    page.click("#edit")
+    page.fill("#edit-text", "- [decision] Use JWT for the API tokens (hand edit)\n")
+    page.click("#edit-form button[type=submit]")
+    expect(page.locator("#edit-form")).to_be_hidden()
+    expect(page.locator("#memory-text")).to_contain_text("(hand edit)")
+    versions = _growth(env)
+    assert len(versions) == before + 1
+    assert versions[-1]["trigger"] == "hand edit"
+
+
+def test_a_hand_edit_carrying_a_key_is_refused_with_the_reason(
+    console: str, env: dict[str, str], page
+) -> None:
+    expect = playwright.expect
+    before = _growth(env)
+    page.goto(f"{console}/agents/architect")
+    page.click("#edit")
+    page.fill("#edit-text", "- [fact] the key is sk-ant-api03-" + "a1B2c3D4" * 8 + "\n")
+    page.click("#edit-form button[type=submit]")
+    expect(page.locator("#edit-error")).to_be_visible()
+    assert "sk-ant" not in page.locator("#edit-error").inner_text()
+    assert _growth(env) == before
+
+
+def test_a_memory_is_corrected_forgotten_and_restored(
+    console: str, env: dict[str, str], page
+) -> None:
+    expect = playwright.expect
+    page.goto(f"{console}/memory?q=JWT&group=team")
+    row = page.locator("#memories tbody tr", has_text="JWT").first
+    expect(row).to_be_visible()
+    old_id = row.locator("td.num").inner_text()
+    row.locator("button", has_text="Edit").click()
+    page.fill("tr.editing textarea", "We use JWT with 15-minute tokens for the API")
+    page.click("tr.editing button[type=submit]")
+    expect(page.locator("#detail")).to_contain_text(f"replaces #{old_id}")
+    shown = json.loads(_arena(env, "memory", "show", old_id, "--json").stdout)
+    assert shown["status"] == "superseded"
+    new_id = shown["superseded_by"]
+    assert new_id is not None
+
+    page.goto(f"{console}/memory?group=team")
+    row = page.locator(f"#mem-{new_id}")
+    row.locator("button", has_text="Forget").click()
+    expect(page.locator(f"#mem-{new_id}")).to_have_count(0)
+    page.goto(f"{console}/memory?group=team&status=archived")
+    page.locator(f"#mem-{new_id}").locator("button", has_text="Restore").click()
+    page.goto(f"{console}/memory?group=team")
+    expect(page.locator(f"#mem-{new_id}")).to_be_visible()
+    restored = json.loads(_arena(env, "memory", "show", str(new_id), "--json").stdout)
+    assert restored["status"] == "active"
