@@ -46,6 +46,7 @@ def context(
     now = datetime.now(UTC)
     trigger = _trigger(running, name, message, now)
     gathered = briefing.gather(spec, trigger, now)
+    limits = briefing.limits(spec, load_drift(settings).factor(spec.model))
     built = build_context(
         agent=spec,
         agents=team.agents,
@@ -54,7 +55,7 @@ def context(
         prompts=Prompts(settings.prompts_dir),
         now=now.astimezone(settings.zone),
         tz=settings.tz,
-        limits=briefing.limits(spec, load_drift(settings).factor(spec.model)),
+        limits=limits,
         counter=TokenCounter(),
     )
     request = built.request
@@ -66,6 +67,13 @@ def context(
         "system_tail": request.system_tail,
         "messages": [dict(m) for m in request.messages],
         "report": dict(built.report),
+        "budgets": {
+            "identity": limits.budgets.identity,
+            "summary": limits.budgets.summary,
+            "memory_md": limits.budgets.memory_md,
+            "logs": limits.budgets.logs,
+            "recall": limits.budgets.recall,
+        },
     }
 
 

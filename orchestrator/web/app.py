@@ -27,7 +27,17 @@ from orchestrator.core.agents import load_agents
 from orchestrator.errors import OrchestratorError, ServiceError
 from orchestrator.memory.db import make_engine
 from orchestrator.settings import Settings
-from orchestrator.web import api, api_agents, api_context, api_memory, events, login, metrics, pages
+from orchestrator.web import (
+    api,
+    api_agents,
+    api_context,
+    api_memory,
+    api_summary,
+    events,
+    login,
+    metrics,
+    pages,
+)
 from orchestrator.web.feeds import RoomFeeds
 from orchestrator.web.rooms import Rooms
 from orchestrator.web.security import Guard, SecurityMiddleware
@@ -100,10 +110,8 @@ def create_app(settings: Settings, *, keepalive_s: float = 15.0) -> FastAPI:
     app.state.guard = Guard(settings.web_token)
     app.add_middleware(SecurityMiddleware, guard=app.state.guard)
     app.mount("/static", StaticFiles(directory=pages.STATIC_DIR), name="static")
-    for router in (login.router, pages.router, metrics.router, api.router, events.router):
-        app.include_router(router)
-    app.include_router(api_memory.router)
-    app.include_router(api_agents.router)
+    for module in (login, pages, metrics, api, events, api_memory, api_summary, api_agents):
+        app.include_router(module.router)
     app.include_router(api_context.router)
     _errors(app)
     app.add_api_route("/docs", _docs_page(app), include_in_schema=False)

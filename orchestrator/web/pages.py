@@ -76,6 +76,12 @@ def memory_page(request: Request) -> HTMLResponse:
     return templates.TemplateResponse(request, "memory.html", {"types": MEMORY_TYPES})
 
 
+@router.get("/context", response_class=HTMLResponse)
+def context_page(request: Request) -> HTMLResponse:
+    """The context inspector: an agent's next turn in a group, layer by layer."""
+    return templates.TemplateResponse(request, "context.html")
+
+
 @router.get("/status", response_class=HTMLResponse)
 def status_page(request: Request) -> HTMLResponse:
     """What ``arena status`` shows, the dead letters and the routing dry run."""

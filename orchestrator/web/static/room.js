@@ -324,6 +324,45 @@
     }
   }
 
+  /* The group's rolling summary: its text, its versions (each with its diff) and a button to
+   * update it now (a background job, as `arena summarize`). */
+  const summary = document.getElementById("summary");
+  const summaryNote = document.getElementById("summary-note");
+
+  async function loadSummary(version) {
+    try {
+      const data = await arena.api("/api/groups/" + encodeURIComponent(group) + "/summary" + (version ? "?version=" + version : ""));
+      document.getElementById("summary-text").textContent = data.text || "(no summary yet)";
+      const list = document.getElementById("summary-versions");
+      list.replaceChildren(...data.versions.slice().reverse().map((v) => {
+        const link = arena.el("a", {href: "#"}, "v" + v.version);
+        link.addEventListener("click", (event) => { event.preventDefault(); loadSummary(v.version); });
+        return arena.el("li", {}, link, " " + arena.when(v.created_at || v.at) + " · " + (v.trigger || "") + " · " + (v.tokens ?? "") + " tokens");
+      }));
+      const diff = document.getElementById("summary-diff");
+      if (data.version) {
+        diff.textContent = data.version.diff || "(no change)";
+        diff.hidden = false;
+      }
+      return data.versions.length;
+    } catch (error) {
+      summaryNote.textContent = error.message;
+      return null;
+    }
+  }
+
+  summary.addEventListener("toggle", () => { if (summary.open) loadSummary(null); });
+  document.getElementById("summarize").addEventListener("click", async () => {
+    try {
+      summaryNote.textContent = "summarizing…";
+      const job = await arena.api("/api/groups/" + encodeURIComponent(group) + "/summarize", {method: "POST"});
+      summaryNote.textContent = job.detail;
+      await loadSummary(null);
+    } catch (error) {
+      summaryNote.textContent = error.message;
+    }
+  });
+
   loadAgents();
   loadPage(null).then(showTarget);
   connect();

@@ -1,0 +1,87 @@
+/* The context inspector: an agent's next turn in a group, layer by layer against its budget,
+ * recall's candidates kept and left out (and why), and the text the model would be sent. */
+"use strict";
+
+(function () {
+  const el = arena.el;
+  const form = document.getElementById("ask");
+  const problem = document.getElementById("context-error");
+  const params = new URLSearchParams(window.location.search);
+  const LAYERS = ["identity", "summary", "memory_md", "logs", "recall", "history", "overhead"];
+
+  function layers(report, budgets) {
+    const tokens = report.tokens || {};
+    const total = tokens.total || 1;
+    const bar = el("div", {class: "bar big", role: "img", "aria-label": "context tokens by layer"});
+    const rows = [];
+    LAYERS.forEach((name) => {
+      const used = tokens[name] || 0;
+      if (used) {
+        const seg = el("span", {class: "seg layer-" + name, title: `${name}: ${used} tokens`});
+        seg.style.width = ((100 * used) / total).toFixed(2) + "%";
+        bar.append(seg);
+      }
+      const budget = budgets[name];
+      rows.push(el("tr", {}, el("td", {}, el("span", {class: "swatch layer-" + name}), name),
+        el("td", {class: "num"}, arena.number(used)),
+        el("td", {class: "num"}, budget === undefined ? "–" : arena.number(budget)),
+        el("td", {}, budget !== undefined && used > budget ? "over" : "")));
+    });
+    const table = el("table", {class: "list"},
+      el("thead", {}, el("tr", {}, el("th", {}, "layer"), el("th", {}, "tokens"), el("th", {}, "budget"), el("th", {}, ""))),
+      el("tbody", {}, ...rows));
+    const facts = el("p", {class: "hint"}, `${arena.number(tokens.total)} tokens of a ${arena.number(report.window)}-token window ` +
+      `(${arena.number(report.reserved_output)} kept for the answer); ${report.history_messages} messages of history`);
+    return [bar, facts, table];
+  }
+
+  function recall(report) {
+    const trust = new Map((report.citations || []).map((c) => [String(c.id), c.trust]));
+    const label = (item) => (typeof item === "number" ? "memory #" + item : String(item));
+    const key = (item) => String(item).replace(/^(memory|message) #?/, "");
+    const rows = (report.recall || []).map((item) => el("tr", {},
+      el("td", {}, label(item)), el("td", {}, trust.get(key(item)) || ""), el("td", {class: "ok"}, "kept")));
+    (report.recall_dropped || []).forEach((d) => rows.push(el("tr", {class: "dropped"},
+      el("td", {}, label(d.id)), el("td", {}, ""), el("td", {}, `left out (${d.layer}): ${d.reason}`))));
+    return rows.length ? rows : [el("tr", {class: "empty"}, el("td", {colspan: 3}, "Nothing recalled."))];
+  }
+
+  async function show() {
+    const query = new URLSearchParams();
+    for (const [name, value] of new FormData(form).entries()) if (String(value).trim()) query.set(name, String(value).trim());
+    window.history.replaceState(null, "", "/context?" + query);
+    try {
+      const data = await arena.api("/api/context?" + query);
+      document.getElementById("result-title").textContent = `${data.agent} in ${data.group} · ${data.model}`;
+      document.getElementById("layers").replaceChildren(...layers(data.report, data.budgets || {}));
+      const decisions = data.report.decisions || [];
+      document.getElementById("decisions").replaceChildren(...(decisions.length
+        ? decisions.map((d) => el("li", {}, typeof d === "string" ? d : JSON.stringify(d)))
+        : [el("li", {class: "hint"}, "Everything fit: nothing was cut.")]));
+      document.querySelector("#recall tbody").replaceChildren(...recall(data.report));
+      document.getElementById("system").textContent = data.system;
+      document.getElementById("tail").textContent = data.system_tail;
+      document.getElementById("messages-summary").textContent = `Conversation (${data.messages.length} turns)`;
+      document.getElementById("messages").textContent = data.messages.map((m) =>
+        `[${m.role}] ${typeof m.content === "string" ? m.content : JSON.stringify(m.content)}`).join("\n\n");
+      document.getElementById("result").hidden = false;
+      arena.show(problem, "");
+    } catch (error) {
+      arena.show(problem, error.message);
+    }
+  }
+
+  form.addEventListener("submit", (event) => { event.preventDefault(); show(); });
+  (async () => {
+    try {
+      const agents = (await arena.api("/api/agents")).agents;
+      const select = document.getElementById("agent");
+      agents.forEach((a) => select.append(el("option", {value: a.id, selected: a.id === params.get("agent")}, a.name)));
+    } catch (error) {
+      arena.show(problem, error.message);
+    }
+    if (params.get("group")) form.elements.group.value = params.get("group");
+    if (params.get("message")) form.elements.message.value = params.get("message");
+    if (params.get("group")) show();
+  })();
+})();
