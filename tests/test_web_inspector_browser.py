@@ -170,3 +170,30 @@ def test_a_memory_is_corrected_forgotten_and_restored(
     expect(page.locator(f"#mem-{new_id}")).to_be_visible()
     restored = json.loads(_arena(env, "memory", "show", str(new_id), "--json").stdout)
     assert restored["status"] == "active"
+
+
+def test_the_context_inspector_shows_layers_budgets_and_recall(console: str, page) -> None:
+    expect = playwright.expect
+    page.goto(f"{console}/context?agent=architect&group=team&message=which+tokens+for+the+API")
+    expect(page.locator("#result")).to_be_visible()
+    recall_row = page.locator("#layers tr", has_text="recall")
+    expect(recall_row).to_contain_text("1,400")  # its budget
+    expect(page.locator("#recall tbody")).to_contain_text("kept")
+    page.click("text=Per-turn tail")
+    expect(page.locator("#tail")).to_contain_text("JWT")
+
+
+def test_summarize_now_from_the_room(console: str, env: dict[str, str], page) -> None:
+    expect = playwright.expect
+    page.goto(f"{console}/groups/team")
+    expect(page.locator("#live")).to_have_text("live")
+    page.fill("#text", "hello everyone, nice weather today")  # nothing to summarise at once
+    page.press("#text", "Enter")
+    expect(page.locator("li.msg.agent", has_text="nice weather")).to_have_count(1)
+    page.click("#summary summary")
+    page.click("#summarize")
+    note = page.locator("#summary-note")
+    expect(note).not_to_have_text("summarizing…")
+    expect(note).to_contain_text("written")
+    printed = _arena(env, "summary", "team").stdout.strip()
+    expect(page.locator("#summary-text")).to_contain_text(printed.splitlines()[0])
