@@ -87,6 +87,7 @@ RUN_BY = {
     "Secured Redis and MQTT": "test_secured_service_urls",
     "Commands": "test_python_client",
     "The wire format": "test_any_redis_client_can_post",
+    "The web console": "test_web_console_examples",
     "Background work: heartbeats, summaries, growth": "test_heartbeat_and_growth",
     "Running against external services": "test_compose_commands",
 }
@@ -262,6 +263,47 @@ def test_quick_start_commands(stack: Stack) -> None:
     finally:
         if tail is not None:
             _stop(tail)
+
+
+@pytest.mark.slow
+def test_web_console_examples(stack: Stack) -> None:
+    """The console's curl examples, against `arena web` beside the stack (on a free port in
+    place of 8080): the events follower sees the reply to the message posted."""
+    port = free_port()
+    env = {**stack.env, "ARENA_WEB_PORT": str(port)}
+    web = subprocess.Popen(
+        ["arena", "web"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    follower: subprocess.Popen[str] | None = None
+    try:
+        read_until(web, "console", timeout_s=60)
+        for command in _runnable("The web console")[0].commands:
+            local = command.replace(":8080", f":{port}")
+            if "/events" in command:
+                follower = subprocess.Popen(
+                    ["bash", "-c", f"exec {local}"],
+                    cwd=REPO,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                    start_new_session=True,
+                )
+                read_until(follower, ": connected", timeout_s=30)
+                continue
+            assert re.fullmatch(r'\{"id":"\d+-\d+"\}', stack.sh(local).strip())
+        assert follower is not None, "the example no longer follows the events"
+        read_until(follower, "event: reply", timeout_s=60)
+    finally:
+        if follower is not None:
+            _stop(follower)
+        _stop(web)
 
 
 @pytest.mark.slow
