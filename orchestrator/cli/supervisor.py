@@ -30,12 +30,12 @@ from orchestrator.adapters.redis_server import RedisServer
 from orchestrator.adapters.spawn import check_port_free, die_with_parent
 from orchestrator.adapters.urls import redact_url
 from orchestrator.background.worker import forget_workers
+from orchestrator.cli import console as console_process
 from orchestrator.errors import ServiceError
 from orchestrator.files import write_atomic
 from orchestrator.runtime import daemon
 from orchestrator.settings import Settings
-from orchestrator.web.serve import listen, url
-from orchestrator.web.serve import serve as serve_console
+from orchestrator.web.serve import listen
 
 __all__ = ["Previous", "claim_data_dir", "describe", "serve", "stop_on_signals"]
 
@@ -315,6 +315,7 @@ async def serve(
     broker: MqttBroker | None = None
     workers: list[asyncio.subprocess.Process] = []
     web: socket.socket | None = None
+    console: asyncio.subprocess.Process | None = None
 
     def record() -> None:
         pids = [w.pid for w in workers]
@@ -333,10 +334,17 @@ async def serve(
             await broker.start()
         workers = await _start_workers(settings, settings.effective_redis_url)
         record()
-        await _run_daemon(settings, stop, say, workers, redis_server, record, web)
+        if web is not None:
+            console = await console_process.start(settings, web, settings.effective_redis_url)
+            web.close()  # the console's now
+            say(await console_process.wait_ready(console))
+        children = [*workers, console] if console is not None else workers
+        await _run_daemon(settings, stop, say, children, redis_server, record)
     finally:
         if web is not None:
             web.close()
+        if console is not None:
+            await console_process.stop(console, timeout_s=5)
         await _stop_workers(workers, timeout_s=5)
         if broker is not None:
             await broker.stop()
@@ -370,26 +378,19 @@ async def _run_daemon(
     workers: list[asyncio.subprocess.Process],
     redis_server: RedisServer | None,
     record: Callable[[], None],
-    web: socket.socket | None = None,
 ) -> None:
-    # Workers get SIGTERM as soon as stopping begins, so they finish their current job
-    # while the daemon finishes the messages in hand.
+    # Workers (and the console) get SIGTERM as soon as stopping begins, so they finish their
+    # current job while the daemon finishes the messages in hand.
     helpers = [asyncio.create_task(_signal_when(stop, workers))]
     if redis_server is not None:
         helpers.append(asyncio.create_task(_keep_redis(redis_server, stop, record)))
-    console = []  # stops when stopping begins (or the daemon ends), its open streams closed
-    if web is not None:
-        ready = lambda: say(f"arena: console {url(settings)}")  # noqa: E731
-        console.append(
-            asyncio.create_task(serve_console(settings, stop, web, ready=ready, failed=stop))
-        )
     try:
         await daemon.run(settings, stop, ready=lambda: say("arena: ready"))
     finally:
         stop.set()
         for task in helpers:
             task.cancel()
-        results = await asyncio.gather(*helpers, *console, return_exceptions=True)
+        results = await asyncio.gather(*helpers, return_exceptions=True)
     for result in results:
         if isinstance(result, Exception):
             raise result

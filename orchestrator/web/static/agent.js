@@ -180,6 +180,7 @@
       document.getElementById("claude-md").textContent = current.identity["CLAUDE.md"] || "(none)";
       document.getElementById("soul-md").textContent = current.identity["SOUL.md"] || "(none)";
       showMemory(current);
+      document.getElementById("edit").disabled = false; // the edit's base version is known
       const growth = await arena.api(base + "/growth");
       chart(growth);
       versionsTable(growth);
