@@ -7,13 +7,33 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic import ValidationError as PydanticValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from orchestrator.errors import ConfigError
 
-__all__ = ["Settings", "env_name", "load_settings"]
+__all__ = ["ModelPrice", "Settings", "env_name", "load_settings"]
+
+
+class ModelPrice(BaseModel):
+    """One model's price in US dollars per million tokens."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_read: float = Field(default=0.0, ge=0)
+    cache_write: float = Field(default=0.0, ge=0)
+
+
+# Anthropic's list prices of the models agents/*.yaml name; "offline" costs nothing.
+_DEFAULT_PRICES = {
+    "claude-opus-4-1": ModelPrice(input=15, output=75, cache_read=1.5, cache_write=18.75),
+    "claude-sonnet-4-5": ModelPrice(input=3, output=15, cache_read=0.3, cache_write=3.75),
+    "claude-haiku-4-5": ModelPrice(input=1, output=5, cache_read=0.1, cache_write=1.25),
+    "offline": ModelPrice(input=0, output=0),
+}
 
 
 def _env(name: str, *, shown: bool = True) -> Any:
@@ -130,6 +150,18 @@ class Settings(BaseSettings):
     job_retries: int = Field(default=3, ge=0, le=10)
     job_timeout_s: int = Field(default=300, ge=1, le=24 * 3600)
 
+    # Spending caps per day (midnight to midnight in ``tz``); unset: no cap. An agent's own
+    # caps go in its YAML (``caps: {tokens_per_day: ..., usd_per_day: ...}``).
+    cap_agent_tokens_per_day: int | None = Field(default=None, ge=1)
+    cap_group_tokens_per_day: int | None = Field(default=None, ge=1)
+    cap_tokens_per_day: int | None = Field(default=None, ge=1)
+    cap_agent_usd_per_day: float | None = Field(default=None, gt=0)
+    cap_group_usd_per_day: float | None = Field(default=None, gt=0)
+    cap_usd_per_day: float | None = Field(default=None, gt=0)
+    # US dollars per million tokens, by model (JSON); a model missing here is priced as the
+    # dearest one listed.
+    model_prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict(_DEFAULT_PRICES))
+
     @field_validator("tz")
     @classmethod
     def _known_zone(cls, value: str) -> str:
@@ -176,6 +208,19 @@ class Settings(BaseSettings):
     @classmethod
     def _empty_is_unset(cls, value: str | None) -> str | None:
         return value or None
+
+    @field_validator(
+        "cap_agent_tokens_per_day",
+        "cap_group_tokens_per_day",
+        "cap_tokens_per_day",
+        "cap_agent_usd_per_day",
+        "cap_group_usd_per_day",
+        "cap_usd_per_day",
+        mode="before",
+    )
+    @classmethod
+    def _empty_cap_is_unset(cls, value: object) -> object:
+        return None if value == "" else value
 
     @field_validator("anthropic_api_key", "web_token", mode="before")
     @classmethod

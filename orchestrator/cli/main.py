@@ -68,6 +68,10 @@ class ArenaGroup(click.Group):
             "orchestrator.cli.imports",
             "Bring an existing conversation into GROUP from FILE (JSON Lines; '-' reads stdin).",
         ),
+        "budget": (
+            "orchestrator.cli.budget",
+            "Show spending against the daily caps per agent, group and model.",
+        ),
         "web": (
             "orchestrator.cli.web",
             "Serve the web console alone, against the configured services.",

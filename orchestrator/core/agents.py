@@ -13,6 +13,7 @@ which is also the order that breaks routing ties. Every field but ``id``, ``name
     temperature: 0.4                # 0 to 1, default 0.7
     max_tokens: 1024                # default 1024
     max_concurrency: 4              # turns in flight at once, default 4
+    caps: {tokens_per_day: 50000, usd_per_day: 2.5}   # optional; this agent's own daily caps
     default: false                  # exactly one agent may be the default
     routing:
       rules:
@@ -129,6 +130,11 @@ class _RecallModel(_Model):
     exclude_untrusted: bool | None = None
 
 
+class _CapsModel(_Model):
+    tokens_per_day: int | None = Field(default=None, ge=1)
+    usd_per_day: float | None = Field(default=None, gt=0)
+
+
 class _AgentModel(_Model):
     id: str
     name: _Line
@@ -143,6 +149,7 @@ class _AgentModel(_Model):
     routing: _RoutingModel = _RoutingModel()
     context: _ContextModel = _ContextModel()
     recall: _RecallModel = _RecallModel()
+    caps: _CapsModel = _CapsModel()
 
 
 def load_agents(folder: Path) -> tuple[AgentSpec, ...]:
@@ -207,6 +214,7 @@ def _load_file(path: Path) -> AgentSpec:
         rules=rules,
         context=model.context.model_dump(exclude_none=True),
         recall=model.recall.model_dump(exclude_none=True),
+        caps=model.caps.model_dump(exclude_none=True),
     )
 
 

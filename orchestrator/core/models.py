@@ -128,6 +128,8 @@ class AgentSpec:
     description: str = ""
     context: Mapping[str, int] = field(default_factory=dict)
     recall: Mapping[str, float | int | bool] = field(default_factory=dict)
+    # This agent's own daily spending caps: ``tokens_per_day`` and ``usd_per_day``.
+    caps: Mapping[str, float | int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not AGENT_ID_RE.match(self.id):

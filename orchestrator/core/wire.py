@@ -61,6 +61,7 @@ __all__ = [
     "PARTITIONS",
     "Outbound",
     "Post",
+    "budget_topic",
     "character_problem",
     "daemon_key",
     "daemons_key",
@@ -79,6 +80,7 @@ __all__ = [
     "partition_stream",
     "published_key",
     "schedule_key",
+    "spend_key",
     "stats_key",
     "summary_counter_key",
     "validate_group",
@@ -168,6 +170,17 @@ def group_topic(group: str) -> str:
 def growth_topic(agent_id: str) -> str:
     """The MQTT topic a new version of an agent's ``MEMORY.md`` is announced on."""
     return f"arena/agents/{agent_id}/growth"
+
+
+def spend_key(day: str) -> str:
+    """The hash of one day's spending counters (field: ``{unit}:{scope}:{name}``; day in
+    ``ARENA_TZ`` as ``YYYY-MM-DD``)."""
+    return f"arena:spend:{day}"
+
+
+def budget_topic() -> str:
+    """The MQTT topic a cap nearly reached (80 %) or reached is announced on."""
+    return "arena/budget"
 
 
 def schedule_key() -> str:

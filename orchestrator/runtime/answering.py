@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
 
+from orchestrator.core.caps import OverCap
 from orchestrator.core.context.build import Identity, build_context
 from orchestrator.core.context.tokens import DriftCorrector, TokenCounter
 from orchestrator.core.models import AgentSpec, ChatMessage, Completion, MessageKind, Usage
@@ -127,6 +128,11 @@ class Answerer:
             meta = replace(meta, context=dict(built.report))
             result = await run_turn(built.request, self.llm)
             self._observe_drift(built.report, result.completion)
+        except OverCap as exc:
+            error = ReplyError(kind="budget", problem=str(exc), retryable=True)
+            meta = replace(meta, notice="budget", error=error)
+            text = f"{agent.name} did not answer: {exc}"
+            return Draft(message=self.notice(root, reply_id, hop, text), meta=meta)
         except LLMError as exc:
             logger.warning("message %s: %s could not answer: %s", root.id, agent.id, exc)
             error = ReplyError(

@@ -41,6 +41,7 @@ from orchestrator.runtime.briefing import Briefing, RecentSource
 from orchestrator.runtime.consumer import Consumer
 from orchestrator.runtime.coordinator import Coordinator
 from orchestrator.runtime.pipeline import Pipeline, Team
+from orchestrator.runtime.spending import make_guard
 from orchestrator.runtime.triggers import SummaryTrigger
 from orchestrator.settings import Settings
 
@@ -172,6 +173,7 @@ async def run(
     # partition over, the consumer has it let go of that partition's groups.
     recent = RecentMessages(store, settings.history_limit, verify=False)
     metrics = MetricsRecorder(redis)
+    caps = make_guard(settings, redis, team.agents, publisher)
     pipeline = Pipeline(
         team=team,
         store=store,
@@ -189,6 +191,7 @@ async def run(
         dead_letters=bus,
         recent=recent,
         metrics=metrics,
+        caps=caps,
     )
     consumer = Consumer(bus, pipeline, settings, metrics=metrics)
     leases = Leases(redis, settings.consumer, int(settings.lease_ttl_s * 1000))

@@ -36,6 +36,7 @@ from orchestrator.memory.conversation.store import (
 from orchestrator.memory.writer import MemoryWriter
 from orchestrator.runtime.answering import Answerer, Counters, Draft, Team
 from orchestrator.runtime.briefing import Briefing
+from orchestrator.runtime.spending import CapGuard, CappedLLM
 from orchestrator.runtime.tally import Tally, closing
 
 __all__ = ["Counters", "DeadLetters", "EventSink", "HandledMetrics", "Outbox", "Pipeline", "Team"]
@@ -112,6 +113,7 @@ class Pipeline:
         dead_letters: DeadLetters | None = None,
         recent: RecentMessages | None = None,
         metrics: HandledMetrics | None = None,
+        caps: CapGuard | None = None,
     ) -> None:
         self.team = team
         self.store = store
@@ -123,6 +125,9 @@ class Pipeline:
         self.dead_letters = dead_letters
         self.recent = recent
         self.metrics = metrics
+        self.caps = caps
+        if caps is not None:
+            llm = CappedLLM(llm, caps, counter)
         self.answerer = Answerer(
             team=team,
             llm=llm,
@@ -211,6 +216,7 @@ class Pipeline:
             results = await asyncio.gather(
                 *(self._turn(self.team.get(a), triggers[a], message, hop, earlier) for a in targets)
             )
+            results = [*results, *self._cap_warnings(message, hop)]
             targets, triggers = self._tally_hop(results, tally)
             last = not targets or hop == self.hop_limit
             if last and targets:
@@ -276,12 +282,27 @@ class Pipeline:
         if self.dead_letters is None:
             return
         reason = "model failed: " + "; ".join(tally.failures)
+        if tally.over_budget:
+            reason = "budget: " + "; ".join(tally.over_budget)
         raw = {
             b"group": message.group.encode(),
             b"sender": message.sender.encode(),
             b"text": message.text.encode(),
         }
         await self.dead_letters.dead_letter(message.id, raw, reason[:500])
+
+    def _cap_warnings(self, message: ChatMessage, hop: int) -> list[Draft]:
+        """A notice for each daily cap that this hop brought to 80 % (once a day per cap)."""
+        warnings = self.caps.take_warnings(message.group) if self.caps is not None else []
+        return [
+            Draft(
+                message=self.answerer.notice(
+                    message, f"{message.id}:{hop}:budget-{n}", hop, warning.describe()
+                ),
+                meta=ReplyMeta(notice="budget_warning", trigger=message.id),
+            )
+            for n, warning in enumerate(warnings, 1)
+        ]
 
     async def _turn(
         self,

@@ -26,6 +26,7 @@ class Tally:
     memory_types: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     hop_limit_reached: list[str] = field(default_factory=list)
+    over_budget: list[str] = field(default_factory=list)  # failures that were daily caps
     closed: bool = False  # the message's final record is stored
     unsent: list[StoredMessage] = field(default_factory=list)  # stored, not yet published
     # Each reply's metrics. Replies an earlier attempt stored count here too: metrics are
@@ -45,6 +46,8 @@ class Tally:
         failure = meta.failure()
         if failure is not None:
             self.failures.append(failure)
+            if meta.error is not None and meta.error.kind == "budget":
+                self.over_budget.append(failure)
 
     def sample(self, duration_s: float, *, dead_lettered: bool) -> MessageSample:
         """The message's metrics: its replies, and whether an agent could not answer."""

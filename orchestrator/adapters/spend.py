@@ -1,0 +1,174 @@
+"""The spend ledger: each day's token and dollar counters in Redis, shared by every daemon.
+
+One hash per day (in ``ARENA_TZ``) holds counters named ``{unit}:{scope}:{name}``
+(``tokens:group:demo``, ``usd:agent:architect``, ``tokens:model:claude-sonnet-4-5``,
+``tokens:all:*``; dollars as micro-dollars) and, as ``warned:{counter}``, the caps already
+warned about that day. It expires eight days after its last write.
+
+A call first *reserves* its estimate: one Lua script compares every cap's counter plus the
+estimate with its limit and adds the estimate to all or to none, so two daemons never both
+take the last of a cap (the script applies :func:`orchestrator.core.caps.check`'s rule, which
+then names the cap that refused). After the call the reservation
+is *settled*: the estimate is taken back and what the model reported is added.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from redis import Redis as SyncRedis
+from redis.asyncio import Redis
+
+from orchestrator.core.caps import Breach, Cap, Unit, check, day_of
+from orchestrator.core.wire import spend_key
+
+__all__ = ["Reservation", "SpendLedger", "Spent", "read_days"]
+
+TTL_S = 8 * 24 * 3600
+
+# Reserve atomically: ARGV = ttl, then (counter, limit, amount) per cap. When any cap would
+# pass (the rule of ``orchestrator.core.caps.check``), nothing is added and the day's
+# counters are returned as a flat list after the word ``refused``; else every amount is added and an empty list returned.
+_RESERVE = """
+local key = KEYS[1]
+for i = 2, #ARGV, 3 do
+  local used = tonumber(redis.call('HGET', key, ARGV[i]) or '0')
+  local limit = tonumber(ARGV[i + 1])
+  if used >= limit or used + tonumber(ARGV[i + 2]) > limit then
+    local seen = redis.call('HGETALL', key)
+    table.insert(seen, 1, 'refused')
+    return seen
+  end
+end
+for i = 2, #ARGV, 3 do
+  redis.call('HINCRBY', key, ARGV[i], ARGV[i + 2])
+end
+redis.call('EXPIRE', key, ARGV[1])
+return {}
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reservation:
+    """An estimate taken from today's caps until the call is settled."""
+
+    day: str
+    amounts: Mapping[str, int]  # counter -> reserved amount
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Spent:
+    """What one model call cost: by whom, where, on which model."""
+
+    agent: str
+    group: str
+    model: str
+    tokens: int
+    micro_usd: int
+
+    def amounts(self) -> dict[str, int]:
+        """The counters this call adds to."""
+        amounts: dict[str, int] = {}
+        for scope, name in (("agent", self.agent), ("group", self.group), ("all", "*")):
+            amounts[f"tokens:{scope}:{name}"] = self.tokens
+            amounts[f"usd:{scope}:{name}"] = self.micro_usd
+        amounts[f"tokens:model:{self.model}"] = self.tokens
+        amounts[f"usd:model:{self.model}"] = self.micro_usd
+        return amounts
+
+
+def _decode(raw: Mapping[bytes | str, bytes | str]) -> dict[str, int]:
+    counters: dict[str, int] = {}
+    for field, value in raw.items():
+        name = field.decode() if isinstance(field, bytes) else field
+        if not name.startswith("warned:"):
+            counters[name] = int(value)
+    return counters
+
+
+class SpendLedger:
+    """Today's counters for the daemon: reserve, settle, warn once."""
+
+    def __init__(self, redis: Redis, zone: ZoneInfo) -> None:
+        self.redis = redis
+        self.zone = zone
+        self._reserve = redis.register_script(_RESERVE)
+
+    def _day(self, now: datetime) -> str:
+        return day_of(now, self.zone).isoformat()
+
+    async def reserve(
+        self, caps: tuple[Cap, ...], estimate: Mapping[Unit, int], now: datetime
+    ) -> Reservation | Breach:
+        """Take ``estimate`` from every cap in ``caps`` at once, or none when one would pass.
+
+        Returns:
+            The reservation to settle, or the breach that refused it.
+        """
+        day = self._day(now)
+        if not caps:  # nothing to check: the call is only counted
+            return Reservation(day=day, amounts={})
+        amounts = {c.key: estimate.get(c.unit, 0) for c in caps}
+        args: list[str | int] = [TTL_S]
+        for cap in caps:
+            args += [cap.key, cap.limit, amounts[cap.key]]
+        refused = await self._reserve(keys=[spend_key(day)], args=args)
+        if not refused:
+            return Reservation(day=day, amounts=amounts)
+        # Refused: the pure rule names the cap and when it resets, from the counters Redis saw.
+        flat = refused[1:]
+        used = _decode(dict(zip(flat[::2], flat[1::2], strict=True)))
+        breach = check(caps, used, estimate, now.astimezone(self.zone))
+        if breach is None:  # the script and the rule disagree: a bug, never a silent overspend
+            raise RuntimeError(f"spend counters of {day}: a cap refused the call, none passed")
+        return breach
+
+    async def settle(self, reservation: Reservation, spent: Spent | None) -> dict[str, int]:
+        """Take the reservation back and add what the call cost (nothing when it failed).
+
+        Returns:
+            The reserved day's counters afterwards.
+        """
+        key = spend_key(reservation.day)
+        delta = {k: -v for k, v in reservation.amounts.items()}
+        for counter, amount in (spent.amounts() if spent is not None else {}).items():
+            delta[counter] = delta.get(counter, 0) + amount
+        pipe = self.redis.pipeline(transaction=True)
+        for counter, amount in delta.items():
+            if amount:
+                pipe.hincrby(key, counter, amount)
+        pipe.expire(key, TTL_S)
+        pipe.hgetall(key)
+        results = await pipe.execute()
+        return _decode(results[-1])
+
+    async def read_days(self, now: datetime, days: int) -> list[tuple[date, dict[str, int]]]:
+        """The counters of the last ``days`` days (today first)."""
+        wanted = _days(now, self.zone, days)
+        pipe = self.redis.pipeline(transaction=False)
+        for day in wanted:
+            pipe.hgetall(spend_key(day.isoformat()))
+        return [(day, _decode(raw)) for day, raw in zip(wanted, await pipe.execute(), strict=True)]
+
+    async def claim_warning(self, day: str, cap: Cap) -> bool:
+        """Whether this is the first warning about ``cap`` on ``day`` (then it is recorded)."""
+        return bool(await self.redis.hsetnx(spend_key(day), f"warned:{cap.key}", 1))
+
+
+def read_days(
+    redis: SyncRedis, zone: ZoneInfo, now: datetime, days: int
+) -> list[tuple[date, dict[str, int]]]:
+    """The counters of the last ``days`` days (today first), for ``arena budget``."""
+    wanted = _days(now, zone, days)
+    pipe = redis.pipeline(transaction=False)
+    for day in wanted:
+        pipe.hgetall(spend_key(day.isoformat()))
+    return [(day, _decode(raw)) for day, raw in zip(wanted, pipe.execute(), strict=True)]
+
+
+def _days(now: datetime, zone: ZoneInfo, days: int) -> list[date]:
+    today = day_of(now, zone)
+    return [today - timedelta(days=n) for n in range(days)]

@@ -1,0 +1,83 @@
+"""``arena budget``: spending against the daily caps per agent, group and model, today and
+over the last 7 days (``--json`` as ``GET /api/budget`` gives it).
+
+Imported only when it runs (``ArenaGroup.lazy``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import click
+import redis
+from redis.exceptions import RedisError
+from rich.table import Table
+
+from orchestrator.adapters.spend import read_days
+from orchestrator.cli.output import json_text, out
+from orchestrator.client import ArenaClient
+from orchestrator.core.agents import load_agents
+from orchestrator.core.spend_report import SpendReport, spend_report
+from orchestrator.runtime.spending import cap_limits
+from orchestrator.settings import Settings
+
+__all__ = ["budget"]
+
+DAYS = 7
+
+
+def _money(micro: int | None) -> str:
+    return "-" if micro is None else f"${micro / 1_000_000:,.2f}"
+
+
+def _of(used: str, cap: str) -> str:
+    return used if cap == "-" else f"{used} / {cap}"
+
+
+def _report(settings: Settings) -> SpendReport:
+    limits = cap_limits(settings, load_agents(settings.agents_dir))
+    now = datetime.now(settings.zone)
+    with ArenaClient.from_settings(settings) as client:
+        client.ping()  # one clear line when Redis is not there
+    connection = redis.Redis.from_url(settings.effective_redis_url)
+    try:
+        counters = read_days(connection, settings.zone, now, DAYS)
+    except RedisError as exc:
+        raise click.ClickException(f"cannot read the spend counters: {exc}") from None
+    finally:
+        connection.close()
+    return spend_report(counters, limits, now)
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="The report as JSON.")
+@click.pass_obj
+def budget(settings: Settings, as_json: bool) -> None:
+    """Show spending against the daily caps per agent, group and model."""
+    report = _report(settings)
+    if as_json:
+        out.print(json_text(report.as_json(), indent=2))
+        return
+    when = report.resets_at.strftime("%Y-%m-%d %H:%M %Z")
+    out.print(f"today {report.day.isoformat()} ({settings.tz}); caps reset {when}")
+    if not report.rows:
+        out.print("no model calls counted in the last 7 days")
+        return
+    table = Table("scope", "name", "tokens today", "usd today", "tokens 7 days", "usd 7 days")
+    for row in report.rows:
+        tokens_cap = "-" if row.tokens_cap is None else f"{row.tokens_cap:,}"
+        table.add_row(
+            row.scope,
+            row.name,
+            _of(f"{row.tokens:,}", tokens_cap),
+            _of(_money(row.micro_usd), _money(row.usd_cap_micro)),
+            f"{row.week_tokens:,}",
+            _money(row.week_micro_usd),
+        )
+    out.print(table)
+    reached = [r for r in report.rows if r.tokens_cap is not None and r.tokens >= r.tokens_cap]
+    reached += [
+        r for r in report.rows if r.usd_cap_micro is not None and r.micro_usd >= r.usd_cap_micro
+    ]
+    for row in reached:
+        out.print(f"! {row.scope} {row.name} has reached its daily cap", style="yellow")

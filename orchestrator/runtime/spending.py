@@ -1,0 +1,237 @@
+"""Daily spending caps at work: :class:`CappedLLM` checks each model call against the caps
+before it is made and counts what it cost after; :class:`CapGuard` keeps the ledger, prices
+calls and collects the warnings (a cap 80 % used) the pipeline posts in the group.
+
+A call over a cap raises :class:`~orchestrator.core.caps.OverCap` instead of reaching the
+model; the answerer turns it into a ``budget`` notice and the pipeline dead-letters the
+message with reason ``budget`` (``arena retry`` posts it again once the cap is raised or the
+day has turned).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol
+
+from redis.asyncio import Redis
+
+from orchestrator.adapters.spend import Reservation, SpendLedger, Spent
+from orchestrator.core.caps import (
+    MICRO,
+    Breach,
+    Cap,
+    CapLimits,
+    OverCap,
+    Price,
+    Unit,
+    cost_micro_usd,
+    near,
+    next_midnight,
+)
+from orchestrator.core.context.tokens import TokenCounter
+from orchestrator.core.models import AgentSpec, Completion, LLMRequest
+from orchestrator.core.turns import LLM
+from orchestrator.core.wire import budget_topic
+from orchestrator.settings import Settings
+
+__all__ = ["CapGuard", "CapWarning", "CappedLLM", "cap_limits", "make_guard", "price_table"]
+
+logger = logging.getLogger(__name__)
+
+_FREE = Price(input=0, output=0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CapWarning:
+    """A cap at least 80 % used today, told once a day."""
+
+    cap: Cap
+    used: int
+    resets_at: datetime
+
+    def describe(self) -> str:
+        """One line for the group."""
+        when = self.resets_at.strftime("%Y-%m-%d %H:%M %Z")
+        share = 100 * self.used // self.cap.limit
+        return f"daily budget {share} % used ({self.cap.describe(self.used)}); resets {when}"
+
+
+def price_table(prices: Mapping[str, Price]) -> Callable[[str], Price]:
+    """How a model is priced: its row, nothing for ``offline``, else the dearest row (a model
+    nobody priced must not slip past a dollar cap)."""
+    dearest = max(prices.values(), key=lambda p: p.output + p.input, default=_FREE)
+
+    def price(model: str) -> Price:
+        if model == "offline":
+            return _FREE
+        return prices.get(model, dearest)
+
+    return price
+
+
+class Announcer(Protocol):
+    """Where warnings are announced (MQTT); must never block."""
+
+    def publish(self, topic: str, payload: bytes) -> None:
+        """Queue one event."""
+        ...
+
+
+class CapGuard:
+    """Reserves each call's estimate against today's caps and settles it after the call."""
+
+    def __init__(
+        self,
+        *,
+        ledger: SpendLedger,
+        limits: CapLimits,
+        price: Callable[[str], Price],
+        clock: Callable[[], datetime],
+        events: Announcer | None = None,
+    ) -> None:
+        self.ledger = ledger
+        self.limits = limits
+        self.price = price
+        self.clock = clock
+        self.events = events
+        self._pending: dict[str, list[CapWarning]] = {}
+
+    async def admit(self, agent: str, group: str, model: str, tokens: int) -> Reservation:
+        """Reserve a call of about ``tokens`` input tokens.
+
+        Raises:
+            OverCap: naming the cap the call would pass.
+        """
+        caps = self.limits.for_call(agent, group)
+        price = self.price(model)
+        estimate = {Unit.TOKENS: tokens, Unit.USD: round(tokens * price.input)}
+        outcome = await self.ledger.reserve(caps, estimate, self.clock())
+        if isinstance(outcome, Breach):
+            logger.warning("%s in %s: %s", agent, group, outcome.describe())
+            self._announce("reached", outcome.cap, outcome.used, group)
+            raise OverCap(outcome)
+        return outcome
+
+    async def settle(
+        self, reservation: Reservation, request: LLMRequest, completion: Completion | None
+    ) -> None:
+        """Count what the call cost (nothing if it failed) and note caps now 80 % used."""
+        agent, group = request.agent.id, request.trigger.group
+        spent = None
+        if completion is not None:
+            usage = completion.usage
+            tokens = (
+                usage.input_tokens
+                + usage.output_tokens
+                + usage.cache_read_tokens
+                + usage.cache_creation_tokens
+            )
+            micro_usd = cost_micro_usd(self.price(completion.model), usage)
+            spent = Spent(
+                agent=agent, group=group, model=completion.model, tokens=tokens, micro_usd=micro_usd
+            )
+        used = await self.ledger.settle(reservation, spent)
+        for cap in near(self.limits.for_call(agent, group), used):
+            if await self.ledger.claim_warning(reservation.day, cap):
+                self._warn(group, cap, used[cap.key])
+
+    def take_warnings(self, group: str) -> list[CapWarning]:
+        """The warnings noted for ``group`` since last asked."""
+        return self._pending.pop(group, [])
+
+    def _warn(self, group: str, cap: Cap, used: int) -> None:
+        now = self.clock().astimezone(self.ledger.zone)
+        warning = CapWarning(cap=cap, used=used, resets_at=next_midnight(now))
+        logger.info("group %s: %s", group, warning.describe())
+        self._pending.setdefault(group, []).append(warning)
+        self._announce("warning", cap, used, group)
+
+    def _announce(self, state: str, cap: Cap, used: int, group: str) -> None:
+        if self.events is None:
+            return
+        scale = MICRO if cap.unit is Unit.USD else 1
+        payload = {
+            "state": state,
+            "scope": cap.scope.value,
+            "name": cap.name,
+            "unit": cap.unit.value,
+            "used": used / scale,
+            "cap": cap.limit / scale,
+            "group": group,
+            "at": self.clock().isoformat(),
+        }
+        self.events.publish(budget_topic(), json.dumps(payload).encode())
+
+
+class CappedLLM:
+    """A provider whose calls are checked against the caps first and counted after."""
+
+    def __init__(self, inner: LLM, guard: CapGuard, counter: TokenCounter) -> None:
+        self.inner = inner
+        self.guard = guard
+        self.counter = counter
+        self.name = inner.name
+
+    def _estimate(self, request: LLMRequest) -> int:
+        texts = [request.system, request.system_tail, *(m["content"] for m in request.messages)]
+        return sum(self.counter.count(t) for t in texts if t)
+
+    async def complete(self, request: LLMRequest) -> Completion:
+        """Answer ``request`` unless it would pass a cap.
+
+        Raises:
+            OverCap: the call was not made.
+            LLMError: when the model call fails.
+        """
+        model = "offline" if self.inner.name == "offline" else request.model
+        reservation = await self.guard.admit(
+            request.agent.id, request.trigger.group, model, self._estimate(request)
+        )
+        try:
+            completion = await self.inner.complete(request)
+        except BaseException:
+            await asyncio.shield(self.guard.settle(reservation, request, None))
+            raise
+        await self.guard.settle(reservation, request, completion)
+        return completion
+
+    async def aclose(self) -> None:
+        """Release the provider's connections."""
+        await self.inner.aclose()
+
+
+def cap_limits(settings: Settings, agents: Sequence[AgentSpec]) -> CapLimits:
+    """The caps ``settings`` and the agents' own YAML set."""
+    return CapLimits(
+        agent_tokens=settings.cap_agent_tokens_per_day,
+        group_tokens=settings.cap_group_tokens_per_day,
+        all_tokens=settings.cap_tokens_per_day,
+        agent_usd=settings.cap_agent_usd_per_day,
+        group_usd=settings.cap_group_usd_per_day,
+        all_usd=settings.cap_usd_per_day,
+        agents={a.id: a.caps for a in agents if a.caps},
+    )
+
+
+def make_guard(
+    settings: Settings,
+    redis: Redis,
+    agents: Sequence[AgentSpec],
+    events: Announcer,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> CapGuard:
+    """The daemon's guard: it counts every call, and checks the caps that are set."""
+    limits = cap_limits(settings, agents)
+    prices = {name: Price(**row.model_dump()) for name, row in settings.model_prices.items()}
+    return CapGuard(
+        ledger=SpendLedger(redis, settings.zone),
+        limits=limits,
+        price=price_table(prices),
+        clock=clock,
+        events=events,
+    )

@@ -1,0 +1,35 @@
+"""``GET /api/budget``: spending against the daily caps per agent, group and model, today and
+over the last 7 days, as ``arena budget --json`` shows it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends
+from redis.exceptions import RedisError
+
+from orchestrator.adapters.spend import SpendLedger
+from orchestrator.core.spend_report import spend_report
+from orchestrator.errors import ServiceError
+from orchestrator.runtime.spending import cap_limits
+from orchestrator.web.state import Console, console
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/api", tags=["budget"])
+
+DAYS = 7
+
+
+@router.get("/budget", summary="Spending against the daily caps (`arena budget --json`)")
+async def budget(running: Annotated[Console, Depends(console)]) -> dict[str, Any]:
+    """Today's tokens and dollars per agent, group and model with their caps, the last 7
+    days' totals, and when the caps reset."""
+    settings = running.settings
+    now = datetime.now(settings.zone)
+    try:
+        counters = await SpendLedger(running.redis, settings.zone).read_days(now, DAYS)
+    except RedisError as exc:
+        raise ServiceError("Redis", f"cannot read the spend counters ({exc})") from None
+    return spend_report(counters, cap_limits(settings, running.agents), now).as_json()
