@@ -1,7 +1,7 @@
 """The web console under load: a big room opening, and what people watching rooms cost.
 
     python tests/bench/console.py [--room-messages N] [--messages M] [--groups G]
-        [--watchers W] [--json OUT] [--keep]
+        [--watchers W] [--rounds R] [--json OUT] [--keep]
 
 In a temporary folder one ``arena up`` runs on the embedded stack (the offline model) with its
 console on a free port, and these are measured over HTTP, as a browser would ask:
@@ -14,12 +14,14 @@ console on a free port, and these are measured over HTTP, as a browser would ask
                     (target p95 <= 20 ms)
     browser         with Debian's ``chromium`` installed: from navigating to the room to its
                     newest 50 messages on screen, p50/p95 over 10 openings
-    watchers        M messages over G groups (each mentioning an agent, so each gets one
-                    reply) posted at once through Redis, timed from the first post to the last
-                    ``done`` item (Redis entry ids, ms): messages/s with nobody watching, then
-                    with W (50) clients following the groups' events (server-sent events,
-                    spread over the groups), each reading every event; the ratio of the two
-                    (target >= 0.90: watchers cost the daemon at most 10 %)
+    watchers        M (1,000) messages over G (20) groups (each mentioning an agent, so each
+                    gets one reply) posted at once through Redis, timed from the first post to
+                    the last ``done`` item (Redis entry ids, ms): messages/s with nobody
+                    watching, and with W (50) clients following the groups' events
+                    (server-sent events, spread over the groups, each reading every event, in
+                    threads of this process: their own cost counts too), alternating R (3)
+                    times on fresh groups; the ratio of the medians (target >= 0.90: watchers
+                    cost the daemon at most 10 %)
 
 Prints a table and ends with one line ``room_open_p95_ms=… messages_p95_ms=…
 throughput_ratio=…``.
@@ -285,27 +287,28 @@ def _drive(client: redis.Redis, groups: list[str], count: int) -> float:
 
 
 def measure_watchers(
-    base: str, redis_url: str, messages: int, groups: int, watchers: int
+    base: str, redis_url: str, messages: int, groups: int, watchers: int, rounds: int
 ) -> dict[str, Any]:
+    """Messages/s without and with the watchers, alternating ``rounds`` times (fresh groups
+    each run); the ratio of the medians."""
     client = redis.Redis.from_url(redis_url)
-    warm = ["warm-up"]
-    _drive(client, warm, len(AGENTS))
-    alone_groups = [f"alone-{n}" for n in range(groups)]
-    watched_groups = [f"watched-{n}" for n in range(groups)]
-    alone = _drive(client, alone_groups, messages)
-    with Watchers(base, watched_groups, watchers) as crowd:
-        watched = _drive(client, watched_groups, messages)
-        time.sleep(1)
-        seen = crowd.events
-    again = _drive(client, [f"again-{n}" for n in range(groups)], messages)
-    baseline = (alone + again) / 2
+    _drive(client, ["warm-up"], len(AGENTS))
+    alone, watched, seen = [], [], 0
+    for n in range(rounds):
+        alone.append(_drive(client, [f"alone-{n}-{g}" for g in range(groups)], messages))
+        names = [f"watched-{n}-{g}" for g in range(groups)]
+        with Watchers(base, names, watchers) as crowd:
+            watched.append(_drive(client, names, messages))
+            time.sleep(1)
+            seen += crowd.events
     return {
-        "alone_per_s": alone,
-        "watched_per_s": watched,
-        "alone_again_per_s": again,
+        "alone_per_s": statistics.median(alone),
+        "watched_per_s": statistics.median(watched),
+        "alone_runs": [round(x) for x in alone],
+        "watched_runs": [round(x) for x in watched],
         "watchers": watchers,
         "events_seen": seen,
-        "throughput_ratio": watched / baseline,
+        "throughput_ratio": statistics.median(watched) / statistics.median(alone),
     }
 
 
@@ -315,7 +318,8 @@ def measure_watchers(
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--room-messages", type=int, default=10_000)
-    parser.add_argument("--messages", type=int, default=400)
+    parser.add_argument("--messages", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=3, help="alternating runs of each")
     parser.add_argument("--groups", type=int, default=20)
     parser.add_argument("--watchers", type=int, default=50)
     parser.add_argument("--json", type=Path, default=None)
@@ -331,7 +335,9 @@ def main() -> int:
             report.update(measure_browser(base) or {})
             redis_url = f"redis://127.0.0.1:{env['ARENA_REDIS_PORT']}/0"
             report.update(
-                measure_watchers(base, redis_url, args.messages, args.groups, args.watchers)
+                measure_watchers(
+                    base, redis_url, args.messages, args.groups, args.watchers, args.rounds
+                )
             )
     finally:
         if args.keep:
