@@ -16,6 +16,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from tests.arena_helpers import REPO
@@ -197,3 +198,20 @@ def test_summarize_now_from_the_room(console: str, env: dict[str, str], page) ->
     expect(note).to_contain_text("written")
     printed = _arena(env, "summary", "team").stdout.strip()
     expect(page.locator("#summary-text")).to_contain_text(printed.splitlines()[0])
+
+
+def test_a_past_replys_report_from_the_room(console: str, page) -> None:
+    expect = playwright.expect
+    page.goto(f"{console}/groups/team")
+    reply = page.locator("li.msg.agent").first
+    reply.locator("button", has_text="context cost").click()
+    reply.locator("a", has_text="the whole report").click()
+    expect(page.locator("#result-title")).to_contain_text("its context as recorded")
+    expect(page.locator("#layers tr", has_text="history")).to_be_visible()
+    expect(page.locator("#recall tbody tr").first).to_be_visible()
+
+
+def test_an_unknown_reply_has_no_report(console: str) -> None:
+    response = httpx.get(f"{console}/api/messages/no-such-id/report", timeout=10)
+    assert response.status_code == 404
+    assert "no reply" in response.json()["error"]

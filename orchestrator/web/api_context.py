@@ -14,6 +14,7 @@ from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.core.prompts import Prompts
 from orchestrator.core.wire import DEFAULT_SENDER, validate_group
 from orchestrator.errors import ValidationError
+from orchestrator.memory.conversation.meta import ReplyMeta
 from orchestrator.runtime.daemon import load_drift, load_team, make_briefing
 from orchestrator.web.api_memory import Running, engine_of
 
@@ -90,3 +91,25 @@ def _trigger(running: Running, group: str, message: str | None, now: datetime) -
         text=message or "(no message yet)",
         created_at=now,
     )
+
+
+@router.get(
+    "/messages/{message_id}/report",
+    summary="The context cost report stored with a past reply",
+    responses={404: {}},
+)
+def reply_report(message_id: str, running: Running) -> dict[str, Any]:
+    """What the reply's context was made of when it was written: each layer's tokens, the
+    budget's cuts, recall's items kept and left out (and why), as its turn recorded them."""
+    stored = running.rooms.history.get(message_id) if len(message_id) <= 200 else None
+    meta = ReplyMeta.from_json(stored.meta) if stored is not None else None
+    if stored is None or meta is None or meta.context is None:
+        raise HTTPException(404, f"no reply {message_id[:80]!r} with a stored report")
+    return {
+        "id": stored.message.id,
+        "group": stored.message.group,
+        "agent": meta.agent,
+        "created_at": stored.message.created_at.isoformat(),
+        "report": dict(meta.context),
+        "recall": dict(meta.recall) if meta.recall is not None else None,
+    }

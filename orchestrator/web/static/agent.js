@@ -56,6 +56,19 @@
       const points = versions.map((v) => `${x(Date.parse(v.at)).toFixed(1)},${y(v.tokens).toFixed(1)}`).join(" ");
       root.append(svg("polyline", {points, class: "line"}));
     }
+    // Entries per version, on their own scale (right): squares joined by a dashed line.
+    const entriesTop = Math.max(...versions.map((v) => v.entries), 1) * 1.3;
+    const ye = (entries) => T + (1 - entries / entriesTop) * (H - T - B);
+    root.append(svg("text", {x: W - R, y: H - B + 14, class: "label end"}, `entries (right scale, up to ${Math.round(entriesTop)})`));
+    if (versions.length > 1) {
+      const steps = versions.map((v) => `${x(Date.parse(v.at)).toFixed(1)},${ye(v.entries).toFixed(1)}`).join(" ");
+      root.append(svg("polyline", {points: steps, class: "entries-line"}));
+    }
+    versions.forEach((v) => {
+      const cx = x(Date.parse(v.at));
+      root.append(svg("rect", {x: cx - 3, y: ye(v.entries) - 3, width: 6, height: 6, class: "entries"},
+        svg("title", {}, `v${v.version}: ${v.entries} entries`)));
+    });
     versions.forEach((v) => {
       const dot = svg("circle", {cx: x(Date.parse(v.at)), cy: y(v.tokens), r: 6, class: "point trigger-" + v.trigger.replace(/\W+/g, "-"),
         tabindex: 0, "data-version": v.version},

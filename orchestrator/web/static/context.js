@@ -61,7 +61,7 @@
       document.querySelector("#recall tbody").replaceChildren(...recall(data.report));
       document.getElementById("system").textContent = data.system;
       document.getElementById("tail").textContent = data.system_tail;
-      document.getElementById("messages-summary").textContent = `Conversation (${data.messages.length} turns)`;
+      document.getElementById("messages-summary").textContent = `Layer history: the conversation (${data.messages.length} turns)`;
       document.getElementById("messages").textContent = data.messages.map((m) =>
         `[${m.role}] ${typeof m.content === "string" ? m.content : JSON.stringify(m.content)}`).join("\n\n");
       document.getElementById("result").hidden = false;
@@ -71,7 +71,27 @@
     }
   }
 
+  /* A past reply's stored report (``?reply=ID``): the same view, as its turn recorded it. */
+  async function showReply(id) {
+    try {
+      const data = await arena.api("/api/messages/" + encodeURIComponent(id) + "/report");
+      document.getElementById("result-title").textContent =
+        `${data.agent}'s reply ${data.id} in ${data.group}, ${arena.when(data.created_at)}: its context as recorded`;
+      document.getElementById("layers").replaceChildren(...layers(data.report, {}));
+      const decisions = data.report.decisions || [];
+      document.getElementById("decisions").replaceChildren(...(decisions.length
+        ? decisions.map((d) => el("li", {}, typeof d === "string" ? d : JSON.stringify(d)))
+        : [el("li", {class: "hint"}, "Everything fit: nothing was cut.")]));
+      document.querySelector("#recall tbody").replaceChildren(...recall(data.report));
+      document.querySelectorAll("#result details").forEach((d) => { d.hidden = true; });
+      document.getElementById("result").hidden = false;
+    } catch (error) {
+      arena.show(problem, error.message);
+    }
+  }
+
   form.addEventListener("submit", (event) => { event.preventDefault(); show(); });
+  if (params.get("reply")) showReply(params.get("reply"));
   (async () => {
     try {
       const agents = (await arena.api("/api/agents")).agents;
@@ -82,6 +102,6 @@
     }
     if (params.get("group")) form.elements.group.value = params.get("group");
     if (params.get("message")) form.elements.message.value = params.get("message");
-    if (params.get("group")) show();
+    if (params.get("group") && !params.get("reply")) show();
   })();
 })();

@@ -75,7 +75,8 @@
       legend.append(arena.el("li", {}, arena.el("span", {class: "swatch layer-" + name}), name + " " + arena.number(tokens)));
     });
     return arena.el("div", {class: "context"}, bar, legend,
-      arena.el("div", {class: "hint"}, arena.number(context.total) + " tokens in all"));
+      arena.el("div", {class: "hint"}, arena.number(context.total) + " tokens in all · ",
+        arena.el("a", {href: "/context?reply=" + encodeURIComponent(context.id || "")}, "the whole report")));
   }
 
   function render(msg) {
@@ -103,7 +104,7 @@
         let panel = null;
         button.addEventListener("click", () => {
           if (panel) { panel.remove(); panel = null; return; }
-          panel = contextBar(msg.context);
+          panel = contextBar(Object.assign({id: msg.id}, msg.context));
           foot.append(panel);
         });
         meta.append(" ", button);
