@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic import ValidationError as PydanticValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from orchestrator.errors import ConfigError
 
@@ -160,7 +161,9 @@ class Settings(BaseSettings):
     cap_usd_per_day: float | None = Field(default=None, gt=0)
     # US dollars per million tokens, by model (JSON); a model missing here is priced as the
     # dearest one listed.
-    model_prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict(_DEFAULT_PRICES))
+    model_prices: Annotated[dict[str, ModelPrice], NoDecode] = Field(
+        default_factory=lambda: dict(_DEFAULT_PRICES)
+    )
 
     @field_validator("tz")
     @classmethod
@@ -221,6 +224,20 @@ class Settings(BaseSettings):
     @classmethod
     def _empty_cap_is_unset(cls, value: object) -> object:
         return None if value == "" else value
+
+    @field_validator("model_prices", mode="before")
+    @classmethod
+    def _prices_json(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        if not value.strip():
+            return dict(_DEFAULT_PRICES)
+        try:
+            return json.loads(value)
+        except ValueError:
+            raise ValueError(
+                'must be JSON: {"model": {"input": 3, "output": 15, ...}} in $ per Mtok'
+            ) from None
 
     @field_validator("anthropic_api_key", "web_token", mode="before")
     @classmethod

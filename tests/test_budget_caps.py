@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from redis.asyncio import Redis
 
-from orchestrator.adapters.spend import Reservation, Spent, SpendLedger
+from orchestrator.adapters.spend import Reservation, SpendLedger, Spent
 from orchestrator.core.agents import load_agents
 from orchestrator.core.caps import (
     Breach,

@@ -31,7 +31,8 @@ TTL_S = 8 * 24 * 3600
 
 # Reserve atomically: ARGV = ttl, then (counter, limit, amount) per cap. When any cap would
 # pass (the rule of ``orchestrator.core.caps.check``), nothing is added and the day's
-# counters are returned as a flat list after the word ``refused``; else every amount is added and an empty list returned.
+# counters are returned as a flat list after the word ``refused``; else every amount is added
+# and an empty list returned.
 _RESERVE = """
 local key = KEYS[1]
 for i = 2, #ARGV, 3 do

@@ -102,7 +102,8 @@ class CapGuard:
         self._pending: dict[str, list[CapWarning]] = {}
 
     async def admit(self, agent: str, group: str, model: str, tokens: int) -> Reservation:
-        """Reserve a call of about ``tokens`` input tokens.
+        """Reserve a call of about ``tokens`` input tokens (its context). A cap can so be passed
+        by at most one reply's output: the next call is then refused.
 
         Raises:
             OverCap: naming the cap the call would pass.
@@ -110,6 +111,7 @@ class CapGuard:
         caps = self.limits.for_call(agent, group)
         price = self.price(model)
         estimate = {Unit.TOKENS: tokens, Unit.USD: round(tokens * price.input)}
+        logger.debug("%s in %s: a call of about %d tokens", agent, group, tokens)
         outcome = await self.ledger.reserve(caps, estimate, self.clock())
         if isinstance(outcome, Breach):
             logger.warning("%s in %s: %s", agent, group, outcome.describe())
@@ -190,7 +192,10 @@ class CappedLLM:
         """
         model = "offline" if self.inner.name == "offline" else request.model
         reservation = await self.guard.admit(
-            request.agent.id, request.trigger.group, model, self._estimate(request)
+            request.agent.id,
+            request.trigger.group,
+            model,
+            self._estimate(request),
         )
         try:
             completion = await self.inner.complete(request)

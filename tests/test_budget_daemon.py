@@ -1,0 +1,198 @@
+"""Daily caps in the running daemon: the offline model, real Redis and MQTT, `arena budget`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+import aiomqtt
+import pytest
+import redis
+from click.testing import CliRunner
+
+from orchestrator.adapters.urls import mqtt_client_args
+from orchestrator.cli.main import main
+from orchestrator.client import ArenaClient
+from orchestrator.core.wire import (
+    PARTITIONS,
+    budget_topic,
+    deadletter_stream,
+    inbox_stream,
+    lease_key,
+    outbox_stream,
+)
+from orchestrator.settings import Settings
+from tests.arena_helpers import (
+    make_settings,
+    running_daemon,
+    set_environment,
+    spawn_daemon,
+    wait_for,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+MESSAGES = (
+    "we decided to use Postgres",
+    "@architect what did we decide about the database?",
+    "@architect and which cache goes in front of it?",
+)
+
+
+def _settings(tmp_path: Path, redis_url: str, mqtt_url: str, **caps: Any) -> Settings:
+    """The shipped team, offline, with ``caps``."""
+    return make_settings(tmp_path, redis_url, mqtt_url, None, agents_dir=REPO / "agents", **caps)
+
+
+def _dead_letters(url: str) -> list[dict[str, str]]:
+    with redis.Redis.from_url(url, decode_responses=True) as client:
+        return [fields for _id, fields in client.xrange(deadletter_stream())]
+
+
+async def _post_all(url: str, texts: tuple[str, ...]) -> list[list[Any]]:
+    client = ArenaClient(url)
+    try:
+        answers = []
+        for text in texts:
+            _, replies = await asyncio.to_thread(client.post_and_wait, "demo", text, "alex", 20)
+            answers.append(replies)
+        return answers
+    finally:
+        client.close()
+
+
+async def test_a_group_over_its_daily_cap_gets_a_notice_and_a_dead_letter(
+    tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str, monkeypatch
+):
+    """With 1,000 tokens a day for the group (the offline model counts words) the third
+    message is not answered: the group is told which budget, how much is used and when it
+    resets; it is dead-lettered with reason budget; MQTT hears of it; `arena budget` shows
+    why."""
+    settings = _settings(
+        tmp_path, embedded_redis_url, embedded_mqtt_url, cap_group_tokens_per_day=1000
+    )
+    async with (
+        aiomqtt.Client(**mqtt_client_args(embedded_mqtt_url)) as mqtt,
+        running_daemon(settings),
+    ):
+        await mqtt.subscribe(budget_topic(), qos=1)
+        answers = await _post_all(embedded_redis_url, MESSAGES)
+        async with asyncio.timeout(10):
+            event = json.loads((await anext(aiter(mqtt.messages))).payload)
+    assert [len(a) for a in answers] == [1, 1, 1]
+    assert [a[0].type for a in answers] == ["reply", "reply", "notice"]
+    notice = answers[2][0]
+    assert notice.type == "notice"
+    assert "group demo:" in notice.text
+    assert "of 1,000 tokens" in notice.text
+    assert "resets" in notice.text
+    assert event["scope"] == "group"
+    assert event["name"] == "demo"
+    assert event["cap"] == 1000
+    assert event["state"] in ("warning", "reached")
+    letters = _dead_letters(embedded_redis_url)
+    assert len(letters) == 1
+    assert letters[0]["reason"].startswith("budget: architect:")
+    assert letters[0]["field:text"] == MESSAGES[2]
+
+    set_environment(monkeypatch, settings, ARENA_CAP_GROUP_TOKENS_PER_DAY="1000")
+    shown = CliRunner().invoke(main, ["budget"])
+    assert shown.exit_code == 0, shown.output
+    assert "demo" in shown.output
+    assert "/ 1,000" in shown.output
+    report = json.loads(CliRunner().invoke(main, ["budget", "--json"]).output)
+    demo = next(r for r in report["rows"] if r["scope"] == "group" and r["name"] == "demo")
+    assert demo["today"]["tokens_cap"] == 1000
+    assert 0 < demo["today"]["tokens"] <= 1000
+
+
+async def test_a_raised_cap_lets_arena_retry_answer_the_message(
+    tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str, monkeypatch
+):
+    """A message refused by a cap is answered when retried under a higher cap."""
+    low = _settings(tmp_path, embedded_redis_url, embedded_mqtt_url, cap_tokens_per_day=100)
+    async with running_daemon(low):
+        (answer,) = await _post_all(embedded_redis_url, MESSAGES[:1])
+    assert answer[0].type == "notice"
+    assert "all agents: 0 of 100 tokens" in answer[0].text
+    (letter,) = _dead_letters(embedded_redis_url)
+    assert letter["reason"].startswith("budget:")
+
+    high = _settings(tmp_path, embedded_redis_url, embedded_mqtt_url, cap_tokens_per_day=100_000)
+    set_environment(monkeypatch, high)
+    with redis.Redis.from_url(embedded_redis_url, decode_responses=True) as client:
+        (dead_id,) = [entry_id for entry_id, _ in client.xrange(deadletter_stream())]
+    async with running_daemon(high):
+        client = ArenaClient(embedded_redis_url)
+        try:
+            after = client.last_reply_id("demo")
+            new_id = client.retry(dead_id)
+            replies = await asyncio.to_thread(
+                lambda: list(client.replies("demo", new_id, 20, after=after))
+            )
+        finally:
+            client.close()
+    assert [r.type for r in replies] == ["reply"]
+    assert _dead_letters(embedded_redis_url) == []
+
+
+def _outcomes(url: str, groups: list[str]) -> dict[str, int]:
+    """How many replies, notices, 80 % warnings and "done" items the groups' outbound
+    streams hold."""
+    counts = {"reply": 0, "notice": 0, "warning": 0, "done": 0}
+    with redis.Redis.from_url(url, decode_responses=True) as client:
+        for group in groups:
+            for _id, item in client.xrange(outbox_stream(group)):
+                kind = item["type"]
+                if kind == "notice" and "% used" in item["text"]:
+                    kind = "warning"
+                counts[kind] = counts.get(kind, 0) + 1
+    return counts
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+async def test_two_daemons_share_the_caps(
+    tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str
+):
+    """Two daemon processes answering 40 messages in 20 groups under one overall cap of 3,000
+    tokens: together they count no more than the cap, the rest are told, and the 80 % warning
+    comes once."""
+    settings = make_settings(tmp_path, embedded_redis_url, embedded_mqtt_url, None)
+    logs = [tmp_path / "alpha.log", tmp_path / "beta.log"]
+    caps = {"ARENA_CAP_TOKENS_PER_DAY": "3000", "ARENA_LEASE_TTL_S": "1.5"}
+    procs = [
+        spawn_daemon(settings, logs[0], "alpha", **caps),
+        spawn_daemon(settings, logs[1], "beta", **caps),
+    ]
+    groups = [f"g{n:02d}" for n in range(20)]
+    try:
+        await wait_for(lambda: len(_holders(embedded_redis_url)) == 2, 120)
+        with redis.Redis.from_url(embedded_redis_url) as client:
+            for n in range(40):
+                client.xadd(inbox_stream(), {"group": groups[n % 20], "text": f"note {n}"})
+        await wait_for(lambda: _outcomes(embedded_redis_url, groups)["done"] >= 40, 300)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        codes = [proc.wait(timeout=120) for proc in procs]
+    assert codes == [0, 0], logs[0].read_text()[-2000:] + logs[1].read_text()[-2000:]
+    counts = _outcomes(embedded_redis_url, groups)
+    assert counts["reply"] > 0
+    assert counts["notice"] > 0
+    assert counts["reply"] + counts["notice"] == 40
+    assert counts["warning"] == 1  # 80 % of the cap is told once, whichever daemon saw it
+    with redis.Redis.from_url(embedded_redis_url, decode_responses=True) as client:
+        (key,) = client.keys("arena:spend:*")
+        counters = {k: int(v) for k, v in client.hgetall(key).items() if ":" in k}
+    assert 0 < counters["tokens:all:*"] <= 3000
+    agents = sum(v for k, v in counters.items() if k.startswith("tokens:agent:"))
+    assert agents == counters["tokens:all:*"]
+
+
+def _holders(url: str) -> set[str]:
+    with redis.Redis.from_url(url, decode_responses=True) as client:
+        return {h for h in client.mget([lease_key(f"p{p}") for p in range(PARTITIONS)]) if h}
