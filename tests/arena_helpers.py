@@ -7,6 +7,7 @@ import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -225,6 +226,19 @@ def make_pipeline(
         **options,
     )
     return pipeline, outbox, events
+
+
+def stop_process(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM, then SIGKILL its process group after 20 s; its output pipe closed."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
 
 
 def read_until(proc: subprocess.Popen[str], wanted: str, timeout_s: float) -> list[str]:

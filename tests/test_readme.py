@@ -14,7 +14,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -31,7 +30,7 @@ from orchestrator.adapters.urls import redact_url
 from orchestrator.cli.main import main
 from orchestrator.core.wire import outbox_stream
 from orchestrator.settings import load_settings
-from tests.arena_helpers import REPO, read_until
+from tests.arena_helpers import REPO, read_until, stop_process
 from tests.ports import free_port
 
 README = REPO / "README.md"
@@ -171,18 +170,6 @@ class Stack:
             return [fields for _id, fields in client.xrange(outbox_stream(group))]
 
 
-def _stop(proc: subprocess.Popen[str]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    if proc.stdout is not None:
-        proc.stdout.close()
-
-
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """`arena up` with everything embedded, its data and workspaces in a temporary folder."""
@@ -220,7 +207,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         printed = read_until(up, "arena: ready", timeout_s=90)
         yield Stack(env=env, redis_port=redis_port, printed=printed)
     finally:
-        _stop(up)
+        stop_process(up)
 
 
 @pytest.mark.slow
@@ -262,7 +249,7 @@ def test_quick_start_commands(stack: Stack) -> None:
                 assert "demo" in output
     finally:
         if tail is not None:
-            _stop(tail)
+            stop_process(tail)
 
 
 @pytest.mark.slow
@@ -304,8 +291,8 @@ def test_web_console_examples(stack: Stack) -> None:
         read_until(follower, "event: reply", timeout_s=60)
     finally:
         if follower is not None:
-            _stop(follower)
-        _stop(web)
+            stop_process(follower)
+        stop_process(web)
 
 
 @pytest.mark.slow

@@ -7,110 +7,45 @@ Screenshots are saved under ``test-artifacts/screenshots/`` (not committed).
 
 from __future__ import annotations
 
-import os
-import shutil
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-from tests.arena_helpers import REPO, read_until
+from tests.arena_helpers import stop_process
+from tests.browser import chromium, console_env, fresh_page, needs_chromium, start_arena
 from tests.ports import free_port
 
 playwright = pytest.importorskip("playwright.sync_api")
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-ARTEFACTS = REPO / "test-artifacts" / "screenshots"
-TIMEOUT_MS = 30_000
-
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (.ci/run installs it)"),
-]
-
-
-def _start(args: list[str], env: dict[str, str], wanted: str) -> subprocess.Popen[str]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator", *args],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        read_until(process, wanted, timeout_s=90)
-    except AssertionError:
-        _stop(process)
-        raise
-    return process
-
-
-def _stop(process: subprocess.Popen[str]) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-    if process.stdout is not None:
-        process.stdout.close()
+pytestmark = [pytest.mark.slow, needs_chromium]
 
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    folder = tmp_path_factory.mktemp("console")
-    return {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": str(folder),
-        "ARENA_DATA_DIR": str(folder / "data"),
-        "ARENA_WORKSPACES_DIR": str(folder / "workspaces"),  # not the checkout's
-        "ARENA_MQTT_PORT": str(free_port()),
-        "ARENA_REDIS_PORT": "0",
-        "ARENA_WORKERS": "1",
-        "ARENA_WEB_PORT": str(free_port()),
-    }
+    return console_env(tmp_path_factory, "console")
 
 
 @pytest.fixture(scope="module")
 def console(env: dict[str, str]) -> Iterator[str]:
     """`arena up` with its console; the console's address."""
-    up = _start(["up"], env, "arena: ready")
+    up = start_arena(["up"], env, "arena: ready")
     try:
         yield f"http://127.0.0.1:{env['ARENA_WEB_PORT']}"
     finally:
-        _stop(up)
+        stop_process(up)
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    with playwright.sync_playwright() as driver:
-        chromium = driver.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+def browser() -> Iterator[Any]:
+    with chromium() as opened:
+        yield opened
 
 
 @pytest.fixture
-def page(browser: object, request: pytest.FixtureRequest) -> Iterator[object]:
-    """A fresh page; a dialog (an alert a message managed to run) fails the test."""
-    context = browser.new_context()  # type: ignore[attr-defined]
-    opened = context.new_page()
-    opened.set_default_timeout(TIMEOUT_MS)
-    dialogs: list[str] = []
-    opened.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
-    try:
+def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    with fresh_page(browser, request.node.name) as opened:
         yield opened
-    finally:
-        ARTEFACTS.mkdir(parents=True, exist_ok=True)
-        opened.screenshot(path=str(ARTEFACTS / f"{request.node.name}.png"), full_page=True)
-        context.close()
-    assert dialogs == [], f"a message ran script: {dialogs}"
 
 
 def _post(page: object, text: str) -> None:
@@ -198,7 +133,7 @@ def test_with_a_token_the_console_asks_to_log_in(console: str, env: dict[str, st
     token is refused; the right one opens the console."""
     expect = playwright.expect
     web_env = {**env, "ARENA_WEB_PORT": str(free_port()), "ARENA_WEB_TOKEN": "s3cret-token-1"}
-    web = _start(["web"], web_env, "console")
+    web = start_arena(["web"], web_env, "console")
     try:
         url = f"http://127.0.0.1:{web_env['ARENA_WEB_PORT']}"
         page.goto(f"{url}/status")
@@ -215,4 +150,4 @@ def test_with_a_token_the_console_asks_to_log_in(console: str, env: dict[str, st
         expect(page.locator("#status .card").first).to_be_visible()
         assert "s3cret-token-1" not in page.content()
     finally:
-        _stop(web)
+        stop_process(web)

@@ -10,27 +10,20 @@ Screenshots are saved under ``test-artifacts/screenshots/`` (not committed).
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
 
-from tests.arena_helpers import REPO
-from tests.ports import free_port
-from tests.test_web_browser import ARTEFACTS, TIMEOUT_MS, _start, _stop
+from tests.arena_helpers import REPO, stop_process
+from tests.browser import chromium, console_env, fresh_page, needs_chromium, start_arena
 
 playwright = pytest.importorskip("playwright.sync_api")
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (.ci/run installs it)"),
-]
+pytestmark = [pytest.mark.slow, needs_chromium]
 
 
 def _arena(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -49,53 +42,32 @@ def _arena(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    folder = tmp_path_factory.mktemp("inspector")
-    return {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": str(folder),
-        "ARENA_DATA_DIR": str(folder / "data"),
-        "ARENA_WORKSPACES_DIR": str(folder / "workspaces"),
-        "ARENA_MQTT_PORT": str(free_port()),
-        "ARENA_REDIS_PORT": "0",
-        "ARENA_WORKERS": "1",
-        "ARENA_WEB_PORT": str(free_port()),
-    }
+    return console_env(tmp_path_factory, "inspector")
 
 
 @pytest.fixture(scope="module")
 def console(env: dict[str, str]) -> Iterator[str]:
     """`arena up` with its console, the architect having distilled its log twice."""
-    up = _start(["up"], env, "arena: ready")
+    up = start_arena(["up"], env, "arena: ready")
     try:
         for decision in ("use JWT for the API tokens", "keep the API backwards compatible"):
             _arena(env, "post", "team", f"@architect we decided to {decision}", "--wait", "30")
             _arena(env, "heartbeat", "architect", "--force", "--wait", "60")
         yield f"http://127.0.0.1:{env['ARENA_WEB_PORT']}"
     finally:
-        _stop(up)
+        stop_process(up)
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    with playwright.sync_playwright() as driver:
-        chromium = driver.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+def browser() -> Iterator[Any]:
+    with chromium() as opened:
+        yield opened
 
 
 @pytest.fixture
-def page(browser: object, request: pytest.FixtureRequest) -> Iterator[object]:
-    context = browser.new_context(viewport={"width": 1280, "height": 1000})  # type: ignore[attr-defined]
-    opened = context.new_page()
-    opened.set_default_timeout(TIMEOUT_MS)
-    try:
+def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    with fresh_page(browser, request.node.name) as opened:
         yield opened
-    finally:
-        ARTEFACTS.mkdir(parents=True, exist_ok=True)
-        opened.screenshot(path=str(ARTEFACTS / f"{request.node.name}.png"), full_page=True)
-        context.close()
 
 
 def _growth(env: dict[str, str]) -> list[dict[str, object]]:

@@ -1,0 +1,93 @@
+"""What the console's browser tests share: `arena up` (or `arena web`) as a process, headless
+Chromium through Playwright, pages that save a screenshot and fail on any dialog.
+
+Screenshots go under ``test-artifacts/screenshots/`` (not committed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.arena_helpers import REPO, read_until, stop_process
+from tests.ports import free_port
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+ARTEFACTS = REPO / "test-artifacts" / "screenshots"
+TIMEOUT_MS = 30_000
+
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="needs Debian's chromium (.ci/run installs it)"
+)
+
+
+def console_env(tmp_path_factory: pytest.TempPathFactory, name: str) -> dict[str, str]:
+    """`arena up` in a folder of its own, on free ports, with its console."""
+    folder = tmp_path_factory.mktemp(name)
+    return {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(folder),
+        "ARENA_DATA_DIR": str(folder / "data"),
+        "ARENA_WORKSPACES_DIR": str(folder / "workspaces"),  # not the checkout's
+        "ARENA_MQTT_PORT": str(free_port()),
+        "ARENA_REDIS_PORT": "0",
+        "ARENA_WORKERS": "1",
+        "ARENA_WEB_PORT": str(free_port()),
+    }
+
+
+def start_arena(args: list[str], env: dict[str, str], wanted: str) -> subprocess.Popen[str]:
+    """`arena ARGS` as a process of its own, once it has printed ``wanted``."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        read_until(process, wanted, timeout_s=90)
+    except AssertionError:
+        stop_process(process)
+        raise
+    return process
+
+
+@contextlib.contextmanager
+def chromium() -> Iterator[Any]:
+    """Headless Chromium (Debian's), driven by Playwright."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@contextlib.contextmanager
+def fresh_page(browser: Any, name: str) -> Iterator[Any]:
+    """A page of its own; a screenshot when done; a dialog (an alert a message managed to
+    run) fails the test."""
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    try:
+        yield page
+    finally:
+        ARTEFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTEFACTS / f"{name}.png"), full_page=True)
+        context.close()
+    assert dialogs == [], f"a message ran script: {dialogs}"
