@@ -22,6 +22,7 @@ from orchestrator.core.wire import (
     deadletter_stream,
     inbox_stream,
     lease_key,
+    metrics_key,
     outbox_stream,
 )
 from orchestrator.settings import Settings
@@ -96,6 +97,11 @@ async def test_a_group_over_its_daily_cap_gets_a_notice_and_a_dead_letter(
     assert len(letters) == 1
     assert letters[0]["reason"].startswith("budget: architect:")
     assert letters[0]["field:text"] == MESSAGES[2]
+    with redis.Redis.from_url(embedded_redis_url, decode_responses=True) as client:
+        refusals = client.hgetall(metrics_key("arena_budget_refusals"))
+        dead = client.hgetall(metrics_key("arena_dead_letters"))
+    assert refusals == {'["group","tokens"]': "1"}
+    assert dead == {'["budget"]': "1"}
 
     set_environment(monkeypatch, settings, ARENA_CAP_GROUP_TOKENS_PER_DAY="1000")
     shown = CliRunner().invoke(main, ["budget"])

@@ -45,8 +45,8 @@ logger = logging.getLogger(__name__)
 RECORD_TIMEOUT_S = 2.0
 FLUSH_INTERVAL_S = 0.5
 INF = "+Inf"
-FailureReason = Literal["model", "internal"]
-DeadLetterReason = Literal["model", "internal", "invalid"]
+FailureReason = Literal["model", "internal", "budget"]
+DeadLetterReason = Literal["model", "internal", "invalid", "budget"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,6 +133,11 @@ JOBS = Family(
     help="Background job runs, per kind and outcome (error: it raised, RQ retries it).",
     labels=("kind", "status"),
 )
+BUDGET_REFUSALS = Family(
+    name="arena_budget_refusals",
+    help="Model calls not made because they would pass a daily cap, per scope and unit.",
+    labels=("scope", "unit"),
+)
 FAMILIES = (
     HANDLED,
     FAILED,
@@ -144,6 +149,7 @@ FAMILIES = (
     RECALL_HITS,
     DEAD_LETTERS,
     JOBS,
+    BUDGET_REFUSALS,
 )
 
 
@@ -267,6 +273,11 @@ class MetricsRecorder:
     async def rejected(self) -> None:
         """Count an inbound entry rejected as invalid (moved to the dead letters)."""
         self._pending.count(DEAD_LETTERS, ("invalid",))
+        self._flush_soon()
+
+    async def budget_refused(self, scope: str, unit: str) -> None:
+        """Count a model call a daily cap refused (``scope``: agent, group or all)."""
+        self._pending.count(BUDGET_REFUSALS, (scope, unit))
         self._flush_soon()
 
     async def flush(self) -> None:

@@ -173,7 +173,7 @@ async def run(
     # partition over, the consumer has it let go of that partition's groups.
     recent = RecentMessages(store, settings.history_limit, verify=False)
     metrics = MetricsRecorder(redis)
-    caps = make_guard(settings, redis, team.agents, publisher)
+    caps = make_guard(settings, redis, team.agents, publisher, metrics)
     pipeline = Pipeline(
         team=team,
         store=store,

@@ -82,6 +82,14 @@ class Announcer(Protocol):
         ...
 
 
+class RefusalMetrics(Protocol):
+    """Where refused calls are counted (``GET /metrics``); never raises."""
+
+    async def budget_refused(self, scope: str, unit: str) -> None:
+        """Count one refused call."""
+        ...
+
+
 class CapGuard:
     """Reserves each call's estimate against today's caps and settles it after the call."""
 
@@ -93,12 +101,14 @@ class CapGuard:
         price: Callable[[str], Price],
         clock: Callable[[], datetime],
         events: Announcer | None = None,
+        metrics: RefusalMetrics | None = None,
     ) -> None:
         self.ledger = ledger
         self.limits = limits
         self.price = price
         self.clock = clock
         self.events = events
+        self.metrics = metrics
         self._pending: dict[str, list[CapWarning]] = {}
 
     async def admit(self, agent: str, group: str, model: str, tokens: int) -> Reservation:
@@ -116,6 +126,8 @@ class CapGuard:
         if isinstance(outcome, Breach):
             logger.warning("%s in %s: %s", agent, group, outcome.describe())
             self._announce("reached", outcome.cap, outcome.used, group)
+            if self.metrics is not None:
+                await self.metrics.budget_refused(outcome.cap.scope.value, outcome.cap.unit.value)
             raise OverCap(outcome)
         return outcome
 
@@ -228,6 +240,7 @@ def make_guard(
     redis: Redis,
     agents: Sequence[AgentSpec],
     events: Announcer,
+    metrics: RefusalMetrics | None = None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> CapGuard:
     """The daemon's guard: it counts every call, and checks the caps that are set."""
@@ -239,4 +252,5 @@ def make_guard(
         price=price_table(prices),
         clock=clock,
         events=events,
+        metrics=metrics,
     )

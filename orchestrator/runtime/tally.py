@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.adapters.metrics import MessageSample, ReplySample
+from orchestrator.adapters.metrics import FailureReason, MessageSample, ReplySample
 from orchestrator.core.models import ChatMessage, MessageKind, RouteDecision
 from orchestrator.memory.conversation.meta import MarkerMeta, ReplyMeta
 from orchestrator.memory.conversation.store import Closing, StoredMessage
@@ -52,11 +52,13 @@ class Tally:
     def sample(self, duration_s: float, *, dead_lettered: bool) -> MessageSample:
         """The message's metrics: its replies, and whether an agent could not answer."""
         failed = bool(self.failures)
+        # Only budget: no model was asked.
+        reason: FailureReason = "budget" if self.over_budget == self.failures else "model"
         return MessageSample(
             duration_s=duration_s,
             replies=tuple(self.samples),
-            failure="model" if failed else None,
-            dead_letter="model" if failed and dead_lettered else None,
+            failure=reason if failed else None,
+            dead_letter=reason if failed and dead_lettered else None,
         )
 
 
