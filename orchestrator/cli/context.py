@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 import click
@@ -11,13 +10,10 @@ from rich.table import Table
 
 from orchestrator.cli.output import json_text, out
 from orchestrator.cli.resources import database, known_agent
-from orchestrator.core.context.build import build_context
-from orchestrator.core.context.tokens import TokenCounter
-from orchestrator.core.models import ChatMessage, MessageKind
-from orchestrator.core.prompts import Prompts
-from orchestrator.core.wire import DEFAULT_SENDER, validate_group
+from orchestrator.core.wire import validate_group
 from orchestrator.memory.conversation.store import HistoryStore
-from orchestrator.runtime.daemon import load_drift, load_team, make_briefing
+from orchestrator.runtime.daemon import load_team
+from orchestrator.runtime.preview import next_trigger, preview
 from orchestrator.settings import Settings
 
 __all__ = ["context"]
@@ -43,29 +39,6 @@ def _print_recall(report: Mapping[str, Any]) -> None:
         out.print(f"recall left out {sum(layers.values())} candidates ({counts})", markup=False)
 
 
-def _trigger(store: HistoryStore, group: str, message: str | None) -> ChatMessage:
-    if message is not None:
-        return ChatMessage(
-            id="next",
-            group=group,
-            sender=DEFAULT_SENDER,
-            kind=MessageKind.HUMAN,
-            text=message,
-            created_at=datetime.now(UTC),
-        )
-    latest = store.recent(group, 1)
-    if latest:
-        return latest[0].message
-    return ChatMessage(
-        id="next",
-        group=group,
-        sender=DEFAULT_SENDER,
-        kind=MessageKind.HUMAN,
-        text="(no message yet)",
-        created_at=datetime.now(UTC),
-    )
-
-
 @click.command()
 @click.argument("agent_id", metavar="AGENT")
 @click.argument("group")
@@ -81,34 +54,13 @@ def context(
     team = load_team(settings)
     agent = known_agent(team.agents, agent_id)
     with database(settings) as engine:
-        briefing = make_briefing(settings, engine, team)
-        trigger = _trigger(HistoryStore(engine), group, message)
-        now = datetime.now(UTC)
-        gathered = briefing.gather(agent, trigger, now)
-        built = build_context(
-            agent=agent,
-            agents=team.agents,
-            layers=gathered.layers,
-            trigger=trigger,
-            prompts=Prompts(settings.prompts_dir),
-            now=now.astimezone(settings.zone),
-            tz=settings.tz,
-            limits=briefing.limits(agent, load_drift(settings).factor(agent.model)),
-            counter=TokenCounter(),
-        )
-    request = built.request
+        trigger = next_trigger(HistoryStore(engine), group, message)
+        made = preview(settings, engine, team, agent, trigger)
     if as_json:
-        data: dict[str, Any] = {
-            "agent": agent.id,
-            "group": group,
-            "model": request.model,
-            "system": request.system,
-            "system_tail": request.system_tail,
-            "messages": [dict(m) for m in request.messages],
-            "report": dict(built.report),
-        }
-        out.print(json_text(data, indent=2))
+        out.print(json_text(made.as_json(agent, group), indent=2))
         return
+    built = made.built
+    request = built.request
     report = built.report
     tokens = report["tokens"]
     table = Table("layer", "tokens")

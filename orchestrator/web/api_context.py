@@ -3,19 +3,15 @@ context --json`` prints it (nothing is sent to the model)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query
 
-from orchestrator.core.context.build import build_context
-from orchestrator.core.context.tokens import TokenCounter
-from orchestrator.core.models import ChatMessage, MessageKind
-from orchestrator.core.prompts import Prompts
-from orchestrator.core.wire import DEFAULT_SENDER, validate_group
+from orchestrator.core.wire import validate_group
 from orchestrator.errors import ValidationError
 from orchestrator.memory.conversation.meta import ReplyMeta
-from orchestrator.runtime.daemon import load_drift, load_team, make_briefing
+from orchestrator.runtime.daemon import load_team
+from orchestrator.runtime.preview import next_trigger, preview
 from orchestrator.web.api_memory import Running, engine_of
 
 __all__ = ["router"]
@@ -37,60 +33,13 @@ def context(
         name = validate_group(group)
     except ValidationError as exc:
         raise HTTPException(422, str(exc)) from None
-    settings = running.settings
-    team = load_team(settings)
+    team = load_team(running.settings)
     spec = next((a for a in team.agents if a.id == agent), None)
     if spec is None:
         raise HTTPException(404, f"no agent {agent!r}")
-    engine = engine_of(running)
-    briefing = make_briefing(settings, engine, team)
-    now = datetime.now(UTC)
-    trigger = _trigger(running, name, message, now)
-    gathered = briefing.gather(spec, trigger, now)
-    limits = briefing.limits(spec, load_drift(settings).factor(spec.model))
-    built = build_context(
-        agent=spec,
-        agents=team.agents,
-        layers=gathered.layers,
-        trigger=trigger,
-        prompts=Prompts(settings.prompts_dir),
-        now=now.astimezone(settings.zone),
-        tz=settings.tz,
-        limits=limits,
-        counter=TokenCounter(),
-    )
-    request = built.request
-    return {
-        "agent": spec.id,
-        "group": name,
-        "model": request.model,
-        "system": request.system,
-        "system_tail": request.system_tail,
-        "messages": [dict(m) for m in request.messages],
-        "report": dict(built.report),
-        "budgets": {
-            "identity": limits.budgets.identity,
-            "summary": limits.budgets.summary,
-            "memory_md": limits.budgets.memory_md,
-            "logs": limits.budgets.logs,
-            "recall": limits.budgets.recall,
-        },
-    }
-
-
-def _trigger(running: Running, group: str, message: str | None, now: datetime) -> ChatMessage:
-    if message is None:
-        latest = running.rooms.history.recent(group, 1)
-        if latest:
-            return latest[0].message
-    return ChatMessage(
-        id="next",
-        group=group,
-        sender=DEFAULT_SENDER,
-        kind=MessageKind.HUMAN,
-        text=message or "(no message yet)",
-        created_at=now,
-    )
+    trigger = next_trigger(running.rooms.history, name, message)
+    made = preview(running.settings, engine_of(running), team, spec, trigger)
+    return made.as_json(spec, name)
 
 
 @router.get(
