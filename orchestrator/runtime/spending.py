@@ -212,10 +212,19 @@ class CappedLLM:
         try:
             completion = await self.inner.complete(request)
         except BaseException:
-            await asyncio.shield(self.guard.settle(reservation, request, None))
+            await asyncio.shield(self._settle(reservation, request, None))
             raise
-        await self.guard.settle(reservation, request, completion)
+        await self._settle(reservation, request, completion)
         return completion
+
+    async def _settle(
+        self, reservation: Reservation, request: LLMRequest, completion: Completion | None
+    ) -> None:
+        """Settle the call; the answer stands when Redis fails here (the counters miss it)."""
+        try:
+            await self.guard.settle(reservation, request, completion)
+        except Exception as exc:
+            logger.warning("%s: spending not counted: %r", request.agent.id, exc)
 
     async def aclose(self) -> None:
         """Release the provider's connections."""
