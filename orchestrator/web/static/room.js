@@ -308,6 +308,7 @@
     } catch (error) {
       agents = [];
     }
+    if (document.activeElement === text) showMentions(); // an @ typed while they loaded
   }
 
   /* A link to one message (#m-ID, from a memory's citation or a daily log): its page is read,
