@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import signal
 from pathlib import Path
 from typing import Any
@@ -43,8 +44,23 @@ MESSAGES = (
 
 
 def _settings(tmp_path: Path, redis_url: str, mqtt_url: str, **caps: Any) -> Settings:
-    """The shipped team, offline, with ``caps``."""
-    return make_settings(tmp_path, redis_url, mqtt_url, None, agents_dir=REPO / "agents", **caps)
+    """The shipped team and its identity files (not its memory), offline, with ``caps``."""
+    workspaces = tmp_path / "shipped"
+    shutil.copytree(
+        REPO / "workspaces",
+        workspaces,
+        ignore=shutil.ignore_patterns("memory", "MEMORY.md", ".growth", ".*.lock"),
+        dirs_exist_ok=True,
+    )
+    return make_settings(
+        tmp_path,
+        redis_url,
+        mqtt_url,
+        None,
+        agents_dir=REPO / "agents",
+        workspaces_dir=workspaces,
+        **caps,
+    )
 
 
 def _dead_letters(url: str) -> list[dict[str, str]]:
@@ -67,12 +83,12 @@ async def _post_all(url: str, texts: tuple[str, ...]) -> list[list[Any]]:
 async def test_a_group_over_its_daily_cap_gets_a_notice_and_a_dead_letter(
     tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str, monkeypatch
 ):
-    """With 1,000 tokens a day for the group (the offline model counts words) the third
+    """With 2,000 tokens a day for the group and the shipped team offline, the third
     message is not answered: the group is told which budget, how much is used and when it
     resets; it is dead-lettered with reason budget; MQTT hears of it; `arena budget` shows
     why."""
     settings = _settings(
-        tmp_path, embedded_redis_url, embedded_mqtt_url, cap_group_tokens_per_day=1000
+        tmp_path, embedded_redis_url, embedded_mqtt_url, cap_group_tokens_per_day=2000
     )
     async with (
         aiomqtt.Client(**mqtt_client_args(embedded_mqtt_url)) as mqtt,
@@ -87,11 +103,11 @@ async def test_a_group_over_its_daily_cap_gets_a_notice_and_a_dead_letter(
     notice = answers[2][0]
     assert notice.type == "notice"
     assert "group demo:" in notice.text
-    assert "of 1,000 tokens" in notice.text
+    assert "of 2,000 tokens" in notice.text
     assert "resets" in notice.text
     assert event["scope"] == "group"
     assert event["name"] == "demo"
-    assert event["cap"] == 1000
+    assert event["cap"] == 2000
     assert event["state"] in ("warning", "reached")
     letters = _dead_letters(embedded_redis_url)
     assert len(letters) == 1
@@ -103,15 +119,15 @@ async def test_a_group_over_its_daily_cap_gets_a_notice_and_a_dead_letter(
     assert refusals == {'["group","tokens"]': "1"}
     assert dead == {'["budget"]': "1"}
 
-    set_environment(monkeypatch, settings, ARENA_CAP_GROUP_TOKENS_PER_DAY="1000")
+    set_environment(monkeypatch, settings, ARENA_CAP_GROUP_TOKENS_PER_DAY="2000")
     shown = CliRunner().invoke(main, ["budget"])
     assert shown.exit_code == 0, shown.output
     assert "demo" in shown.output
-    assert "/ 1,000" in shown.output
+    assert "/ 2,000" in shown.output
     report = json.loads(CliRunner().invoke(main, ["budget", "--json"]).output)
     demo = next(r for r in report["rows"] if r["scope"] == "group" and r["name"] == "demo")
-    assert demo["today"]["tokens_cap"] == 1000
-    assert 0 < demo["today"]["tokens"] <= 1000
+    assert demo["today"]["tokens_cap"] == 2000
+    assert 0 < demo["today"]["tokens"] <= 2000
 
 
 async def test_a_raised_cap_lets_arena_retry_answer_the_message(
