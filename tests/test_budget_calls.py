@@ -111,3 +111,15 @@ async def test_the_warning_at_80_percent_is_given_once(model, fake_llm, redis):
     fake_llm.script("a", usage={"input_tokens": 10, "output_tokens": 0, **NO_CACHE})
     await llm.complete(_request())
     assert guard.take_warnings("demo") == []
+
+
+async def test_a_call_no_cap_applies_to_is_counted_in_a_batch(model, fake_llm, redis):
+    """Without caps nothing is written on the reply's path; the batch lands on close."""
+    fake_llm.script("a", usage={"input_tokens": 10, "output_tokens": 5, **NO_CACHE}, times=2)
+    llm, guard = _capped(model, redis, CapLimits())
+    await llm.complete(_request())
+    await llm.complete(_request())
+    await guard.aclose()
+    counters = await _today(guard)
+    assert counters["tokens:group:demo"] == 30
+    assert counters["usd:all:*"] == 2 * (30 + 75)

@@ -163,7 +163,8 @@ async def test_a_reservation_is_settled_to_what_the_call_cost(redis: Redis):
     reserved = await ledger.reserve(caps, {Unit.TOKENS: 800}, NOON)
     assert isinstance(reserved, Reservation)
     assert int(await redis.hget(spend_key("2026-03-28"), "tokens:group:demo")) == 800
-    after = await ledger.settle(reserved, _spent(300))
+    watched = ["tokens:group:demo", "tokens:model:m", "usd:agent:architect"]
+    after = await ledger.settle(reserved, _spent(300), watched)
     assert after["tokens:group:demo"] == 300
     assert after["tokens:model:m"] == 300
     assert after["usd:agent:architect"] == 300
@@ -178,7 +179,8 @@ async def test_a_failed_call_gives_its_reservation_back(redis: Redis):
     ledger = SpendLedger(redis, BERLIN)
     reserved = await ledger.reserve((_group_cap(2000),), {Unit.TOKENS: 800}, NOON)
     assert isinstance(reserved, Reservation)
-    assert (await ledger.settle(reserved, None)).get("tokens:group:demo", 0) == 0
+    after = await ledger.settle(reserved, None, ["tokens:group:demo"])
+    assert after == {"tokens:group:demo": 0}
 
 
 async def test_two_writers_never_take_more_than_the_cap_together(redis_url: str):

@@ -14,7 +14,9 @@ is *settled*: the estimate is taken back and what the model reported is added.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -27,7 +29,10 @@ from orchestrator.core.wire import spend_key
 
 __all__ = ["Reservation", "SpendLedger", "Spent", "read_days"]
 
+logger = logging.getLogger(__name__)
+
 TTL_S = 8 * 24 * 3600
+FLUSH_INTERVAL_S = 0.5
 
 # Reserve atomically: ARGV = ttl, then (counter, limit, amount) per cap. When any cap would
 # pass (the rule of ``orchestrator.core.caps.check``), nothing is added and the day's
@@ -93,13 +98,22 @@ def _decode(raw: Mapping[bytes | str, bytes | str]) -> dict[str, int]:
 class SpendLedger:
     """Today's counters for the daemon: reserve, settle, warn once."""
 
-    def __init__(self, redis: Redis, zone: ZoneInfo) -> None:
+    def __init__(
+        self, redis: Redis, zone: ZoneInfo, *, interval_s: float = FLUSH_INTERVAL_S
+    ) -> None:
         self.redis = redis
         self.zone = zone
+        self.interval_s = interval_s
         self._reserve = redis.register_script(_RESERVE)
+        self._later: dict[str, dict[str, int]] = {}  # day -> counter -> amount
+        self._flusher: asyncio.Task[None] | None = None
 
     def _day(self, now: datetime) -> str:
         return day_of(now, self.zone).isoformat()
+
+    def unchecked(self, now: datetime) -> Reservation:
+        """A reservation of nothing, for a call no cap applies to (only counted after it)."""
+        return Reservation(day=self._day(now), amounts={})
 
     async def reserve(
         self, caps: tuple[Cap, ...], estimate: Mapping[Unit, int], now: datetime
@@ -111,7 +125,7 @@ class SpendLedger:
         """
         day = self._day(now)
         if not caps:  # nothing to check: the call is only counted
-            return Reservation(day=day, amounts={})
+            return self.unchecked(now)
         amounts = {c.key: estimate.get(c.unit, 0) for c in caps}
         args: list[str | int] = [TTL_S]
         for cap in caps:
@@ -127,24 +141,68 @@ class SpendLedger:
             raise RuntimeError(f"spend counters of {day}: a cap refused the call, none passed")
         return breach
 
-    async def settle(self, reservation: Reservation, spent: Spent | None) -> dict[str, int]:
+    async def settle(
+        self, reservation: Reservation, spent: Spent | None, watched: Sequence[str] = ()
+    ) -> dict[str, int]:
         """Take the reservation back and add what the call cost (nothing when it failed).
 
         Returns:
-            The reserved day's counters afterwards.
+            The ``watched`` counters of the reserved day afterwards.
         """
         key = spend_key(reservation.day)
         delta = {k: -v for k, v in reservation.amounts.items()}
         for counter, amount in (spent.amounts() if spent is not None else {}).items():
             delta[counter] = delta.get(counter, 0) + amount
-        pipe = self.redis.pipeline(transaction=True)
+        pipe = self.redis.pipeline(transaction=False)
         for counter, amount in delta.items():
             if amount:
                 pipe.hincrby(key, counter, amount)
         pipe.expire(key, TTL_S)
-        pipe.hgetall(key)
+        if watched:
+            pipe.hmget(key, list(watched))
         results = await pipe.execute()
-        return _decode(results[-1])
+        if not watched:
+            return {}
+        return {k: int(v or 0) for k, v in zip(watched, results[-1], strict=True)}
+
+    def count_later(self, day: str, spent: Spent) -> None:
+        """Add a call no cap applies to within the next half second, with the others of that
+        time in one round trip (off the path of the reply)."""
+        counters = self._later.setdefault(day, {})
+        for counter, amount in spent.amounts().items():
+            counters[counter] = counters.get(counter, 0) + amount
+        if self._flusher is None:
+            self._flusher = asyncio.create_task(
+                self._flush_soon(), name="orchestrator.adapters.spend.flush"
+            )
+
+    async def _flush_soon(self) -> None:
+        await asyncio.sleep(self.interval_s)
+        self._flusher = None
+        await self.flush()
+
+    async def flush(self) -> None:
+        """Write what :meth:`count_later` was given (lost, with a WARNING, if Redis fails)."""
+        later, self._later = self._later, {}
+        if not later:
+            return
+        pipe = self.redis.pipeline(transaction=False)
+        for day, counters in later.items():
+            for counter, amount in counters.items():
+                pipe.hincrby(spend_key(day), counter, amount)
+            pipe.expire(spend_key(day), TTL_S)
+        try:
+            await pipe.execute()
+        except Exception as exc:  # spending is never worth failing a reply for
+            logger.warning("spending of %d days not counted: %r", len(later), exc)
+
+    async def aclose(self) -> None:
+        """Write what is left to count."""
+        if self._flusher is not None:
+            self._flusher.cancel()
+            await asyncio.gather(self._flusher, return_exceptions=True)
+            self._flusher = None
+        await self.flush()
 
     async def read_days(self, now: datetime, days: int) -> list[tuple[date, dict[str, int]]]:
         """The counters of the last ``days`` days (today first)."""

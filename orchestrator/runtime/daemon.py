@@ -226,6 +226,7 @@ async def run(
         mqtt_task.cancel()
         await asyncio.gather(mqtt_task, return_exceptions=True)
         await provider.aclose()
+        await caps.aclose()
         await metrics.aclose()
         await redis.aclose()
         await indexing.stop()

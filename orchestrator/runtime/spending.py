@@ -111,18 +111,27 @@ class CapGuard:
         self.metrics = metrics
         self._pending: dict[str, list[CapWarning]] = {}
 
-    async def admit(self, agent: str, group: str, model: str, tokens: int) -> Reservation:
-        """Reserve a call of about ``tokens`` input tokens (its context). A cap can so be passed
-        by at most one reply's output: the next call is then refused.
+    async def admit(
+        self, agent: str, group: str, model: str, tokens: Callable[[], int]
+    ) -> Reservation:
+        """Reserve a call of about ``tokens()`` input tokens (its context; counted only when a
+        cap applies). A cap can so be passed by at most one reply's output: the next call is
+        then refused.
 
         Raises:
             OverCap: naming the cap the call would pass.
         """
         caps = self.limits.for_call(agent, group)
-        price = self.price(model)
-        estimate = {Unit.TOKENS: tokens, Unit.USD: round(tokens * price.input)}
-        logger.debug("%s in %s: a call of about %d tokens", agent, group, tokens)
-        outcome = await self.ledger.reserve(caps, estimate, self.clock())
+        now = self.clock()
+        if not caps:  # nothing to check: the call is only counted afterwards
+            return self.ledger.unchecked(now)
+        estimate_in = tokens()
+        estimate = {
+            Unit.TOKENS: estimate_in,
+            Unit.USD: round(estimate_in * self.price(model).input),
+        }
+        logger.debug("%s in %s: a call of about %d tokens", agent, group, estimate_in)
+        outcome = await self.ledger.reserve(caps, estimate, now)
         if isinstance(outcome, Breach):
             logger.warning("%s in %s: %s", agent, group, outcome.describe())
             self._announce("reached", outcome.cap, outcome.used, group)
@@ -149,10 +158,19 @@ class CapGuard:
             spent = Spent(
                 agent=agent, group=group, model=completion.model, tokens=tokens, micro_usd=micro_usd
             )
-        used = await self.ledger.settle(reservation, spent)
-        for cap in near(self.limits.for_call(agent, group), used):
+        caps = self.limits.for_call(agent, group)
+        if not caps and not reservation.amounts:  # nothing to check: counted in a batch
+            if spent is not None:
+                self.ledger.count_later(reservation.day, spent)
+            return
+        used = await self.ledger.settle(reservation, spent, [c.key for c in caps])
+        for cap in near(caps, used):
             if await self.ledger.claim_warning(reservation.day, cap):
                 self._warn(group, cap, used[cap.key])
+
+    async def aclose(self) -> None:
+        """Count what is left to count."""
+        await self.ledger.aclose()
 
     def take_warnings(self, group: str) -> list[CapWarning]:
         """The warnings noted for ``group`` since last asked."""
@@ -207,7 +225,7 @@ class CappedLLM:
             request.agent.id,
             request.trigger.group,
             model,
-            self._estimate(request),
+            lambda: self._estimate(request),
         )
         try:
             completion = await self.inner.complete(request)
