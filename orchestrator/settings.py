@@ -115,6 +115,8 @@ class Settings(BaseSettings):
     recall_max_entries: int = Field(default=20, ge=0, le=100)
     recall_char_budget: int = Field(default=6000, ge=0)
     recall_require_source: bool = False
+    # Memory tool calls an agent may make in one turn before its text must be the reply.
+    max_tool_steps: int = Field(default=4, ge=0, le=20)
 
     # Background work: heartbeat distillation of MEMORY.md and rolling group summaries.
     distill_budget_tokens: int = Field(default=500, ge=50, le=20_000)

@@ -14,6 +14,7 @@ which is also the order that breaks routing ties. Every field but ``id``, ``name
     max_tokens: 1024                # default 1024
     max_concurrency: 4              # turns in flight at once, default 4
     caps: {tokens_per_day: 50000, usd_per_day: 2.5}   # optional; this agent's own daily caps
+    tools: [memory_search, memory_get]   # memory tools it may call; default all four, [] none
     default: false                  # exactly one agent may be the default
     routing:
       rules:
@@ -48,6 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic import ValidationError as PydanticValidationError
 
 from orchestrator.core.models import AGENT_ID_RE, AgentSpec, RoutingRule
+from orchestrator.core.tools import TOOL_NAMES, ToolName
 from orchestrator.errors import AgentDefinitionError, ValidationError
 
 __all__ = ["load_agents", "read_identity", "workspace_dir"]
@@ -150,6 +152,7 @@ class _AgentModel(_Model):
     context: _ContextModel = _ContextModel()
     recall: _RecallModel = _RecallModel()
     caps: _CapsModel = _CapsModel()
+    tools: list[ToolName] = list(TOOL_NAMES)  # type: ignore[arg-type]
 
 
 def load_agents(folder: Path) -> tuple[AgentSpec, ...]:
@@ -215,6 +218,7 @@ def _load_file(path: Path) -> AgentSpec:
         context=model.context.model_dump(exclude_none=True),
         recall=model.recall.model_dump(exclude_none=True),
         caps=model.caps.model_dump(exclude_none=True),
+        tools=tuple(dict.fromkeys(model.tools)),
     )
 
 

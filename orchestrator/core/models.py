@@ -130,6 +130,8 @@ class AgentSpec:
     recall: Mapping[str, float | int | bool] = field(default_factory=dict)
     # This agent's own daily spending caps: ``tokens_per_day`` and ``usd_per_day``.
     caps: Mapping[str, float | int] = field(default_factory=dict)
+    # The memory tools this agent may call (core.tools.TOOL_NAMES); empty: none.
+    tools: tuple[str, ...] = ("memory_search", "memory_get", "memory_store", "memory_forget")
 
     def __post_init__(self) -> None:
         if not AGENT_ID_RE.match(self.id):
