@@ -33,7 +33,7 @@ lint: $(STAMP)
 # it again (which they do when PYTHONDONTWRITEBYTECODE is set).
 test: lint
 	$(BIN)/python -m compileall -q orchestrator
-	$(BIN)/pytest -n auto
+	$(BIN)/pytest -n auto --dist loadgroup
 
 # Benchmarks print a table, write JSON under bench-results/ and end with a key=value line.
 LOCOMO_DATA ?= ../shared/data/locomo/locomo_dev.json

@@ -18,7 +18,7 @@ from tests.ports import free_port
 
 playwright = pytest.importorskip("playwright.sync_api")
 
-pytestmark = [pytest.mark.slow, needs_chromium]
+pytestmark = [pytest.mark.xdist_group("test_web_browser"), pytest.mark.slow, needs_chromium]
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,11 @@ from tests.browser import chromium, console_env, fresh_page, needs_chromium, sta
 
 playwright = pytest.importorskip("playwright.sync_api")
 
-pytestmark = [pytest.mark.slow, needs_chromium]
+pytestmark = [
+    pytest.mark.xdist_group("test_web_inspector_browser"),
+    pytest.mark.slow,
+    needs_chromium,
+]
 
 
 def _arena(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
