@@ -192,6 +192,7 @@ class Corrections:
         """
         content = text.strip()
         actor = check_actor(by)
+        self.get(entry_id)  # an unknown id is said first, whatever the text
         problem = edit_problem(content, self.gate)
         if problem is not None:
             raise EditRefused(problem)
