@@ -131,6 +131,8 @@ def test_hand_edit_of_memory_md_is_a_version(settings: Settings):
     (version,) = _growth(settings)["versions"]
     assert (version["version"], version["trigger"]) == (1, "hand edit")
     assert version["source"] == {"by": "alex"}
+    table = CliRunner().invoke(main, ["growth", "ping"])
+    assert "hand edit (alex)" in table.output
     assert (settings.workspaces_dir / "ping" / "MEMORY.md").read_text() == text
     path = settings.workspaces_dir.parent / "edit.md"
     path.write_text(text + "- Keep PRs small\n")

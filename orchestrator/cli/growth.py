@@ -85,7 +85,9 @@ def _print_timeline(
         "version", "date", "trigger", "tokens", "+", _MINUS, title=f"{agent_id} MEMORY.md"
     )
     for v in versions:
-        numbers = (v.version, _stamp(settings, v.created_at), v.trigger, v.tokens)
+        by = v.source.get("by")
+        trigger = f"{v.trigger} ({by})" if isinstance(by, str) and by else v.trigger
+        numbers = (v.version, _stamp(settings, v.created_at), trigger, v.tokens)
         table.add_row(*map(_cell, numbers), f"+{v.lines_added}", f"{_MINUS}{v.lines_removed}")
     out.print(table)
     if runs:
