@@ -31,6 +31,7 @@ __all__ = [
     "ToolCall",
     "ToolInput",
     "ToolName",
+    "ToolResult",
     "parse_call",
     "schemas",
 ]
@@ -117,6 +118,26 @@ class ToolCall:
     id: str
     name: str
     input: object  # as the model sent it: checked by parse_call
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolResult:
+    """What a call gave back: the ``tool_result`` text (one line when ``is_error``)."""
+
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    input_chars: int = 0
+    hits: int | None = None  # memory_search: how many results
+
+    def line(self) -> str:
+        """``memory_search → 2 hits``: how the console shows the call."""
+        if self.is_error:
+            return f"{self.name} → error: {self.content}"
+        if self.hits is not None:
+            return f"{self.name} → {self.hits} hit{'' if self.hits == 1 else 's'}"
+        return f"{self.name} → {self.content.splitlines()[0][:80] if self.content else 'done'}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

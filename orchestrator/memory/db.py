@@ -15,6 +15,7 @@ from sqlmodel import SQLModel, create_engine
 
 from orchestrator.errors import ServiceError
 from orchestrator.memory import audit as _audit  # noqa: F401
+from orchestrator.memory import tools as _tools  # noqa: F401
 from orchestrator.memory import versions as _versions  # noqa: F401
 from orchestrator.memory.conversation import index as _index  # noqa: F401
 

@@ -1,0 +1,277 @@
+"""The memory tools at work: :class:`MemoryTools` runs one checked call for one agent's turn.
+
+``memory_search`` is the recall the context uses (the group's session memories and earlier
+messages, the agent's personal memory; never another group's). ``memory_get`` reads one entry
+(``m:<id>``) or message (``msg:<id>``) of the group. ``memory_store`` goes through the
+writer, so through the same schema, gate, daily limit, dedupe and supersede-by-key as a
+marker. ``memory_forget`` archives an entry the agent itself wrote, recorded in the audit.
+
+Text handed back is neutralised like references (no marker survives in it). A failure is a
+one-line ``is_error`` result, never an exception. ``memory_store`` and ``memory_forget`` are
+applied once per tool call id: the result is kept in ``memory_tool_calls``, and a turn
+replayed after a crash gets the kept result instead of writing again. Blocking: call from a
+thread.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Table, insert, select
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Field, SQLModel
+
+from orchestrator.core.markers import Marker, neutralise
+from orchestrator.core.tools import (
+    BadCall,
+    Forget,
+    Get,
+    Search,
+    Store,
+    ToolCall,
+    ToolResult,
+    parse_call,
+)
+from orchestrator.errors import ValidationError
+from orchestrator.memory.conversation.store import HistoryStore
+from orchestrator.memory.corrections import Corrections
+from orchestrator.memory.recall.ranking import trust_of
+from orchestrator.memory.recall.recaller import Recaller
+from orchestrator.memory.recall.values import RecallConfig
+from orchestrator.memory.schema import PERSONAL_TYPES
+from orchestrator.memory.session.records import Citation, MemoryRecord
+from orchestrator.memory.session.store import SessionMemory
+from orchestrator.memory.writer import MemoryWriter, Origin
+
+__all__ = ["MemoryTools", "ToolTurn"]
+
+logger = logging.getLogger(__name__)
+
+_SNIPPET_CHARS = 500
+
+
+class AppliedToolCallRow(SQLModel, table=True):
+    """A ``memory_store`` or ``memory_forget`` call already applied, and what it returned."""
+
+    __tablename__ = "memory_tool_calls"
+
+    call_id: str = Field(primary_key=True, max_length=128)
+    agent: str = Field(max_length=64)
+    name: str = Field(max_length=32)
+    input: str
+    result: str
+    is_error: bool = False
+    at: datetime
+
+
+_APPLIED: Table = AppliedToolCallRow.__table__  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolTurn:
+    """The turn a call is made in: who, where, which reply, which tools and recall layers."""
+
+    agent: str
+    group: str
+    reply_id: str
+    trigger_id: str
+    now: datetime
+    allowed: tuple[str, ...]
+    recall: RecallConfig
+
+
+class _Refused(Exception):
+    """A call that cannot be done, in one line."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Parts:
+    writer: MemoryWriter
+    corrections: Corrections
+    history: HistoryStore
+
+
+class MemoryTools:
+    """Runs the memory tools against the stores the context and the markers use."""
+
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        session: SessionMemory,
+        recaller: Recaller,
+        writer: MemoryWriter,
+        corrections: Corrections,
+        history: HistoryStore,
+    ) -> None:
+        self.engine = engine
+        self.session = session
+        self.recaller = recaller
+        self._parts = _Parts(writer=writer, corrections=corrections, history=history)
+
+    def run(self, call: ToolCall, turn: ToolTurn) -> ToolResult:
+        """Run ``call``; whatever goes wrong comes back as an ``is_error`` result."""
+        size = len(json.dumps(call.input, ensure_ascii=False, default=str))
+        result = ToolResult(call_id=call.id, name=call.name, content="", input_chars=size)
+        parsed = parse_call(call, turn.allowed)
+        try:
+            if isinstance(parsed, BadCall):
+                raise _Refused(parsed.reason)
+            if isinstance(parsed, Search):
+                content, hits = self._search(parsed, turn)
+                return replace(result, content=content, hits=hits)
+            if isinstance(parsed, Get):
+                return replace(result, content=self._get(parsed, turn))
+            return self._once(call, parsed, turn, result)
+        except (_Refused, ValidationError) as exc:
+            return replace(result, content=_one_line(str(exc)), is_error=True)
+        except Exception as exc:
+            logger.exception("tool %s of %s failed", call.name, turn.agent)
+            problem = f"internal error ({exc.__class__.__name__})"
+            return replace(result, content=problem, is_error=True)
+
+    def _search(self, search: Search, turn: ToolTurn) -> tuple[str, int]:
+        config = replace(turn.recall, max_entries=search.limit)
+        found = self.recaller.recall(
+            search.query,
+            group=turn.group,
+            agent=turn.agent,
+            config=config,
+            now=turn.now,
+            messages=search.scope != "personal",
+        )
+        lines: list[str] = []
+        for s in found.snippets:
+            personal = s.scope == "personal"
+            if (search.scope == "personal" and not personal) or (
+                search.scope == "group" and personal
+            ):
+                continue
+            when = s.created_at.date().isoformat()
+            cite = _cite(s.citation)
+            lines.append(f"[m:{s.id}] ({s.type}, {s.trust}, {when}{cite}) {_clip(s.content)}")
+        for m in found.messages:
+            said = m.said
+            when = said.created_at.date().isoformat()
+            lines.append(f"[msg:{said.id}] ({said.sender}, message, {when}) {_clip(said.text)}")
+        lines = lines[: search.limit]
+        if not lines:
+            return "no results", 0
+        return "\n".join(lines), len(lines)
+
+    def _get(self, get: Get, turn: ToolTurn) -> str:
+        if get.id.startswith("msg:"):
+            stored = self._parts.history.get(get.id[4:])
+            if stored is None or stored.message.group != turn.group:
+                raise _Refused(f"no message {get.id[:80]} in this group")
+            m = stored.message
+            when = m.created_at.isoformat()
+            return f"[msg:{m.id}] {m.sender} ({m.kind.value}, {when}): {neutralise(m.text)}"
+        record = self._visible(get.id, turn)
+        return (
+            f"[m:{record.id}] {record.type}, {trust_of(record)}, {record.status}, "
+            f"{record.created_at.date().isoformat()}{_cite(record.citation)}: "
+            f"{neutralise(record.content)}"
+        )
+
+    def _visible(self, entry: str, turn: ToolTurn) -> MemoryRecord:
+        """The entry ``m:<id>`` if this turn's agent may see it (its group, its own, global)."""
+        number = entry[2:] if entry.startswith("m:") else ""
+        record = self.session.get(int(number)) if number.isdigit() else None
+        seen = record is not None and (
+            (record.scope == "session" and record.scope_id == turn.group)
+            or (record.scope == "personal" and record.scope_id == turn.agent)
+            or record.scope == "global"
+        )
+        if record is None or not seen:
+            raise _Refused(f"no entry {entry[:80]} in this group")
+        return record
+
+    def _once(
+        self, call: ToolCall, parsed: Store | Forget, turn: ToolTurn, result: ToolResult
+    ) -> ToolResult:
+        """Apply a write once per call id: a replayed call gets the kept result."""
+        with self.engine.connect() as conn:
+            kept = conn.execute(select(_APPLIED).where(_APPLIED.c.call_id == call.id)).first()
+        if kept is not None:
+            return replace(result, content=kept.result, is_error=kept.is_error)
+        try:
+            content = self._store(parsed, turn) if isinstance(parsed, Store) else ""
+            if isinstance(parsed, Forget):
+                content = self._forget(parsed, turn)
+            done = replace(result, content=content)
+        except (_Refused, ValidationError) as exc:
+            done = replace(result, content=_one_line(str(exc)), is_error=True)
+        self._keep(call, turn, done)
+        return done
+
+    def _keep(self, call: ToolCall, turn: ToolTurn, done: ToolResult) -> None:
+        row = {
+            "call_id": call.id[:128],
+            "agent": turn.agent,
+            "name": call.name,
+            "input": json.dumps(call.input, ensure_ascii=False, default=str),
+            "result": done.content,
+            "is_error": done.is_error,
+            "at": turn.now,
+        }
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(insert(_APPLIED).values(**row))
+        except IntegrityError:
+            logger.info("tool call %s was applied twice at once", call.id)
+
+    def _store(self, store: Store, turn: ToolTurn) -> str:
+        origin = Origin(
+            agent=turn.agent,
+            group=turn.group,
+            reply_id=turn.reply_id,
+            trigger_id=turn.trigger_id,
+            now=turn.now,
+        )
+        payload: dict[str, Any]
+        if store.scope == "personal":
+            kind = store.type if store.type in PERSONAL_TYPES else "note"
+            payload = {"content": store.content, "type": kind}
+            marker = Marker(kind="personal", payload=payload)
+        else:
+            payload = {"type": store.type, "content": store.content}
+            payload.update(confidence=store.confidence)
+            if store.key:
+                payload["key"] = store.key
+            marker = Marker(kind="memory", payload=payload)
+        report = self._parts.writer.apply([marker], origin)
+        if report.rejected:
+            rejected = report.rejected[0]
+            detail = rejected.get("detail")
+            raise _Refused(f"rejected: {rejected['reason']}" + (f" ({detail})" if detail else ""))
+        saved = report.saved[0]
+        if "id" in saved:
+            return f"{saved['action']} m:{saved['id']}"
+        return f"{saved['action']} to your personal log"
+
+    def _forget(self, forget: Forget, turn: ToolTurn) -> str:
+        record = self._visible(forget.id, turn)
+        if record.agent != turn.agent or record.written_by != "agent":
+            raise _Refused(f"{forget.id[:80]} was not written by you: only your entries")
+        self._parts.corrections.forget(record.id, by=turn.agent, now=turn.now)
+        logger.info("%s forgot m:%d: %s", turn.agent, record.id, _one_line(forget.reason))
+        return f"archived m:{record.id} (a person can restore it)"
+
+
+def _cite(citation: Citation | None) -> str:
+    return f", cites {citation.kind} {citation.ref}" if citation else ""
+
+
+def _clip(text: str) -> str:
+    flat = " ".join(neutralise(text).split())
+    return flat if len(flat) <= _SNIPPET_CHARS else flat[: _SNIPPET_CHARS - 1] + "…"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:300]
