@@ -10,6 +10,11 @@ use it, and many slow requests wait concurrently.
         srv.script(reply="hello")       # the one after answers "hello"
         client = AsyncAnthropic(api_key="test", base_url=srv.base_url)
 
+A tool step is scripted as its content blocks (``srv.script(content=[text("..."),
+tool_use("memory_search", {"query": "db"})], stop_reason="tool_use")``); as the real API
+does, the server refuses (400) a request whose ``tool_use`` blocks are not each answered by a
+``tool_result`` in the next turn, or that has them without ``tools``.
+
 Unscripted requests get ``srv.reply_fn(request_json)``, by default
 ``"fake reply to: <the last user text, first 80 characters>"``. Usage counts words; the
 system prompt counts as cache creation the first time it is seen with ``cache_control`` and
@@ -30,7 +35,14 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
 
-__all__ = ["FakeMessagesServer", "Outcome", "dead_base_url", "default_reply"]
+__all__ = [
+    "FakeMessagesServer",
+    "Outcome",
+    "dead_base_url",
+    "default_reply",
+    "text_block",
+    "tool_use",
+]
 
 ReplyFn = Callable[[dict[str, Any]], str]
 
@@ -66,6 +78,16 @@ _STREAM_LIMIT = 64 * 1024 * 1024
 def default_reply(request: dict[str, Any]) -> str:
     """``"fake reply to: <last user text[:80]>"``, the default answer."""
     return f"fake reply to: {_last_user_text(request)[:80]}"
+
+
+def text_block(text: str) -> dict[str, Any]:
+    """A text content block."""
+    return {"type": "text", "text": text}
+
+
+def tool_use(name: str, data: dict[str, Any], call_id: str = "toolu_01") -> dict[str, Any]:
+    """A ``tool_use`` content block, as the model sends one."""
+    return {"type": "tool_use", "id": call_id, "name": name, "input": data}
 
 
 def dead_base_url() -> str:
@@ -465,6 +487,29 @@ def _missing_field(request: dict[str, Any]) -> str:
             return f"{name}: Field required"
     if request.get("stream"):
         return "stream: the fake server only answers non-streaming requests"
+    return _tool_problem(request)
+
+
+def _tool_problem(request: dict[str, Any]) -> str:
+    """What the real API would refuse about the request's tool blocks, if anything."""
+    messages = request["messages"]
+    for index, message in enumerate(messages):
+        content = message.get("content")
+        if message.get("role") != "assistant" or not isinstance(content, list):
+            continue
+        ids = {b["id"] for b in content if isinstance(b, dict) and b.get("type") == "tool_use"}
+        if not ids:
+            continue
+        if not request.get("tools"):
+            return "tools: required when messages contain tool_use blocks"
+        after = messages[index + 1]["content"] if index + 1 < len(messages) else []
+        answered = {
+            b.get("tool_use_id")
+            for b in after
+            if isinstance(after, list) and isinstance(b, dict) and b.get("type") == "tool_result"
+        }
+        if answered != ids:
+            return f"messages.{index + 1}: tool_use ids without tool_result blocks"
     return ""
 
 
@@ -481,7 +526,9 @@ def _system_text(system: Any) -> str:
 def _content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
-    return " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+    return " ".join(
+        str(b.get("text", b.get("content", ""))) for b in content if isinstance(b, dict)
+    )
 
 
 def _last_user_text(request: dict[str, Any]) -> str:

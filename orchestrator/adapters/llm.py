@@ -25,12 +25,13 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 import anthropic
-from anthropic.types import Message, MessageParam, TextBlock, TextBlockParam
+from anthropic.types import Message, MessageParam, TextBlock, TextBlockParam, ToolUseBlock
 
 from orchestrator.core.models import Completion, LLMRequest, Usage
+from orchestrator.core.tools import ToolCall, ToolExchange
 from orchestrator.errors import LLMError
 
 __all__ = ["DEFAULT_BASE_URL", "AnthropicProvider"]
@@ -109,7 +110,7 @@ class AnthropicProvider:
         if request.system_tail:
             # After the cache breakpoint: the part that changes every turn.
             system.append({"type": "text", "text": request.system_tail})
-        messages = _message_params(request.messages)
+        messages = _message_params(request.messages) + _exchange_params(request.exchanges)
         started = time.perf_counter()
         failed: list[str] = []
         try:
@@ -144,6 +145,11 @@ class AnthropicProvider:
             stop_reason=message.stop_reason,
             latency_ms=latency_ms,
             failed_attempts=tuple(failed),
+            tool_calls=tuple(
+                ToolCall(id=block.id, name=block.name, input=block.input)
+                for block in message.content
+                if isinstance(block, ToolUseBlock)
+            ),
         )
         logger.debug(
             "anthropic %s: %d in (%d cached), %d out, stop %s, %.0f ms",
@@ -197,13 +203,20 @@ class AnthropicProvider:
     ) -> Message:
         """Call the API, with the temperature unless the model is known to refuse it."""
         send_temperature = request.model not in self._no_temperature
+        body: dict[str, Any] = {}
+        if request.tools:
+            body["tools"] = [dict(tool) for tool in request.tools]
+            if not request.may_call_tools:
+                body["tool_choice"] = {"type": "none"}  # the last step: text only
         try:
             return await self._client.messages.create(
                 model=request.model,
                 max_tokens=request.max_tokens,
                 system=system,
                 messages=messages,
-                extra_body={"temperature": request.temperature} if send_temperature else None,
+                extra_body=body | {"temperature": request.temperature}
+                if send_temperature
+                else body or None,
             )
         except anthropic.BadRequestError as exc:
             if not (send_temperature and _refuses_temperature(exc)):
@@ -211,7 +224,11 @@ class AnthropicProvider:
         self._no_temperature.add(request.model)
         logger.warning("model %s refuses a temperature; sending none from now on", request.model)
         return await self._client.messages.create(
-            model=request.model, max_tokens=request.max_tokens, system=system, messages=messages
+            model=request.model,
+            max_tokens=request.max_tokens,
+            system=system,
+            messages=messages,
+            extra_body=body or None,
         )
 
     async def aclose(self) -> None:
@@ -242,6 +259,30 @@ def _message_params(messages: Iterable[Mapping[str, str]]) -> list[MessageParam]
         else:
             problem = f"turn {index} has role {role!r}; expected 'user' or 'assistant'"
             raise LLMError(provider=AnthropicProvider.name, problem=problem, retryable=False)
+    return params
+
+
+def _exchange_params(exchanges: Iterable[ToolExchange]) -> list[MessageParam]:
+    """Each tool step as two turns: the model's text and ``tool_use`` blocks, then our
+    ``tool_result`` blocks."""
+    params: list[MessageParam] = []
+    for exchange in exchanges:
+        said: list[Any] = [{"type": "text", "text": exchange.text}] if exchange.text else []
+        said += [
+            {"type": "tool_use", "id": c.id, "name": c.name, "input": c.input}
+            for c in exchange.calls
+        ]
+        results: list[Any] = [
+            {
+                "type": "tool_result",
+                "tool_use_id": r.call_id,
+                "content": r.content or "(empty)",
+                "is_error": r.is_error,
+            }
+            for r in exchange.results
+        ]
+        params.append({"role": "assistant", "content": said})
+        params.append({"role": "user", "content": results})
     return params
 
 

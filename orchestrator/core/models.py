@@ -13,6 +13,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from orchestrator.core.tools import ToolCall, ToolExchange
+
 __all__ = [
     "AGENT_ID_RE",
     "GROUP_ID_RE",
@@ -180,6 +182,11 @@ class LLMRequest:
     messages: tuple[Mapping[str, str], ...]
     max_tokens: int
     temperature: float
+    # The memory tools the model may call (their JSON schemas), the calls it made earlier in
+    # this turn with our results, and whether it may call more (False at the last step).
+    tools: tuple[Mapping[str, Any], ...] = ()
+    exchanges: tuple[ToolExchange, ...] = ()
+    may_call_tools: bool = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -205,3 +212,5 @@ class Completion:
     # Why each earlier attempt of the call failed before this answer ("529 overloaded_error"),
     # oldest first; empty when the first attempt answered.
     failed_attempts: tuple[str, ...] = ()
+    # The tools the model asked to call (stop reason "tool_use"), in its order.
+    tool_calls: tuple[ToolCall, ...] = ()

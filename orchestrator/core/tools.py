@@ -15,6 +15,7 @@ lives in ``memory.tools``; the loop that asks the model again in ``core.turns``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, get_args
@@ -29,9 +30,11 @@ __all__ = [
     "Search",
     "Store",
     "ToolCall",
+    "ToolExchange",
     "ToolInput",
     "ToolName",
     "ToolResult",
+    "describe",
     "parse_call",
     "schemas",
 ]
@@ -131,13 +134,14 @@ class ToolResult:
     input_chars: int = 0
     hits: int | None = None  # memory_search: how many results
 
-    def line(self) -> str:
-        """``memory_search → 2 hits``: how the console shows the call."""
-        if self.is_error:
-            return f"{self.name} → error: {self.content}"
-        if self.hits is not None:
-            return f"{self.name} → {self.hits} hit{'' if self.hits == 1 else 's'}"
-        return f"{self.name} → {self.content.splitlines()[0][:80] if self.content else 'done'}"
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolExchange:
+    """One step of a turn's tool loop: what the model said and called, and our results."""
+
+    text: str
+    calls: tuple[ToolCall, ...]
+    results: tuple[ToolResult, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -243,3 +247,17 @@ def _build(name: str, data: Mapping[str, Any]) -> ToolInput:
             scope=data.get("scope", "group"),
         )
     return Forget(id=data["id"].strip(), reason=data["reason"].strip())
+
+
+def describe(call: ToolCall, result: ToolResult) -> str:
+    """One line for people: ``memory_search("database") → 2 hits``."""
+    data = call.input if isinstance(call.input, Mapping) else {}
+    arg = next((data[k] for k in ("query", "id", "content") if isinstance(data.get(k), str)), "")
+    shown = json.dumps(arg if len(arg) <= 40 else arg[:39] + "…", ensure_ascii=False)
+    if result.is_error:
+        outcome = f"error: {result.content[:80]}"
+    elif result.hits is not None:
+        outcome = f"{result.hits} hit{'' if result.hits == 1 else 's'}"
+    else:
+        outcome = result.content.split("\n", 1)[0][:80] or "done"
+    return f"{call.name[:40]}({shown if arg else ''}) → {outcome}"

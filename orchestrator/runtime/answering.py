@@ -19,10 +19,19 @@ from orchestrator.core.context.build import Identity, build_context
 from orchestrator.core.context.tokens import DriftCorrector, TokenCounter
 from orchestrator.core.models import AgentSpec, ChatMessage, Completion, MessageKind, Usage
 from orchestrator.core.prompts import Prompts
-from orchestrator.core.turns import LLM, TurnResult, run_turn
+from orchestrator.core.tools import ToolCall, ToolResult, describe, schemas
+from orchestrator.core.turns import LLM, ToolRunner, TurnResult, run_turn
 from orchestrator.errors import LLMError
-from orchestrator.memory.conversation.meta import MarkerMeta, ReplyError, ReplyMeta, TurnMeta
+from orchestrator.memory.conversation.meta import (
+    MarkerMeta,
+    ReplyError,
+    ReplyMeta,
+    ToolCallMeta,
+    ToolsMeta,
+    TurnMeta,
+)
 from orchestrator.memory.recall.recaller import RecallResult
+from orchestrator.memory.tools import MemoryTools, ToolTurn
 from orchestrator.memory.writer import MemoryWriter, Origin, WriteReport, marker_meta
 from orchestrator.runtime.briefing import Briefing
 
@@ -90,6 +99,8 @@ class Answerer:
         drift: DriftCorrector,
         memory: MemoryWriter | None = None,
         counters: Counters | None = None,
+        tools: MemoryTools | None = None,
+        max_tool_steps: int = 0,
     ) -> None:
         self.team = team
         self.llm = llm
@@ -100,6 +111,8 @@ class Answerer:
         self.drift = drift
         self.memory = memory
         self.counters = counters
+        self.tools = tools
+        self.max_tool_steps = max_tool_steps
 
     async def answer(
         self, agent: AgentSpec, trigger: ChatMessage, root: ChatMessage, reply_id: str, hop: int
@@ -126,8 +139,13 @@ class Answerer:
                 counter=self.counter,
             )
             meta = replace(meta, context=dict(built.report))
-            result = await run_turn(built.request, self.llm)
-            self._observe_drift(built.report, result.completion)
+            request, runner = built.request, self._runner(asked, now)
+            if runner is not None:
+                request = replace(request, tools=tuple(schemas(agent.tools)))
+            result = await run_turn(request, self.llm, runner, self.max_tool_steps)
+            self._observe_drift(
+                built.report, result.steps[0] if result.steps else result.completion
+            )
         except OverCap as exc:
             error = ReplyError(kind="budget", problem=str(exc), retryable=True)
             meta = replace(meta, notice="budget", error=error)
@@ -159,7 +177,7 @@ class Answerer:
             report = await asyncio.to_thread(self.memory.apply, result.markers, origin)
         # Never more than a few KB, and nothing the gate refused: see marker_meta.
         markers = marker_meta(result.invalid, report)
-        meta = replace(meta, turn=_turn_meta(result.completion), markers=markers)
+        meta = replace(meta, turn=_turn_meta(result), markers=markers, tools=_tools_meta(result))
         await self._count(markers)
         reply = ChatMessage(
             id=asked.reply_id,
@@ -172,6 +190,26 @@ class Answerer:
             hop=asked.hop,
         )
         return Draft(message=reply, meta=meta)
+
+    def _runner(self, asked: _Asked, now: datetime) -> ToolRunner | None:
+        """What runs the agent's tool calls in this turn (None: no tools)."""
+        tools = self.tools
+        if tools is None or not asked.agent.tools or self.max_tool_steps <= 0:
+            return None
+        turn = ToolTurn(
+            agent=asked.agent.id,
+            group=asked.root.group,
+            reply_id=asked.reply_id,
+            trigger_id=asked.trigger.id,
+            now=now,
+            allowed=asked.agent.tools,
+            recall=self.briefing.recall_config(asked.agent),
+        )
+
+        async def run(call: ToolCall) -> ToolResult:
+            return await asyncio.to_thread(tools.run, call, turn)
+
+        return run
 
     def _failed(self, asked: _Asked, meta: ReplyMeta, problem: str) -> Draft:
         text = f"{asked.agent.name} could not answer: {problem}"
@@ -240,19 +278,40 @@ def _recall_meta(result: RecallResult) -> dict[str, Any]:
     }
 
 
-def _turn_meta(completion: Completion) -> TurnMeta:
-    usage = completion.usage
+def _tools_meta(result: TurnResult) -> ToolsMeta | None:
+    """Each tool call and each step's tokens, when the model called tools."""
+    if not result.exchanges:
+        return None
+    calls = tuple(
+        ToolCallMeta(
+            name=call.name,
+            input_chars=res.input_chars,
+            result_chars=len(res.content),
+            is_error=res.is_error,
+            line=describe(call, res),
+        )
+        for exchange in result.exchanges
+        for call, res in zip(exchange.calls, exchange.results, strict=True)
+    )
+    return ToolsMeta(calls=calls, steps=tuple(step.usage for step in result.steps))
+
+
+def _turn_meta(result: TurnResult) -> TurnMeta:
+    """The last call's model and stop reason; every step's tokens and time together."""
+    completion = result.completion
+    steps = result.steps or (completion,)
+    usage = Usage(
+        input_tokens=sum(s.usage.input_tokens for s in steps),
+        output_tokens=sum(s.usage.output_tokens for s in steps),
+        cache_read_tokens=sum(s.usage.cache_read_tokens for s in steps),
+        cache_creation_tokens=sum(s.usage.cache_creation_tokens for s in steps),
+    )
     return TurnMeta(
         provider=completion.provider,
         model=completion.model,
-        latency_ms=round(completion.latency_ms, 1),
+        latency_ms=round(sum(s.latency_ms for s in steps), 1),
         stop_reason=completion.stop_reason,
-        usage=Usage(
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cache_read_tokens=usage.cache_read_tokens,
-            cache_creation_tokens=usage.cache_creation_tokens,
-        ),
+        usage=usage,
         # How many calls the answer took, and why the earlier ones failed (429, 529, ...).
-        failed_attempts=tuple(completion.failed_attempts),
+        failed_attempts=tuple(f for s in steps for f in s.failed_attempts),
     )

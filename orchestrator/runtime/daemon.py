@@ -31,11 +31,13 @@ from orchestrator.memory.conversation.index import HistoryIndex
 from orchestrator.memory.conversation.indexing import BackgroundIndexing
 from orchestrator.memory.conversation.recent import RecentMessages
 from orchestrator.memory.conversation.store import HistoryStore
+from orchestrator.memory.corrections import Corrections
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.gate import GateConfig
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.recall.recaller import Recaller
 from orchestrator.memory.session.store import SessionMemory
+from orchestrator.memory.tools import MemoryTools
 from orchestrator.memory.writer import MemoryWriter
 from orchestrator.runtime.briefing import Briefing, RecentSource
 from orchestrator.runtime.consumer import Consumer
@@ -50,6 +52,7 @@ __all__ = [
     "load_drift",
     "load_team",
     "make_briefing",
+    "make_tools",
     "make_writer",
     "run",
     "save_drift",
@@ -94,6 +97,22 @@ def make_writer(settings: Settings, engine: Engine) -> MemoryWriter:
             daily_limit=settings.memory_daily_limit,
         ),
         settings.zone,
+    )
+
+
+def make_tools(settings: Settings, engine: Engine) -> MemoryTools:
+    """The memory tools agents call: the recall, write path and corrections above."""
+    session = SessionMemory(engine)
+    gate = GateConfig(
+        min_confidence=settings.memory_min_confidence, daily_limit=settings.memory_daily_limit
+    )
+    return MemoryTools(
+        engine=engine,
+        session=session,
+        recaller=Recaller(session, history=HistoryIndex(engine)),
+        writer=make_writer(settings, engine),
+        corrections=Corrections(engine, gate=gate),
+        history=HistoryStore(engine),
     )
 
 
@@ -185,6 +204,8 @@ async def run(
         counter=TokenCounter(),
         hop_limit=settings.hop_limit,
         memory=make_writer(settings, engine),
+        tools=make_tools(settings, engine),
+        max_tool_steps=settings.max_tool_steps,
         counters=bus,
         drift=drift,
         summaries=summaries,

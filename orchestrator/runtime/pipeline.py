@@ -33,6 +33,7 @@ from orchestrator.memory.conversation.store import (
     Opened,
     StoredMessage,
 )
+from orchestrator.memory.tools import MemoryTools
 from orchestrator.memory.writer import MemoryWriter
 from orchestrator.runtime.answering import Answerer, Counters, Draft, Team
 from orchestrator.runtime.briefing import Briefing
@@ -114,6 +115,8 @@ class Pipeline:
         recent: RecentMessages | None = None,
         metrics: HandledMetrics | None = None,
         caps: CapGuard | None = None,
+        tools: MemoryTools | None = None,
+        max_tool_steps: int = 0,
     ) -> None:
         self.team = team
         self.store = store
@@ -138,6 +141,8 @@ class Pipeline:
             drift=drift or DriftCorrector(),
             memory=memory,
             counters=counters,
+            tools=tools,
+            max_tool_steps=max_tool_steps,
         )
         self._slots = {a.id: asyncio.Semaphore(a.max_concurrency) for a in team.agents}
 

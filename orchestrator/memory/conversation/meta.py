@@ -14,7 +14,7 @@ from typing import Any
 
 from orchestrator.core.models import Usage
 
-__all__ = ["MarkerMeta", "ReplyError", "ReplyMeta", "TurnMeta"]
+__all__ = ["MarkerMeta", "ReplyError", "ReplyMeta", "ToolCallMeta", "ToolsMeta", "TurnMeta"]
 
 Entry = Mapping[str, Any]
 
@@ -38,17 +38,64 @@ class TurnMeta:
             "model": self.model,
             "latency_ms": self.latency_ms,
             "stop_reason": self.stop_reason,
-            "usage": {
-                "input_tokens": usage.input_tokens,
-                "output_tokens": usage.output_tokens,
-                "cache_read_tokens": usage.cache_read_tokens,
-                "cache_creation_tokens": usage.cache_creation_tokens,
-            },
+            "usage": _usage_json(usage),
             "attempts": {
                 "count": len(self.failed_attempts) + 1,
                 "failed": list(self.failed_attempts),
             },
         }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallMeta:
+    """One memory tool call of a turn: which, how big its input and result, and the line the
+    console shows (``memory_search("database") → 2 hits``)."""
+
+    name: str
+    input_chars: int
+    result_chars: int
+    is_error: bool
+    line: str
+
+    def as_json(self) -> dict[str, Any]:
+        """The stored form."""
+        return {
+            "name": self.name,
+            "input_chars": self.input_chars,
+            "result_chars": self.result_chars,
+            "is_error": self.is_error,
+            "line": self.line,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolsMeta:
+    """A turn's tool loop: every call, and every model call's tokens (``steps``, in order)."""
+
+    calls: tuple[ToolCallMeta, ...] = ()
+    steps: tuple[Usage, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        """The stored form."""
+        return {
+            "calls": [c.as_json() for c in self.calls],
+            "steps": [_usage_json(u) for u in self.steps],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ToolsMeta:
+        """Read a stored one, leniently."""
+        calls = tuple(
+            ToolCallMeta(
+                name=str(c.get("name", "")),
+                input_chars=int(c.get("input_chars", 0)),
+                result_chars=int(c.get("result_chars", 0)),
+                is_error=bool(c.get("is_error", False)),
+                line=str(c.get("line", "")),
+            )
+            for c in _entries(data.get("calls"))
+        )
+        return cls(calls=calls, steps=tuple(_usage(s) for s in _entries(data.get("steps"))))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,6 +180,7 @@ class ReplyMeta:
     turn: TurnMeta | None = None
     markers: MarkerMeta | None = None
     error: ReplyError | None = None
+    tools: ToolsMeta | None = None
 
     @property
     def usage(self) -> Usage:
@@ -173,6 +221,8 @@ class ReplyMeta:
             data.update(self.turn.as_json())
         if self.markers is not None:
             data.update(self.markers.as_json())
+        if self.tools is not None:
+            data["tools"] = self.tools.as_json()
         return data
 
     @classmethod
@@ -190,6 +240,9 @@ class ReplyMeta:
             turn=_turn(data),
             markers=MarkerMeta.from_json(data) if has_markers else None,
             error=_error(error) if isinstance(error, dict) and error else None,
+            tools=ToolsMeta.from_json(tools)
+            if isinstance(tools := data.get("tools"), dict)
+            else None,
         )
 
 
@@ -224,11 +277,24 @@ def _turn(data: Mapping[str, Any]) -> TurnMeta | None:
         model=str(data.get("model", "")),
         latency_ms=float(data.get("latency_ms", 0.0)),
         stop_reason=_text(data.get("stop_reason")),
-        usage=Usage(
-            input_tokens=int(usage.get("input_tokens", 0)),
-            output_tokens=int(usage.get("output_tokens", 0)),
-            cache_read_tokens=int(usage.get("cache_read_tokens", 0)),
-            cache_creation_tokens=int(usage.get("cache_creation_tokens", 0)),
-        ),
+        usage=_usage(usage),
         failed_attempts=tuple(str(f) for f in failed or ()),
     )
+
+
+def _usage(data: Mapping[str, Any]) -> Usage:
+    return Usage(
+        input_tokens=int(data.get("input_tokens", 0)),
+        output_tokens=int(data.get("output_tokens", 0)),
+        cache_read_tokens=int(data.get("cache_read_tokens", 0)),
+        cache_creation_tokens=int(data.get("cache_creation_tokens", 0)),
+    )
+
+
+def _usage_json(usage: Usage) -> dict[str, int]:
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cache_read_tokens": usage.cache_read_tokens,
+        "cache_creation_tokens": usage.cache_creation_tokens,
+    }
