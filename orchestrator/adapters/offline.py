@@ -33,6 +33,13 @@
 
        <!--SAVE_TO_PERSONAL:{"content": "<sentence>", "type": "lesson"}-->
 
+4. With the memory tools on (the request lists ``memory_search``), a question asking what was
+   decided (``what did we decide about …?``, ``what was decided on …?``) first calls
+   ``memory_search`` with the question, its ``@`` mentions removed, as the query (the call's
+   id is ``offline_<agent>_<message id>``, the same when the turn is replayed); once the
+   result is back, the reply's first line is followed by the hits, quoted with their ids and
+   citations (``@`` removed, markers inert), or by "I found nothing in memory about it."
+
 A marker's sentence is stripped and loses its ``@``; ``<!--`` in it becomes ``&lt;!--`` and
 ``-->`` becomes ``--&gt;``, so no content can break a marker. The usage counts words, not
 tokens: input is the words of the system prompt and messages, output the words of the reply.
@@ -50,6 +57,7 @@ from typing import Literal, Self
 from orchestrator.core import cues
 from orchestrator.core.markers import neutralise
 from orchestrator.core.models import Completion, LLMRequest, Usage
+from orchestrator.core.tools import ToolCall
 
 __all__ = ["OfflineProvider"]
 
@@ -60,6 +68,12 @@ _MENTION_RE = re.compile(r"(?<![\w.])@[A-Za-z0-9]")
 _TASK = ("please ", "todo:", "task:", "can you")
 _TASK_PREFIX = ("todo:", "task:")
 _LESSON = ("lesson:", "next time", "remember that", "note to self")
+_MENTION_WORD_RE = re.compile(r"(?<![\w.])@[\w-]+")
+_ASKS_DECIDED = re.compile(
+    r"\bwhat\s+(?:did\s+(?:we|you|they|i)\s+decide|(?:was|were|have\s+we|has\s+been)\s+decided)"
+    r"\s+(?:about|on|for|regarding)\s+\S",
+    re.IGNORECASE,
+)
 
 
 class OfflineProvider:
@@ -76,11 +90,17 @@ class OfflineProvider:
         Returns:
             The reply, with word counts as usage.
         """
-        text = _reply(request)
+        call = _search_call(request)
+        text = _reply(request) if call is None else ""
         prompt = " ".join([request.system, *(m.get("content", "") for m in request.messages)])
         usage = Usage(input_tokens=len(prompt.split()), output_tokens=len(text.split()))
         return Completion(
-            text=text, model="offline", provider=self.name, usage=usage, stop_reason="end_turn"
+            text=text,
+            model="offline",
+            provider=self.name,
+            usage=usage,
+            stop_reason="end_turn" if call is None else "tool_use",
+            tool_calls=() if call is None else (call,),
         )
 
     async def aclose(self) -> None:
@@ -112,11 +132,36 @@ def _reply(request: LLMRequest) -> str:
         if kind is not None:
             payload = {"type": kind, "content": _marker_content(sentence), "confidence": 0.9}
             lines.append(f"<!--SAVE_MEMORY:{json.dumps(payload, ensure_ascii=False)}-->")
+    for exchange in request.exchanges:
+        for result in exchange.results:
+            lines.append(_found(result.content, result.is_error, result.hits))
     for sentence, _ in sentences:
         if _has_any(sentence, _LESSON):
             payload = {"content": _marker_content(sentence), "type": "lesson"}
             lines.append(f"<!--SAVE_TO_PERSONAL:{json.dumps(payload, ensure_ascii=False)}-->")
     return "\n".join(lines)
+
+
+def _search_call(request: LLMRequest) -> ToolCall | None:
+    """The ``memory_search`` a question about a decision makes first, if tools are on."""
+    offered = any(tool.get("name") == "memory_search" for tool in request.tools)
+    if not offered or request.exchanges or not request.may_call_tools:
+        return None
+    question = " ".join(cues.bare(_MENTION_WORD_RE.sub("", request.trigger.text)).split())
+    if not _ASKS_DECIDED.search(question):
+        return None
+    call_id = f"offline_{request.agent.id}_{request.trigger.id}"
+    return ToolCall(id=call_id, name="memory_search", input={"query": question[:2000]})
+
+
+def _found(content: str, is_error: bool, hits: int | None) -> str:
+    """What a search found, quoted with its ids and citations."""
+    if is_error:
+        return f"My memory search failed: {_clean(content)}"
+    if not hits:
+        return "I found nothing in memory about it."
+    quoted = "\n".join(f"- {_clean(line)}" for line in content.splitlines())
+    return f"I searched memory (memory_search) and found:\n{quoted}"
 
 
 def _memory_type(sentence: str, question: bool) -> MemoryType | None:

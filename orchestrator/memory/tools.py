@@ -157,6 +157,8 @@ class MemoryTools:
             lines.append(f"[m:{s.id}] ({s.type}, {s.trust}, {when}{cite}) {_clip(s.content)}")
         for m in found.messages:
             said = m.said
+            if said.id in (turn.trigger_id, turn.reply_id):
+                continue  # the question itself is no answer to it
             when = said.created_at.date().isoformat()
             lines.append(f"[msg:{said.id}] ({said.sender}, message, {when}) {_clip(said.text)}")
         lines = lines[: search.limit]
