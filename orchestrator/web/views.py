@@ -96,6 +96,8 @@ class Msg:
     usage: Mapping[str, Any] | None = None
     context: Mapping[str, Any] | None = None
     notice: str | None = None
+    # The memory tools the reply called: one line each, ``memory_search("db") → 2 hits``.
+    tools: tuple[Mapping[str, Any], ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         """The API's ``Msg`` (``html``: the text as safe HTML)."""
@@ -116,6 +118,7 @@ class Msg:
             "usage": dict(self.usage) if self.usage is not None else None,
             "context": dict(self.context) if self.context is not None else None,
             "notice": self.notice,
+            "tools": [dict(t) for t in self.tools],
         }
 
 
@@ -159,6 +162,10 @@ def from_stored(
         usage=usage(meta),
         context=context(meta.context),
         notice=meta.notice,
+        tools=tuple(
+            {"line": c.line, "is_error": c.is_error, "result_chars": c.result_chars}
+            for c in (meta.tools.calls if meta.tools is not None else ())
+        ),
     )
 
 

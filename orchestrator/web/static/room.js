@@ -51,6 +51,12 @@
     return arena.el("ul", {class: "memory", title: "what this reply wrote to memory"}, ...items);
   }
 
+  function toolLines(msg) {
+    if (!msg.tools || !msg.tools.length) return null;
+    const items = msg.tools.map((t) => arena.el("li", {class: "tool" + (t.is_error ? " error" : "")}, t.line));
+    return arena.el("ul", {class: "tools", title: "the memory tools this reply called"}, ...items);
+  }
+
   function usageLine(msg) {
     const u = msg.usage;
     if (!u) return null;
@@ -93,6 +99,8 @@
     const foot = arena.el("div", {class: "foot"});
     const why = whyLine(msg);
     if (why) foot.append(why);
+    const tools = toolLines(msg);
+    if (tools) foot.append(tools);
     const memory = memoryLines(msg);
     if (memory) foot.append(memory);
     const usage = usageLine(msg);
