@@ -59,6 +59,9 @@ def _settings(tmp_path: Path, redis_url: str, mqtt_url: str, **caps: Any) -> Set
         None,
         agents_dir=REPO / "agents",
         workspaces_dir=workspaces,
+        # One model call per message, as these counts assume: the second message's memory
+        # search would be a second call (test_tools_loop covers the caps on tool steps).
+        max_tool_steps=0,
         **caps,
     )
 
