@@ -62,8 +62,16 @@ def test_room_message_lists_the_tool_calls():
         in_reply_to="1-0",
         hop=1,
     )
-    meta = ReplyMeta(agent="architect", trigger="1-0", tools=TOOLS).as_json()
+    turn = TurnMeta(
+        provider="anthropic",
+        model="m",
+        latency_ms=1.0,
+        stop_reason="end_turn",
+        usage=Usage(input_tokens=240, output_tokens=35),
+    )
+    meta = ReplyMeta(agent="architect", trigger="1-0", turn=turn, tools=TOOLS).as_json()
     stored = StoredMessage(seq=2, message=reply, status="done", meta=meta)
     msg = from_stored(stored, trigger=None, agents=(), hop_limit=3).as_dict()
     assert [t["line"] for t in msg["tools"]] == [c.line for c in TOOLS.calls]
     assert [t["is_error"] for t in msg["tools"]] == [False, True]
+    assert msg["usage"]["calls"] == 2

@@ -49,7 +49,8 @@ def context(
 )
 def reply_report(message_id: str, running: Running) -> dict[str, Any]:
     """What the reply's context was made of when it was written: each layer's tokens, the
-    budget's cuts, recall's items kept and left out (and why), as its turn recorded them."""
+    budget's cuts, recall's items kept and left out (and why), the memory tools it called
+    and each step's tokens, as its turn recorded them."""
     stored = running.rooms.history.get(message_id) if len(message_id) <= 200 else None
     meta = ReplyMeta.from_json(stored.meta) if stored is not None else None
     if stored is None or meta is None or meta.context is None:
@@ -61,4 +62,6 @@ def reply_report(message_id: str, running: Running) -> dict[str, Any]:
         "created_at": stored.message.created_at.isoformat(),
         "report": dict(meta.context),
         "recall": dict(meta.recall) if meta.recall is not None else None,
+        # The memory tools it called and every model call's tokens (None: no tool called).
+        "tools": meta.tools.as_json() if meta.tools is not None else None,
     }

@@ -262,7 +262,7 @@ def usage(meta: ReplyMeta) -> dict[str, Any] | None:
         return None
     u = turn.usage
     prompt = u.input_tokens + u.cache_read_tokens + u.cache_creation_tokens
-    return {
+    shown: dict[str, Any] = {
         "input": u.input_tokens,
         "output": u.output_tokens,
         "cache_read": u.cache_read_tokens,
@@ -270,6 +270,9 @@ def usage(meta: ReplyMeta) -> dict[str, Any] | None:
         "latency_ms": turn.latency_ms,
         "model": turn.model or None,
     }
+    if meta.tools is not None:  # the model calls the answer took, with its memory tools
+        shown["calls"] = len(meta.tools.steps)
+    return shown
 
 
 def context(report: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -64,6 +64,7 @@
     if (typeof u.cache_read_share === "number") bits.push(Math.round(u.cache_read_share * 100) + "% cached");
     if (typeof u.latency_ms === "number") bits.push((u.latency_ms / 1000).toFixed(1) + " s");
     if (u.model) bits.push(u.model);
+    if (u.calls > 1) bits.push(u.calls + " model calls");
     return arena.el("span", {class: "usage"}, bits.join(" · "));
   }
 
