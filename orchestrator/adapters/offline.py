@@ -161,7 +161,7 @@ def _found(content: str, is_error: bool, hits: int | None) -> str:
     if not hits:
         return "I found nothing in memory about it."
     quoted = "\n".join(f"- {_clean(line)}" for line in content.splitlines())
-    return f"I searched memory (memory_search) and found:\n{quoted}"
+    return f"\nI searched memory (memory_search) and found:\n{quoted}"  # a paragraph
 
 
 def _memory_type(sentence: str, question: bool) -> MemoryType | None:
