@@ -51,6 +51,7 @@ bench: $(STAMP)
 	$(BIN)/python tests/bench/peer_autogen.py --messages 300 --groups 20 \
 		--json bench-results/peer_autogen.json
 	$(BIN)/python tests/bench/console.py --json bench-results/console.json
+	$(BIN)/python tests/bench/tool_steps.py --json bench-results/tool_steps.json
 	@if [ -f "$(LOCOMO_DATA)" ]; then \
 		$(BIN)/python tests/bench/locomo_recall.py --data "$(LOCOMO_DATA)" \
 			--json bench-results/locomo_recall.json; \

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import tempfile
 import time
@@ -133,14 +134,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--entries", type=int, default=1000)
     parser.add_argument("--turns", type=int, default=300)
+    parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         tools = _tools(Path(folder), args.entries)
         samples = asyncio.run(_measure(tools, args.turns))
         tools.engine.dispose()
-    p95 = samples[int(len(samples) * 0.95)]
+    median, p95 = statistics.median(samples), samples[int(len(samples) * 0.95)]
     print(f"tool step CPU ({args.entries} memories, {args.turns} turns)")
-    print(f"per step: median {statistics.median(samples):.2f} ms, p95 {p95:.2f} ms (target <= 3)")
+    print("  measure            ms")
+    print(f"  median per step    {median:.2f}")
+    print(f"  p95 per step       {p95:.2f}   (target <= 3)")
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        figures = {"entries": args.entries, "turns": args.turns, "median_ms": median, "p95_ms": p95}
+        args.json.write_text(json.dumps(figures, indent=2))
+    print(f"tool_step_median_ms={median:.2f} tool_step_p95_ms={p95:.2f}")
     return 0
 
 
