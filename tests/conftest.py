@@ -31,6 +31,7 @@ from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
 from orchestrator.settings import Settings, load_settings
 from tests.arena_helpers import REPO, write_team
+from tests.browser import chromium, fresh_page
 from tests.fakes import FakeMessagesServer
 from tests.ports import free_port as _free_port
 
@@ -640,3 +641,17 @@ _SLOW_FILES = frozenset(
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Run the slow files first, each file's tests keeping their order."""
     items.sort(key=lambda item: item.path.name not in _SLOW_FILES)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Headless Chromium (Debian's) for a module's browser tests (``tests/browser.py``)."""
+    with chromium() as opened:
+        yield opened
+
+
+@pytest.fixture
+def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A page of its own, screenshot saved when done; a dialog fails the test."""
+    with fresh_page(browser, request.node.name) as opened:
+        yield opened

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.arena_helpers import stop_process
-from tests.browser import chromium, console_env, fresh_page, needs_chromium, start_arena
+from tests.browser import console_env, needs_chromium, start_arena
 
 playwright = pytest.importorskip("playwright.sync_api")
 
@@ -28,12 +28,6 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield f"http://127.0.0.1:{env['ARENA_WEB_PORT']}"
     finally:
         stop_process(up)
-
-
-@pytest.fixture
-def page(request: pytest.FixtureRequest) -> Iterator[Any]:
-    with chromium() as browser, fresh_page(browser, request.node.name) as opened:
-        yield opened
 
 
 def _post(page: Any, text: str) -> None:

@@ -8,12 +8,11 @@ Screenshots are saved under ``test-artifacts/screenshots/`` (not committed).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from tests.arena_helpers import stop_process
-from tests.browser import chromium, console_env, fresh_page, needs_chromium, start_arena
+from tests.browser import console_env, needs_chromium, start_arena
 from tests.ports import free_port
 
 playwright = pytest.importorskip("playwright.sync_api")
@@ -34,18 +33,6 @@ def console(env: dict[str, str]) -> Iterator[str]:
         yield f"http://127.0.0.1:{env['ARENA_WEB_PORT']}"
     finally:
         stop_process(up)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as opened:
-        yield opened
-
-
-@pytest.fixture
-def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
-    with fresh_page(browser, request.node.name) as opened:
-        yield opened
 
 
 def _post(page: object, text: str) -> None:
