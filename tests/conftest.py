@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import dataclasses
 import os
@@ -12,7 +11,6 @@ import signal
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 import urllib.parse
 import uuid
@@ -34,6 +32,7 @@ from tests.arena_helpers import REPO, write_team
 from tests.browser import chromium, fresh_page
 from tests.fakes import FakeMessagesServer
 from tests.ports import free_port as _free_port
+from tests.threads import loop_in_thread
 
 if TYPE_CHECKING:
     from orchestrator.adapters.llm import AnthropicProvider
@@ -156,40 +155,18 @@ def connection(embedded_redis_url: str) -> Iterator[redis.Redis]:
 @contextlib.contextmanager
 def _amqtt_in_thread(port: int) -> Iterator[str]:
     """Run ``MqttBroker`` in a thread with its own event loop; tests' loops are per function."""
-    started: concurrent.futures.Future[tuple[asyncio.AbstractEventLoop, asyncio.Event]]
-    started = concurrent.futures.Future()
-    finished: concurrent.futures.Future[None] = concurrent.futures.Future()
 
-    async def serve() -> None:
+    async def serve(stop: asyncio.Event, ready: Callable[[], None]) -> None:
         broker = MqttBroker(host="127.0.0.1", port=port)
-        stop = asyncio.Event()
         await broker.start()
-        started.set_result((asyncio.get_running_loop(), stop))
+        ready()
         try:
             await stop.wait()
         finally:
             await broker.stop()
 
-    def run() -> None:
-        # Hand every outcome to the main thread: an exception escaping a thread is lost.
-        try:
-            asyncio.run(serve())
-        except BaseException as exc:
-            if not started.done():
-                started.set_exception(exc)
-            finished.set_exception(exc)
-        else:
-            finished.set_result(None)
-
-    thread = threading.Thread(target=run, name="amqtt-broker", daemon=True)
-    thread.start()
-    loop, stop = started.result(timeout=_START_TIMEOUT_S)
-    try:
+    with loop_in_thread(serve, "amqtt-broker", _START_TIMEOUT_S):
         yield f"mqtt://127.0.0.1:{port}"
-    finally:
-        loop.call_soon_threadsafe(stop.set)
-        thread.join(timeout=_START_TIMEOUT_S)
-        finished.result(timeout=0)
 
 
 def _wait_for_tcp(process: subprocess.Popen[bytes], port: int, log: Path) -> None:

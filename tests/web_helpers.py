@@ -4,12 +4,10 @@ thread with its own event loop, and a server-sent events reader."""
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import json
-import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -26,6 +24,7 @@ from orchestrator.settings import Settings, load_settings
 from orchestrator.web.serve import listen, serve
 from tests.arena_helpers import REPO, write_team
 from tests.ports import free_port
+from tests.threads import loop_in_thread
 
 _START_TIMEOUT_S = 30.0
 
@@ -35,52 +34,21 @@ def console_server(
     settings: Settings, *, keepalive_s: float = 15.0, with_daemon: bool = False
 ) -> Iterator[str]:
     """Serve the console for ``settings`` (and run the daemon beside it); yield its URL."""
-    started: concurrent.futures.Future[tuple[asyncio.AbstractEventLoop, asyncio.Event]]
-    started = concurrent.futures.Future()
-    finished: concurrent.futures.Future[None] = concurrent.futures.Future()
     sock = listen(settings)
 
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
+    async def main(stop: asyncio.Event, ready: Callable[[], None]) -> None:
         tasks = []
         if with_daemon:
             up = asyncio.Event()
             tasks.append(asyncio.create_task(daemon.run(settings, stop, ready=up.set)))
             async with asyncio.timeout(_START_TIMEOUT_S):
                 await up.wait()
-        tasks.append(
-            asyncio.create_task(
-                serve(
-                    settings,
-                    stop,
-                    sock,
-                    keepalive_s=keepalive_s,
-                    ready=lambda: started.set_result((loop, stop)),
-                )
-            )
-        )
+        console = serve(settings, stop, sock, keepalive_s=keepalive_s, ready=ready)
+        tasks.append(asyncio.create_task(console))
         await asyncio.gather(*tasks)
 
-    def run() -> None:
-        try:
-            asyncio.run(main())
-        except BaseException as exc:
-            if not started.done():
-                started.set_exception(exc)
-            finished.set_exception(exc)
-        else:
-            finished.set_result(None)
-
-    thread = threading.Thread(target=run, name="console", daemon=True)
-    thread.start()
-    loop, stop = started.result(timeout=_START_TIMEOUT_S)
-    try:
+    with loop_in_thread(main, "console", _START_TIMEOUT_S):
         yield f"http://127.0.0.1:{settings.web_port}"
-    finally:
-        loop.call_soon_threadsafe(stop.set)
-        thread.join(timeout=_START_TIMEOUT_S)
-        finished.result(timeout=0)
 
 
 @dataclass(frozen=True, slots=True)
