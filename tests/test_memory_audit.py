@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy import create_engine
+from sqlalchemy import text as sql
 from sqlalchemy.engine import Engine
 
 from orchestrator.core.context.references import recall_items
@@ -16,6 +18,7 @@ from orchestrator.memory.corrections import (
     MemoryStateError,
     UnknownMemory,
 )
+from orchestrator.memory.db import make_engine
 from orchestrator.memory.gate import GateConfig
 from orchestrator.memory.recall.recaller import RecallConfig, Recaller, RecallResult
 from orchestrator.memory.session.store import Citation, NewMemory, SessionMemory
@@ -168,3 +171,41 @@ def test_a_pinned_entry_counts_in_the_budget(engine: Engine, corrections: Correc
     result = _recall(engine, "anything at all", char_budget=20)
     assert result.snippets == ()
     assert [(d.id, d.layer) for d in result.dropped] == [(entry, "char_budget")]
+
+
+@on_each_database
+def test_a_forget_keeps_its_reason(engine: Engine, corrections: Corrections):
+    """A reason given with a forget (an agent's memory_forget gives one) is in its history."""
+    entry = _write(engine, "The staging server is at 10.0.0.5")
+    corrections.forget(entry, by="architect", now=T0, reason="the server moved")
+    (change,) = corrections.audit.history(entry)
+    assert (change.action, change.reason) == ("forget", "the server moved")
+    assert change.as_dict()["reason"] == "the server moved"
+
+
+def test_a_database_from_before_gains_the_reason_column(tmp_path):
+    """A database whose memory_changes has no reason column gets one when opened; its rows
+    read as having none."""
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    old = create_engine(url)
+    with old.begin() as conn:
+        conn.execute(
+            sql(
+                "CREATE TABLE memory_changes (id INTEGER PRIMARY KEY, entry_id INTEGER NOT NULL, "
+                "action VARCHAR(16) NOT NULL, actor VARCHAR(64) NOT NULL, at DATETIME NOT NULL, "
+                "old_content TEXT, new_content TEXT, new_entry_id INTEGER)"
+            )
+        )
+        conn.execute(
+            sql(
+                "INSERT INTO memory_changes (entry_id, action, actor, at, old_content) "
+                "VALUES (7, 'forget', 'alex', '2026-04-01 10:00:00', 'old words')"
+            )
+        )
+    old.dispose()
+    engine = make_engine(url)
+    try:
+        (change,) = Corrections(engine, gate=GateConfig()).audit.history(7)
+        assert (change.actor, change.old_content, change.reason) == ("alex", "old words", None)
+    finally:
+        engine.dispose()

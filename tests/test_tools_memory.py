@@ -155,7 +155,7 @@ async def test_forget_only_own_entries_and_audited(tools, engine):
     number = int(entry_id(mine)[2:])
     assert SessionMemory(engine).get(number).status == "archived"
     (change,) = MemoryAudit(engine).history(number)
-    assert (change.action, change.actor) == ("forget", "architect")
+    assert (change.action, change.actor, change.reason) == ("forget", "architect", "wrong")
 
 
 async def test_replayed_calls_apply_once(tools, engine):

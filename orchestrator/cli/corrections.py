@@ -54,11 +54,12 @@ _ID = click.argument("entry_id", metavar="ID", type=int)
 @click.command()
 @_ID
 @_BY
+@click.option("--reason", default=None, metavar="TEXT", help="Why (kept in its history).")
 @click.pass_obj
-def forget(settings: Settings, entry_id: int, by: str | None) -> None:
+def forget(settings: Settings, entry_id: int, by: str | None, reason: str | None) -> None:
     """Archive a memory (reversible with `arena memory restore ID`)."""
     with _corrections(settings) as corrections:
-        corrections.forget(entry_id, by=actor(by), now=datetime.now(UTC))
+        corrections.forget(entry_id, by=actor(by), now=datetime.now(UTC), reason=reason)
     out.print(f"memory {entry_id} archived; `arena memory restore {entry_id}` brings it back")
 
 
@@ -132,6 +133,8 @@ def history(settings: Settings, entry_id: int, as_json: bool) -> None:
         what = c.old_content or ""
         if c.action == "edit":
             what = f"{c.old_content} -> {c.new_content} (now memory {c.new_entry_id})"
+        if c.reason:
+            what = f"{what} (why: {c.reason})"
         stamp = c.at.astimezone(settings.zone).strftime("%Y-%m-%d %H:%M:%S")
         table.add_row(*(Text(printable(v)) for v in (stamp, c.action, c.actor, what)))
     out.print(table)

@@ -39,6 +39,7 @@ class MemoryChangeRow(SQLModel, table=True):
     old_content: str | None = Field(default=None, sa_column=Column(Text))
     new_content: str | None = Field(default=None, sa_column=Column(Text))
     new_entry_id: int | None = Field(default=None, index=True)
+    reason: str | None = Field(default=None, sa_column=Column(Text))
 
 
 class MemoryPinRow(SQLModel, table=True):
@@ -57,7 +58,8 @@ PINS: Table = MemoryPinRow.__table__  # type: ignore[attr-defined]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MemoryChange:
-    """One recorded change: ``new_entry_id`` is the entry an edit wrote."""
+    """One recorded change: ``new_entry_id`` is the entry an edit wrote; ``reason`` why, when
+    it was given (an agent's ``memory_forget`` gives one)."""
 
     entry_id: int
     action: Action
@@ -66,6 +68,7 @@ class MemoryChange:
     old_content: str | None = None
     new_content: str | None = None
     new_entry_id: int | None = None
+    reason: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form (``arena memory history --json``)."""
@@ -77,6 +80,7 @@ class MemoryChange:
             "old_content": self.old_content,
             "new_content": self.new_content,
             "new_entry_id": self.new_entry_id,
+            "reason": self.reason,
         }
 
 
@@ -98,6 +102,7 @@ class MemoryAudit:
                 old_content=change.old_content,
                 new_content=change.new_content,
                 new_entry_id=change.new_entry_id,
+                reason=change.reason,
             )
         )
 
@@ -119,6 +124,7 @@ class MemoryAudit:
                 old_content=row["old_content"],
                 new_content=row["new_content"],
                 new_entry_id=row["new_entry_id"],
+                reason=row["reason"],
             )
             for row in rows
         ]

@@ -117,9 +117,11 @@ class Corrections:
         self.embedder = embedder
         self.audit = MemoryAudit(engine)
 
-    def forget(self, entry_id: int, *, by: str, now: datetime) -> MemoryRecord:
-        """Archive an active entry (reversible with :meth:`restore`)."""
-        return self._status(entry_id, "forget", by, now)
+    def forget(
+        self, entry_id: int, *, by: str, now: datetime, reason: str | None = None
+    ) -> MemoryRecord:
+        """Archive an active entry (reversible with :meth:`restore`); ``reason`` is recorded."""
+        return self._status(entry_id, "forget", by, now, reason)
 
     def restore(self, entry_id: int, *, by: str, now: datetime) -> MemoryRecord:
         """Make an archived entry active again.
@@ -134,7 +136,9 @@ class Corrections:
                 entry_id, "cannot come back: an active entry has the same content or key"
             ) from exc
 
-    def _status(self, entry_id: int, action: Action, by: str, now: datetime) -> MemoryRecord:
+    def _status(
+        self, entry_id: int, action: Action, by: str, now: datetime, reason: str | None = None
+    ) -> MemoryRecord:
         wanted, allowed = ("archived", "active") if action == "forget" else ("active", "archived")
         with writing(self.engine) as conn:
             record = _get(conn, entry_id)
@@ -145,7 +149,7 @@ class Corrections:
             conn.execute(
                 update(_T).where(_T.c.id == entry_id).values(status=wanted, updated_at=db_time(now))
             )
-            self._record(conn, record, action, by, now)
+            self._record(conn, record, action, by, now, reason=reason)
             return _get(conn, entry_id)
 
     def pin(self, entry_id: int, *, by: str, now: datetime) -> MemoryRecord:
@@ -245,6 +249,7 @@ class Corrections:
         now: datetime,
         *,
         new: tuple[int, str] | None = None,
+        reason: str | None = None,
     ) -> None:
         self.audit.record_in(
             conn,
@@ -256,6 +261,7 @@ class Corrections:
                 old_content=record.content,
                 new_content=new[1] if new else None,
                 new_entry_id=new[0] if new else None,
+                reason=reason,
             ),
         )
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from sqlalchemy import event
+from sqlalchemy import event, inspect, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlmodel import SQLModel, create_engine
@@ -100,6 +100,7 @@ def _create_tables(engine: Engine, attempts: int = 10) -> None:
     for attempt in range(attempts):
         try:
             SQLModel.metadata.create_all(engine)
+            _add_columns(engine)
             return
         except OperationalError as exc:
             reason = str(exc.orig)
@@ -107,3 +108,24 @@ def _create_tables(engine: Engine, attempts: int = 10) -> None:
             if not raced or attempt == attempts - 1:
                 raise
             time.sleep(0.05 * (attempt + 1))
+
+
+# Columns added to a table after it first shipped: (table, column, SQL type). A database made
+# before has them added on open; a missing one reads as NULL in the rows it already held.
+_ADDED_COLUMNS = (("memory_changes", "reason", "TEXT"),)
+
+
+def _add_columns(engine: Engine) -> None:
+    for table, column, kind in _ADDED_COLUMNS:
+        if _has_column(engine, table, column):
+            continue
+        try:
+            with engine.begin() as conn:
+                conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
+        except DBAPIError:
+            if not _has_column(engine, table, column):  # not another process adding it
+                raise
+
+
+def _has_column(engine: Engine, table: str, column: str) -> bool:
+    return column in {c["name"] for c in inspect(engine).get_columns(table)}

@@ -261,7 +261,9 @@ class MemoryTools:
         record = self._visible(forget.id, turn)
         if record.agent != turn.agent or record.written_by != "agent":
             raise _Refused(f"{forget.id[:80]} was not written by you: only your entries")
-        self._parts.corrections.forget(record.id, by=turn.agent, now=turn.now)
+        self._parts.corrections.forget(
+            record.id, by=turn.agent, now=turn.now, reason=_one_line(forget.reason)
+        )
         logger.info("%s forgot m:%d: %s", turn.agent, record.id, _one_line(forget.reason))
         return f"archived m:{record.id} (a person can restore it)"
 
