@@ -171,6 +171,18 @@ async def test_replayed_calls_apply_once(tools, engine):
     assert SessionMemory(engine).get(number).count == 1
 
 
+async def test_a_replayed_turn_with_new_call_ids_writes_nothing_twice(tools, engine):
+    """A model asked again after a crash gives its calls new ids: the same write for the same
+    reply is still applied once; the same write for another reply is applied (reinforced)."""
+    first = store(tools, "We release on Tuesdays", call_id="toolu_a")
+    again = store(tools, "We release on Tuesdays", call_id="toolu_b")
+    assert (again.content, again.is_error) == (first.content, first.is_error)
+    number = int(entry_id(first)[2:])
+    assert SessionMemory(engine).get(number).count == 1
+    store(tools, "We release on Tuesdays", call_id="toolu_c", agent="developer")
+    assert SessionMemory(engine).get(number).count == 2
+
+
 @pytest.mark.parametrize(
     ("name", "data", "reason"),
     [

@@ -8,13 +8,15 @@ marker. ``memory_forget`` archives an entry the agent itself wrote, recorded in 
 
 Text handed back is neutralised like references (no marker survives in it). A failure is a
 one-line ``is_error`` result, never an exception. ``memory_store`` and ``memory_forget`` are
-applied once per tool call id: the result is kept in ``memory_tool_calls``, and a turn
-replayed after a crash gets the kept result instead of writing again. Blocking: call from a
-thread.
+applied once per reply and input (:func:`write_key`: the reply's id, the tool and its input,
+not the model's call id, which a replayed turn does not get again): the result is kept in
+``memory_tool_calls``, and a turn replayed after a crash gets the kept result instead of
+writing again. Blocking: call from a thread.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from dataclasses import dataclass, replace
@@ -197,9 +199,10 @@ class MemoryTools:
     def _once(
         self, call: ToolCall, parsed: Store | Forget, turn: ToolTurn, result: ToolResult
     ) -> ToolResult:
-        """Apply a write once per call id: a replayed call gets the kept result."""
+        """Apply a write once per reply and input: a replayed call gets the kept result."""
+        key = write_key(turn.reply_id, call.name, call.input)
         with self.engine.connect() as conn:
-            kept = conn.execute(select(_APPLIED).where(_APPLIED.c.call_id == call.id)).first()
+            kept = conn.execute(select(_APPLIED).where(_APPLIED.c.call_id == key)).first()
         if kept is not None:
             return replace(result, content=kept.result, is_error=kept.is_error)
         try:
@@ -214,7 +217,7 @@ class MemoryTools:
 
     def _keep(self, call: ToolCall, turn: ToolTurn, done: ToolResult) -> None:
         row = {
-            "call_id": call.id[:128],
+            "call_id": write_key(turn.reply_id, call.name, call.input),
             "agent": turn.agent,
             "name": call.name,
             "input": json.dumps(call.input, ensure_ascii=False, default=str),
@@ -226,7 +229,7 @@ class MemoryTools:
             with self.engine.begin() as conn:
                 conn.execute(insert(_APPLIED).values(**row))
         except IntegrityError:
-            logger.info("tool call %s was applied twice at once", call.id)
+            logger.info("tool call %s (%s) was applied twice at once", call.id, call.name)
 
     def _store(self, store: Store, turn: ToolTurn) -> str:
         origin = Origin(
@@ -279,3 +282,11 @@ def _clip(text: str) -> str:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())[:300]
+
+
+def write_key(reply_id: str, name: str, arguments: Any) -> str:
+    """What makes a store or forget the same call again: the reply it is made for (a replayed
+    turn writes the same reply id), the tool and its input, whatever id the model gave it."""
+    canonical = json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
+    digest = hashlib.sha256(f"{reply_id}\0{name}\0{canonical}".encode()).hexdigest()
+    return f"w:{digest}"
