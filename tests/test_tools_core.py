@@ -11,7 +11,6 @@ import yaml
 from orchestrator.core.agents import load_agents
 from orchestrator.core.tools import (
     MAX_QUERY_CHARS,
-    STORE_TYPES,
     TOOL_NAMES,
     BadCall,
     Forget,
@@ -23,7 +22,7 @@ from orchestrator.core.tools import (
     schemas,
 )
 from orchestrator.errors import AgentDefinitionError
-from orchestrator.memory.schema import MEMORY_TYPES
+from orchestrator.memory.schema import validate_memory
 from orchestrator.settings import Settings
 
 AGENT = {"id": "architect", "name": "Architect", "role": "architect", "model": "m"}
@@ -43,9 +42,14 @@ def test_schemas_are_strict_objects():
         assert set(tool["input_schema"]["required"]) <= set(tool["input_schema"]["properties"])
 
 
-def test_store_types_are_the_gates():
-    """memory_store offers exactly the memory types the schema gate accepts."""
-    assert tuple(STORE_TYPES) == tuple(MEMORY_TYPES)
+def test_every_type_memory_store_offers_passes_the_schema_gate():
+    """memory_store offers the types a marker may save: each passes the gate's schema, and a
+    personal-only type (lesson) is not offered."""
+    (store,) = [t for t in schemas(TOOL_NAMES) if t["name"] == "memory_store"]
+    offered = store["input_schema"]["properties"]["type"]["enum"]
+    for kind in offered:
+        assert validate_memory({"type": kind, "content": "We deploy on Fridays"}).type == kind
+    assert "lesson" not in offered
 
 
 def test_good_calls_become_typed_inputs():

@@ -23,6 +23,7 @@ from typing import Any, Final, Literal, get_args
 __all__ = [
     "MAX_LIMIT",
     "MAX_QUERY_CHARS",
+    "MEMORY_TYPES",
     "TOOL_NAMES",
     "BadCall",
     "Forget",
@@ -44,8 +45,8 @@ MAX_CONTENT_CHARS: Final = 2000
 MAX_LIMIT: Final = 20
 ToolName = Literal["memory_search", "memory_get", "memory_store", "memory_forget"]
 TOOL_NAMES: Final[tuple[str, ...]] = get_args(ToolName)
-# The memory types the schema gate accepts (memory.schema.MEMORY_TYPES; a test keeps them equal).
-STORE_TYPES: Final = (
+# The session memory types: what a marker or memory_store may save (memory.schema checks them).
+MEMORY_TYPES: Final = (
     "decision",
     "requirement",
     "task",
@@ -81,7 +82,7 @@ _SCHEMAS: Final[Mapping[str, Mapping[str, Any]]] = {
         "description": "Save a memory (the same checks as a SAVE_MEMORY marker). A key "
         "replaces the entry stored under the same key.",
         "properties": {
-            "type": {"type": "string", "enum": list(STORE_TYPES)},
+            "type": {"type": "string", "enum": list(MEMORY_TYPES)},
             "content": {"type": "string", "maxLength": MAX_CONTENT_CHARS},
             "key": {"type": "string", "maxLength": 100},
             "confidence": {"type": "number", "minimum": 0, "maximum": 1},

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.core.tools import MEMORY_TYPES
 from orchestrator.core.wire import character_problem
 from orchestrator.errors import ValidationError
 from orchestrator.memory.secrets import find_secret
@@ -44,18 +45,6 @@ __all__ = [
     "validate_personal",
 ]
 
-MEMORY_TYPES = (
-    "decision",
-    "requirement",
-    "task",
-    "fact",
-    "preference",
-    "constraint",
-    "context",
-    "event",
-    "skill",
-    "habit",
-)
 PERSONAL_TYPES = ("lesson", "skill", "habit", "note")
 
 DEFAULT_CONFIDENCE = 0.8
