@@ -13,6 +13,7 @@ import sys
 import textwrap
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ import pytest
 import redis
 
 from orchestrator.core.context.tokens import TokenCounter
+from orchestrator.core.models import AgentSpec, ChatMessage, LLMRequest, MessageKind
 from orchestrator.core.prompts import Prompts
 from orchestrator.core.turns import LLM
 from orchestrator.core.wire import Outbound, outbox_stream
@@ -302,3 +304,23 @@ def copy_prompts(tmp_path: Path) -> Path:
     target = tmp_path / "prompts"
     shutil.copytree(REPO / "prompts", target)
     return target
+
+
+ARCHITECT = AgentSpec(id="architect", name="Architect", role="architect", model="test-model")
+
+
+def llm_request(text: str, *, at: datetime, tools: tuple[dict[str, Any], ...] = ()) -> LLMRequest:
+    """A model request for the architect answering ``text`` in group demo."""
+    trigger = ChatMessage(
+        id="1-0", group="demo", sender="alex", kind=MessageKind.HUMAN, text=text, created_at=at
+    )
+    return LLMRequest(
+        agent=ARCHITECT,
+        trigger=trigger,
+        model=ARCHITECT.model,
+        system="You are the architect.",
+        messages=({"role": "user", "content": text},),
+        max_tokens=100,
+        temperature=0.5,
+        tools=tools,
+    )

@@ -13,31 +13,20 @@ from redis.asyncio import Redis
 from orchestrator.adapters.spend import SpendLedger
 from orchestrator.core.caps import CapLimits, OverCap, Price
 from orchestrator.core.context.tokens import TokenCounter
-from orchestrator.core.models import AgentSpec, ChatMessage, LLMRequest, MessageKind
+from orchestrator.core.models import LLMRequest
 from orchestrator.core.wire import budget_topic
 from orchestrator.errors import LLMError
 from orchestrator.runtime.spending import CapGuard, CappedLLM, price_table
-from tests.arena_helpers import RecordingEvents
+from tests.arena_helpers import ARCHITECT, RecordingEvents, llm_request
 
 NOW = datetime(2026, 5, 4, 12, 0, tzinfo=UTC)
-AGENT = AgentSpec(id="architect", name="Architect", role="architect", model="test-model")
+AGENT = ARCHITECT
 NO_CACHE = {"cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
 PRICES = {"test-model": Price(input=3, output=15, cache_read=0.3, cache_write=3.75)}
 
 
 def _request(text: str = "hello") -> LLMRequest:
-    trigger = ChatMessage(
-        id="1-0", group="demo", sender="alex", kind=MessageKind.HUMAN, text=text, created_at=NOW
-    )
-    return LLMRequest(
-        agent=AGENT,
-        trigger=trigger,
-        model=AGENT.model,
-        system="You are the architect.",
-        messages=({"role": "user", "content": text},),
-        max_tokens=100,
-        temperature=0.5,
-    )
+    return llm_request(text, at=NOW)
 
 
 @pytest.fixture

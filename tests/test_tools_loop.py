@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 from orchestrator.adapters.spend import SpendLedger
 from orchestrator.core.caps import CapLimits, OverCap
 from orchestrator.core.context.tokens import TokenCounter
-from orchestrator.core.models import AgentSpec, ChatMessage, LLMRequest, MessageKind
+from orchestrator.core.models import LLMRequest
 from orchestrator.core.tools import TOOL_NAMES, ToolCall, ToolResult, schemas
 from orchestrator.core.turns import run_turn
 from orchestrator.memory.conversation.index import HistoryIndex
@@ -29,26 +29,15 @@ from orchestrator.memory.session.store import SessionMemory
 from orchestrator.memory.tools import MemoryTools, ToolTurn
 from orchestrator.memory.writer import MemoryWriter
 from orchestrator.runtime.spending import CapGuard, CappedLLM, price_table
+from tests.arena_helpers import ARCHITECT, llm_request
 from tests.fakes import text_block, tool_use
 
 NOW = datetime(2026, 5, 4, 12, 0, tzinfo=UTC)
-AGENT = AgentSpec(id="architect", name="Architect", role="architect", model="test-model")
+AGENT = ARCHITECT
 
 
 def _request(text: str = "what did we decide about the database?") -> LLMRequest:
-    trigger = ChatMessage(
-        id="1-0", group="demo", sender="alex", kind=MessageKind.HUMAN, text=text, created_at=NOW
-    )
-    return LLMRequest(
-        agent=AGENT,
-        trigger=trigger,
-        model=AGENT.model,
-        system="You are the architect.",
-        messages=({"role": "user", "content": text},),
-        max_tokens=100,
-        temperature=0.5,
-        tools=tuple(schemas(TOOL_NAMES)),
-    )
+    return llm_request(text, at=NOW, tools=tuple(schemas(TOOL_NAMES)))
 
 
 @pytest.fixture
