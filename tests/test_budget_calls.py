@@ -102,6 +102,19 @@ async def test_the_warning_at_80_percent_is_given_once(model, fake_llm, redis):
     assert guard.take_warnings("demo") == []
 
 
+async def test_a_call_that_passes_the_cap_says_it_is_used_up(model, fake_llm, redis):
+    """When a call's output takes a cap past 100 %, the one warning says no more answers
+    come until it resets, not a share."""
+    fake_llm.script("a", usage={"input_tokens": 900, "output_tokens": 200, **NO_CACHE})
+    llm, guard = _capped(model, redis, CapLimits(group_tokens=1000))
+    await llm.complete(_request())
+    (warning,) = guard.take_warnings("demo")
+    assert warning.describe().startswith(
+        "daily budget used up (group demo: 1,100 of 1,000 tokens); no more answers until it "
+        "resets "
+    )
+
+
 async def test_a_call_no_cap_applies_to_is_counted_in_a_batch(model, fake_llm, redis):
     """Without caps nothing is written on the reply's path; the batch lands on close."""
     fake_llm.script("a", usage={"input_tokens": 10, "output_tokens": 5, **NO_CACHE}, times=2)

@@ -149,7 +149,8 @@ async def test_no_tools_sends_none(model, fake_llm):
 
 
 async def test_every_step_goes_through_the_caps(model, fake_llm, runner, redis):
-    """Each model call of the loop is counted; a cap passed mid-loop refuses the next step."""
+    """Each model call of the loop is counted; a cap passed mid-loop lets the turn finish its
+    steps (they are paid for) and refuses the next turn before it reaches the model."""
     guard = CapGuard(
         ledger=SpendLedger(redis, UTC),
         limits=CapLimits(group_tokens=10_000),
@@ -185,6 +186,13 @@ async def test_every_step_goes_through_the_caps(model, fake_llm, runner, redis):
         stop_reason="tool_use",
         usage=usage,
     )
-    with pytest.raises(OverCap):
+    fake_llm.script("Postgres.", usage=usage)
+    result = await run_turn(_request(), capped, runner, max_steps=4)
+    assert result.visible == "Postgres."
+    assert len(fake_llm.requests) == 4  # the second step ran though the first passed the cap
+    (day,) = await tight.ledger.read_days(NOW, 1)
+    assert day[1]["tokens:group:demo"] == 440
+    with pytest.raises(OverCap) as refused:
         await run_turn(_request(), capped, runner, max_steps=4)
-    assert len(fake_llm.requests) == 3  # the second step never reached the model
+    assert "440 of 300 tokens" in str(refused.value)
+    assert len(fake_llm.requests) == 4  # the next turn never reached the model

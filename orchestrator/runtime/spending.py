@@ -1,6 +1,11 @@
-"""Daily spending caps at work: :class:`CappedLLM` checks each model call against the caps
-before it is made and counts what it cost after; :class:`CapGuard` keeps the ledger, prices
-calls and collects the warnings (a cap 80 % used) the pipeline posts in the group.
+"""Daily spending caps at work: :class:`CappedLLM` checks each turn's first model call against
+the caps before it is made and counts what every call cost after; :class:`CapGuard` keeps the
+ledger, prices calls and collects the warnings (a cap 80 % used) the pipeline posts in the group.
+
+A turn is admitted or refused as a whole: the memory tools' later steps of a turn already begun
+are counted but not refused, since refusing one would waste the steps already paid for and leave
+the message half answered. A cap can so be passed by at most one turn (at most
+``ARENA_MAX_TOOL_STEPS`` more calls); the next turn is then refused.
 
 A call over a cap raises :class:`~orchestrator.core.caps.OverCap` instead of reaching the
 model; the answerer turns it into a ``budget`` notice and the pipeline dead-letters the
@@ -57,8 +62,11 @@ class CapWarning:
     def describe(self) -> str:
         """One line for the group."""
         when = self.resets_at.strftime("%Y-%m-%d %H:%M %Z")
+        spent = self.cap.describe(self.used)
+        if self.used >= self.cap.limit:  # a turn's tool steps went past it: the next is refused
+            return f"daily budget used up ({spent}); no more answers until it resets {when}"
         share = 100 * self.used // self.cap.limit
-        return f"daily budget {share} % used ({self.cap.describe(self.used)}); resets {when}"
+        return f"daily budget {share} % used ({spent}); resets {when}"
 
 
 def price_table(prices: Mapping[str, Price]) -> Callable[[str], Price]:
@@ -112,18 +120,25 @@ class CapGuard:
         self._pending: dict[str, list[CapWarning]] = {}
 
     async def admit(
-        self, agent: str, group: str, model: str, tokens: Callable[[], int]
+        self,
+        agent: str,
+        group: str,
+        model: str,
+        tokens: Callable[[], int],
+        *,
+        continuing: bool = False,
     ) -> Reservation:
         """Reserve a call of about ``tokens()`` input tokens (its context; counted only when a
-        cap applies). A cap can so be passed by at most one reply's output: the next call is
-        then refused.
+        cap applies). A cap can so be passed by at most one turn's output and tool steps: the
+        next turn is then refused. A ``continuing`` call (a tool step of a turn already
+        admitted) is not checked, only counted after it.
 
         Raises:
             OverCap: naming the cap the call would pass.
         """
         caps = self.limits.for_call(agent, group)
         now = self.clock()
-        if not caps:  # nothing to check: the call is only counted afterwards
+        if not caps or continuing:  # nothing to check: the call is only counted afterwards
             return self.ledger.unchecked(now)
         estimate_in = tokens()
         estimate = {
@@ -201,7 +216,8 @@ class CapGuard:
 
 
 class CappedLLM:
-    """A provider whose calls are checked against the caps first and counted after."""
+    """A provider whose turns are checked against the caps first and whose calls are all
+    counted after (a tool step of a turn already begun is not refused)."""
 
     def __init__(self, inner: LLM, guard: CapGuard, counter: TokenCounter) -> None:
         self.inner = inner
@@ -214,7 +230,7 @@ class CappedLLM:
         return sum(self.counter.count(t) for t in texts if t)
 
     async def complete(self, request: LLMRequest) -> Completion:
-        """Answer ``request`` unless it would pass a cap.
+        """Answer ``request`` unless it starts a turn that would pass a cap.
 
         Raises:
             OverCap: the call was not made.
@@ -226,6 +242,7 @@ class CappedLLM:
             request.trigger.group,
             model,
             lambda: self._estimate(request),
+            continuing=bool(request.exchanges),
         )
         try:
             completion = await self.inner.complete(request)
