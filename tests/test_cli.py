@@ -143,6 +143,15 @@ def test_check_passes_with_services_and_fails_on_bad_agent(
     assert good.exit_code == 0, good.output
     assert "redis" in good.output
     assert "mqtt" in good.output
+    assert "no daily caps set" in good.output
+    monkeypatch.setenv("ARENA_CAP_GROUP_TOKENS_PER_DAY", "2000")
+    monkeypatch.setenv("ARENA_CAP_USD_PER_DAY", "5")
+    monkeypatch.setenv("ARENA_MODEL_PRICES", '{"m": {"input": 3, "output": 15}}')
+    capped = CliRunner().invoke(main, ["check"])
+    assert capped.exit_code == 0, capped.output
+    (line,) = [row for row in capped.output.splitlines() if row.split()[1:2] == ["caps"]]
+    assert "daily per group 2,000 tokens; all agents $5.00" in line
+    assert "priced as the dearest" in capped.output
     (agents / "ping.yaml").write_text("id: ping\nname: Ping\nrole: 3\nmodel: [x]\n")
     bad = CliRunner().invoke(main, ["check"])
     assert bad.exit_code == 1

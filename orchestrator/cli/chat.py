@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import sys
+from typing import Any
 
 import click
 from rich.markup import escape
@@ -93,6 +94,24 @@ def history(settings: Settings, group: str, limit: int, as_json: bool) -> None:
         who = f"[dim]{stamp}[/] [bold]{escape(m.sender)}[/] ({escape(m.kind.value)}): "
         out.print(who, markup=True, end="")
         out.print(m.text)
+        _print_tool_calls(stored.meta)
+
+
+def _print_tool_calls(meta: dict[str, Any]) -> None:
+    """The memory tools a reply called, one dim line each, and its model calls' tokens."""
+    from orchestrator.memory.conversation.meta import ReplyMeta
+
+    tools = ReplyMeta.from_json(meta).tools
+    if tools is None:
+        return
+    for call in tools.calls:
+        mark = " (error)" if call.is_error else ""
+        out.print(f"  [dim]tool: {escape(call.line)}{mark}[/]", markup=True)
+    steps = ", ".join(
+        f"{u.input_tokens + u.cache_read_tokens + u.cache_creation_tokens:,}+{u.output_tokens:,}"
+        for u in tools.steps
+    )
+    out.print(f"  [dim]{len(tools.steps)} model calls (tokens in+out: {steps})[/]", markup=True)
 
 
 @click.command()

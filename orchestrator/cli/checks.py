@@ -23,6 +23,7 @@ from orchestrator.core.models import AgentSpec, ChatMessage, MessageKind
 from orchestrator.core.prompts import Prompts
 from orchestrator.errors import OrchestratorError
 from orchestrator.memory.conversation.store import HistoryStore
+from orchestrator.runtime.spending import cap_limits
 from orchestrator.settings import Settings
 
 __all__ = ["CheckResult", "run_checks"]
@@ -45,6 +46,41 @@ def _check_agents(settings: Settings) -> CheckResult:
     default = next((a.id for a in agents if a.default), agents[0].id)
     ids = ", ".join(a.id for a in agents)
     return CheckResult(name="agents", ok=True, detail=f"{ids} (default: {default})")
+
+
+def _check_caps(settings: Settings) -> CheckResult:
+    """The daily caps set, and models a dollar cap would price at the dearest listed row."""
+    try:
+        agents = load_agents(settings.agents_dir)
+    except OrchestratorError:
+        agents = ()  # the agents line says what is wrong
+    limits = cap_limits(settings, agents)
+    shared = [
+        ("per agent", limits.agent_tokens, limits.agent_usd),
+        ("per group", limits.group_tokens, limits.group_usd),
+        ("all agents", limits.all_tokens, limits.all_usd),
+    ]
+    own = [(a.id, a.caps.get("tokens_per_day"), a.caps.get("usd_per_day")) for a in agents]
+    parts = [
+        f"{who} {_per_day(tokens, usd)}"
+        for who, tokens, usd in (*shared, *own)
+        if tokens is not None or usd is not None
+    ]
+    if not parts:
+        return CheckResult(name="caps", ok=True, detail="no daily caps set")
+    detail = "daily " + "; ".join(parts)
+    dollars = any(u is not None for _, _, u in (*shared, *own))
+    unpriced = sorted({a.model for a in agents} - set(settings.model_prices))
+    if dollars and unpriced:
+        detail += f" (not in ARENA_MODEL_PRICES, priced as the dearest: {', '.join(unpriced)})"
+    return CheckResult(name="caps", ok=True, detail=detail)
+
+
+def _per_day(tokens: float | None, usd: float | None) -> str:
+    amounts = ([f"{int(tokens):,} tokens"] if tokens is not None else []) + (
+        [f"${usd:,.2f}"] if usd is not None else []
+    )
+    return " and ".join(amounts)
 
 
 def _check_templates(settings: Settings) -> CheckResult:
@@ -150,6 +186,7 @@ async def run_checks(settings: Settings) -> list[CheckResult]:
         CheckResult(name="settings", ok=True, detail=f"data in {settings.data_dir.resolve()}"),
         _check_agents(settings),
         _check_templates(settings),
+        _check_caps(settings),
         await asyncio.to_thread(_check_database, settings),
         await _check_service("redis", ping_redis(settings.effective_redis_url, timeout_s=3)),
         await _check_service("mqtt", ping_mqtt(settings.effective_mqtt_url, timeout_s=3)),
