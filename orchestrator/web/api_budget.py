@@ -1,5 +1,6 @@
 """``GET /api/budget``: spending against the daily caps per agent, group and model, today and
-over the last 7 days, as ``arena budget --json`` shows it."""
+over the last 7 days, as ``arena budget --json`` shows it, plus ``caps_set`` (whether any cap
+is in force, so the console can say "no caps set" even before anything was spent)."""
 
 from __future__ import annotations
 
@@ -25,11 +26,12 @@ DAYS = 7
 @router.get("/budget", summary="Spending against the daily caps (`arena budget --json`)")
 async def budget(running: Annotated[Console, Depends(console)]) -> dict[str, Any]:
     """Today's tokens and dollars per agent, group and model with their caps, the last 7
-    days' totals, and when the caps reset."""
+    days' totals, when the caps reset, and whether any cap is set."""
     settings = running.settings
     now = datetime.now(settings.zone)
     try:
         counters = await SpendLedger(running.redis, settings.zone).read_days(now, DAYS)
     except RedisError as exc:
         raise ServiceError("Redis", f"cannot read the spend counters ({exc})") from None
-    return spend_report(counters, cap_limits(settings, running.agents), now).as_json()
+    limits = cap_limits(settings, running.agents)
+    return {**spend_report(counters, limits, now).as_json(), "caps_set": limits.any}

@@ -1,5 +1,6 @@
 /* The context inspector: an agent's next turn in a group, layer by layer against its budget,
- * recall's candidates kept and left out (and why), and the text the model would be sent. */
+ * recall's candidates kept and left out (and why), and the text the model would be sent; for
+ * a past reply, the memory tools it called and each model call's tokens. */
 "use strict";
 
 (function () {
@@ -46,6 +47,27 @@
     return rows.length ? rows : [el("tr", {class: "empty"}, el("td", {colspan: 3}, "Nothing recalled."))];
   }
 
+  /* A past reply's tool loop: one row per call, one per model call (step) with its tokens. */
+  function tools(data) {
+    const calls = (data && data.calls) || [];
+    const steps = (data && data.steps) || [];
+    document.getElementById("tools").hidden = !calls.length;
+    if (!calls.length) return;
+    const errors = calls.filter((c) => c.is_error).length;
+    document.getElementById("tools-summary").textContent = `${calls.length} tool call${calls.length === 1 ? "" : "s"}` +
+      (errors ? ` (${errors} failed)` : "") + ` over ${steps.length} model call${steps.length === 1 ? "" : "s"}`;
+    document.querySelector("#tool-calls tbody").replaceChildren(...calls.map((c, i) => el("tr", {class: c.is_error ? "tool-error" : null},
+      el("td", {class: "num"}, i + 1), el("td", {class: "call"}, c.line || c.name),
+      el("td", {class: "num"}, arena.number(c.input_chars) + " chars"), el("td", {class: "num"}, arena.number(c.result_chars) + " chars"),
+      el("td", {}, c.is_error ? "error" : "ok"))));
+    const sum = (key) => steps.reduce((total, s) => total + (s[key] || 0), 0);
+    const KEYS = ["input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens"];
+    const row = (label, values, attrs) => el("tr", attrs || {}, el("td", {}, label), ...values.map((v) => el("td", {class: "num"}, arena.number(v))));
+    document.querySelector("#tool-steps tbody").replaceChildren(
+      ...steps.map((s, i) => row(`step ${i + 1}`, KEYS.map((k) => s[k] || 0), {class: "step"})),
+      row("total", KEYS.map(sum), {class: "total"}));
+  }
+
   async function show() {
     const query = new URLSearchParams();
     for (const [name, value] of new FormData(form).entries()) if (String(value).trim()) query.set(name, String(value).trim());
@@ -62,6 +84,7 @@
       document.getElementById("system").textContent = data.system;
       document.getElementById("tail").textContent = data.system_tail;
       document.getElementById("messages-summary").textContent = `Layer history: the conversation (${data.messages.length} turns)`;
+      tools(null);
       document.getElementById("messages").textContent = data.messages.map((m) =>
         `[${m.role}] ${typeof m.content === "string" ? m.content : JSON.stringify(m.content)}`).join("\n\n");
       document.getElementById("result").hidden = false;
@@ -83,6 +106,7 @@
         ? decisions.map((d) => el("li", {}, typeof d === "string" ? d : JSON.stringify(d)))
         : [el("li", {class: "hint"}, "Everything fit: nothing was cut.")]));
       document.querySelector("#recall tbody").replaceChildren(...recall(data.report));
+      tools(data.tools);
       document.querySelectorAll("#result details").forEach((d) => { d.hidden = true; });
       document.getElementById("result").hidden = false;
     } catch (error) {

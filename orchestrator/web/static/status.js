@@ -1,5 +1,5 @@
-/* The status page: what `arena status` shows, the dead letters (with Retry) and the routing
- * dry run. */
+/* The status page: what `arena status` shows, the daily budget (`arena budget`), the dead
+ * letters (with Retry) and the routing dry run. */
 "use strict";
 
 (function () {
@@ -10,6 +10,10 @@
   const routeForm = document.getElementById("route");
   const routeText = document.getElementById("route-text");
   const routeResult = document.getElementById("route-result");
+  const budgetBody = document.querySelector("#budget tbody");
+  const budgetHint = document.getElementById("budget-hint");
+  const budgetReset = document.getElementById("budget-reset");
+  const budgetError = document.getElementById("budget-error");
   const el = arena.el;
 
   function table(headers, rows) {
@@ -97,7 +101,54 @@
     } catch (error) {
       arena.show(problem, error.message);
     }
-    await loadDeadLetters();
+    await Promise.all([loadBudget(), loadDeadLetters()]);
+  }
+
+  function usd(n) {
+    if (typeof n !== "number") return "–";
+    return "$" + (n > 0 && n < 0.01 ? n.toFixed(4) : n.toFixed(2));
+  }
+
+  /* "used" or "used / cap" when the row is capped. */
+  function ofCap(used, cap) {
+    return cap === null || cap === undefined ? used : used + " / " + cap;
+  }
+
+  /* The row's fullest cap, as a share (null: not capped). */
+  function share(today) {
+    const shares = [];
+    if (today.tokens_cap) shares.push(today.tokens / today.tokens_cap);
+    if (today.usd_cap) shares.push(today.usd / today.usd_cap);
+    return shares.length ? Math.max(...shares) : null;
+  }
+
+  function budgetRow(row) {
+    const today = row.today || {};
+    const week = row.last_days || {};
+    const used = share(today);
+    const level = used === null ? "" : used >= 1 ? "over" : used >= 0.8 ? "near" : "";
+    const percent = used === null ? "" : Math.floor(100 * used) + " %";
+    const mark = level === "over" ? "cap reached (" + percent + ")" : level === "near" ? "⚠ " + percent + " used" : percent || "–";
+    return el("tr", {class: level ? "budget-" + level : null, dataset: {scope: row.scope, name: row.name}},
+      el("td", {}, row.scope), el("td", {}, row.name === "*" ? "everyone" : row.name),
+      el("td", {class: "num"}, ofCap(arena.number(today.tokens), today.tokens_cap ? arena.number(today.tokens_cap) : null)),
+      el("td", {class: "num"}, ofCap(usd(today.usd), today.usd_cap ? usd(today.usd_cap) : null)),
+      el("td", {class: "num"}, arena.number(week.tokens)), el("td", {class: "num"}, usd(week.usd)),
+      el("td", {class: "mark"}, mark));
+  }
+
+  async function loadBudget() {
+    try {
+      const report = await arena.api("/api/budget");
+      const rows = report.rows || [];
+      budgetBody.replaceChildren(...(rows.length ? rows.map(budgetRow)
+        : [el("tr", {class: "empty"}, el("td", {colspan: 7}, "No model calls counted in the last " + report.days + " days."))]));
+      budgetReset.textContent = "Caps reset " + arena.when(report.resets_at) + ".";
+      arena.show(budgetHint, report.caps_set ? "" : "No caps set: no model call is refused. An ARENA_CAP_… setting or an agent's caps: sets one.");
+      arena.show(budgetError, "");
+    } catch (error) {
+      arena.show(budgetError, error.message);
+    }
   }
 
   async function loadDeadLetters() {
