@@ -110,8 +110,7 @@ async def test_a_call_that_passes_the_cap_says_it_is_used_up(model, fake_llm, re
     await llm.complete(_request())
     (warning,) = guard.take_warnings("demo")
     assert warning.describe().startswith(
-        "daily budget used up (group demo: 1,100 of 1,000 tokens); no more answers until it "
-        "resets "
+        "daily budget used up (group demo: 1,100 of 1,000 tokens); no more answers until it resets "
     )
 
 

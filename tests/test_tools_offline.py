@@ -55,5 +55,7 @@ async def test_offline_architect_searches_memory_and_cites_the_decision(
     assert len(meta["tools"]["steps"]) == 2
     plain = CliRunner().invoke(main, ["history", "demo"])
     assert plain.exit_code == 0, plain.output
-    assert '  tool: memory_search("what did we decide about the database") → 1 hit\n' in plain.output
+    assert (
+        '  tool: memory_search("what did we decide about the database") → 1 hit\n' in plain.output
+    )
     assert "  2 model calls (tokens in+out: " in plain.output
