@@ -128,6 +128,7 @@ async def test_a_group_over_its_daily_cap_gets_a_notice_and_a_dead_letter(
     assert "demo" in shown.output
     assert "/ 2,000" in shown.output
     report = json.loads(CliRunner().invoke(main, ["budget", "--json"]).output)
+    assert report["caps_set"] is True
     demo = next(r for r in report["rows"] if r["scope"] == "group" and r["name"] == "demo")
     assert demo["today"]["tokens_cap"] == 2000
     used = demo["today"]["tokens"]

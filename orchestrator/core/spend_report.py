@@ -52,6 +52,7 @@ class SpendReport:
     days: int
     rows: tuple[SpendRow, ...]
     totals: tuple[tuple[date, int, int], ...]  # day, tokens, micro-dollars; today first
+    caps_set: bool = False  # whether any cap is in force (an empty table cannot tell)
 
     def as_json(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -59,6 +60,7 @@ class SpendReport:
             "day": self.day.isoformat(),
             "resets_at": self.resets_at.isoformat(),
             "days": self.days,
+            "caps_set": self.caps_set,
             "rows": [r.as_json() for r in self.rows],
             "totals": [
                 {"day": d.isoformat(), "tokens": t, "usd": u / MICRO} for d, t, u in self.totals
@@ -119,4 +121,5 @@ def spend_report(
         days=len(counters),
         rows=rows,
         totals=totals,
+        caps_set=limits.any,
     )

@@ -1,6 +1,6 @@
 """``GET /api/budget``: spending against the daily caps per agent, group and model, today and
-over the last 7 days, as ``arena budget --json`` shows it, plus ``caps_set`` (whether any cap
-is in force, so the console can say "no caps set" even before anything was spent)."""
+over the last 7 days, as ``arena budget --json`` shows it (``caps_set``: whether any cap is in
+force, so the console can say "no caps set" even before anything was spent)."""
 
 from __future__ import annotations
 
@@ -33,5 +33,4 @@ async def budget(running: Annotated[Console, Depends(console)]) -> dict[str, Any
         counters = await SpendLedger(running.redis, settings.zone).read_days(now, DAYS)
     except RedisError as exc:
         raise ServiceError("Redis", f"cannot read the spend counters ({exc})") from None
-    limits = cap_limits(settings, running.agents)
-    return {**spend_report(counters, limits, now).as_json(), "caps_set": limits.any}
+    return spend_report(counters, cap_limits(settings, running.agents), now).as_json()
