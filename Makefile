@@ -28,12 +28,17 @@ lint: $(STAMP)
 	$(BIN)/mypy orchestrator
 	$(BIN)/lint-imports
 
-# Tests run in parallel, one process per core. The package is compiled once first: the many
+# Tests run in parallel, two processes per core (at most 16, the port blocks of tests/ports.py):
+# much of a test's time is spent waiting on the servers and processes it starts, so one per core
+# leaves the cores half idle. A file's tests run in one process (--dist loadfile), so a file's
+# module-scoped servers and browser start once. The package is compiled once first: the many
 # processes the tests start (daemons, `arena` commands) then load it instead of each compiling
 # it again (which they do when PYTHONDONTWRITEBYTECODE is set).
+TEST_WORKERS ?= $(shell n=$$(( 2 * $$(nproc 2>/dev/null || echo 1) )); echo $$(( n > 16 ? 16 : n )))
+
 test: lint
 	$(BIN)/python -m compileall -q orchestrator
-	$(BIN)/pytest -n auto --dist loadgroup
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
 # Benchmarks print a table, write JSON under bench-results/ and end with a key=value line.
 LOCOMO_DATA ?= ../shared/data/locomo/locomo_dev.json

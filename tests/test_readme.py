@@ -33,9 +33,6 @@ from orchestrator.settings import load_settings
 from tests.arena_helpers import REPO, read_until, stop_process
 from tests.ports import free_port
 
-# Its module-scoped servers start once: the file's tests run in one worker.
-pytestmark = pytest.mark.xdist_group("test_readme")
-
 README = REPO / "README.md"
 README_PORT = "6379"
 _COMMAND_TIMEOUT_S = 90

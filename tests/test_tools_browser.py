@@ -16,7 +16,7 @@ from tests.browser import console_env, needs_chromium, start_arena
 
 playwright = pytest.importorskip("playwright.sync_api")
 
-pytestmark = [pytest.mark.xdist_group("test_tools_browser"), pytest.mark.slow, needs_chromium]
+pytestmark = [pytest.mark.slow, needs_chromium]
 
 
 @pytest.fixture(scope="module")

@@ -30,9 +30,6 @@ from orchestrator.settings import Settings
 from orchestrator.web.rooms import Rooms
 from tests.web_helpers import chat_message, console_server, console_settings, own_redis, store
 
-# Its module-scoped servers start once: the file's tests run in one worker.
-pytestmark = pytest.mark.xdist_group("test_web_api")
-
 HOSTILE = "<img src=x onerror=alert(1)> and <script>alert(2)</script>"
 
 

@@ -17,7 +17,7 @@ from tests.ports import free_port
 
 playwright = pytest.importorskip("playwright.sync_api")
 
-pytestmark = [pytest.mark.xdist_group("test_web_browser"), pytest.mark.slow, needs_chromium]
+pytestmark = [pytest.mark.slow, needs_chromium]
 
 
 @pytest.fixture(scope="module")

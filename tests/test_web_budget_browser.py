@@ -33,7 +33,6 @@ from tests.web_helpers import console_server, console_settings
 playwright = pytest.importorskip("playwright.sync_api")
 
 pytestmark = [
-    pytest.mark.xdist_group("test_web_budget_browser"),
     pytest.mark.slow,
     needs_chromium,
 ]

@@ -29,9 +29,6 @@ from tests.web_helpers import (
     store,
 )
 
-# Its module-scoped servers start once: the file's tests run in one worker.
-pytestmark = pytest.mark.xdist_group("test_web_events")
-
 
 @dataclass(frozen=True, slots=True)
 class Served:

@@ -15,9 +15,6 @@ from orchestrator.core.wire import Outbound, outbox_stream
 from orchestrator.web.feeds import RoomFeeds
 from tests.web_helpers import own_redis
 
-# Its module-scoped servers start once: the file's tests run in one worker.
-pytestmark = pytest.mark.xdist_group("test_web_feeds")
-
 
 @pytest.fixture(scope="module")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:

@@ -23,7 +23,6 @@ from tests.browser import console_env, needs_chromium, start_arena
 playwright = pytest.importorskip("playwright.sync_api")
 
 pytestmark = [
-    pytest.mark.xdist_group("test_web_inspector_browser"),
     pytest.mark.slow,
     needs_chromium,
 ]

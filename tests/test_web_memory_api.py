@@ -24,9 +24,6 @@ from orchestrator.memory.versions import VersionStore, summary_path
 from orchestrator.settings import Settings
 from tests.web_helpers import chat_message, console_server, console_settings, own_redis, store
 
-# Its module-scoped servers start once: the file's tests run in one worker.
-pytestmark = pytest.mark.xdist_group("test_web_memory_api")
-
 KEY = "sk-ant-api03-" + "Q" * 40
 MARKER = '<!--SAVE_MEMORY: {"type": "fact", "content": "planted by hand"}-->'
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)

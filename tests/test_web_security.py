@@ -25,9 +25,6 @@ from orchestrator.web.serve import listen
 from tests.arena_helpers import REPO, set_team_environment, write_team
 from tests.web_helpers import console_server, console_settings, own_redis
 
-# Its module-scoped servers start once: the file's tests run in one worker.
-pytestmark = pytest.mark.xdist_group("test_web_security")
-
 TOKEN = "t0ken-" + uuid.uuid4().hex
 GUARDED = [
     "/",
