@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import redis
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
@@ -36,6 +38,14 @@ from tests.threads import loop_in_thread
 
 if TYPE_CHECKING:
     from orchestrator.adapters.llm import AnthropicProvider
+
+# Hypothesis's timing checks measure the machine, not the code: on a loaded machine (tests run
+# two processes per core) one slow draw or example would fail a correct property. The
+# properties still run every example; none is timed.
+hypothesis_settings.register_profile(
+    "arena", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+hypothesis_settings.load_profile("arena")
 
 _SERVICE_ENV = (
     "REDIS_URL",

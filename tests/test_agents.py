@@ -285,7 +285,7 @@ _documents = st.dictionaries(_fields | st.text(max_size=8), _values, max_size=6)
     max_examples=75,
     deadline=None,
     database=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(document=_documents)
 def test_arbitrary_documents_only_raise_definition_errors(tmp_path, document):
