@@ -10,6 +10,7 @@ README) is a free port here, so that tests may run side by side.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -88,6 +89,7 @@ RUN_BY = {
     "The wire format": "test_any_redis_client_can_post",
     "The web console": "test_web_console_examples",
     "Background work: heartbeats, summaries, growth": "test_heartbeat_and_growth",
+    "Daily caps": "test_daily_caps_example",
     "Running against external services": "test_compose_commands",
 }
 
@@ -170,10 +172,9 @@ class Stack:
             return [fields for _id, fields in client.xrange(outbox_stream(group))]
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    """`arena up` with everything embedded, its data and workspaces in a temporary folder."""
-    root = tmp_path_factory.mktemp("readme")
+@contextlib.contextmanager
+def _running_stack(root: Path, **extra: str) -> Iterator[Stack]:
+    """`arena up` with everything embedded, its data and workspaces under ``root``."""
     workspaces = root / "workspaces"
     # The agents' identity files as shipped, not what runs in this checkout have written.
     shutil.copytree(
@@ -193,6 +194,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         "ARENA_REDIS_PORT": str(redis_port),
         "ARENA_WORKERS": "1",
         "ARENA_WEB_PORT": "0",  # no console: tests run side by side
+        **extra,
     }
     up = subprocess.Popen(
         ["arena", "up"],
@@ -208,6 +210,13 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         yield Stack(env=env, redis_port=redis_port, printed=printed)
     finally:
         stop_process(up)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """`arena up` with everything embedded, its data and workspaces in a temporary folder."""
+    with _running_stack(tmp_path_factory.mktemp("readme")) as running:
+        yield running
 
 
 @pytest.mark.slow
@@ -382,6 +391,29 @@ def test_any_redis_client_can_post(stack: Stack, tmp_path: Path) -> None:
     else:
         raise AssertionError(f"no reply to {message_id}")
     assert any(r["type"] == "reply" for r in answered)
+
+
+@pytest.mark.slow
+def test_daily_caps_example(tmp_path: Path) -> None:
+    """Under `ARENA_CAP_GROUP_TOKENS_PER_DAY=2000` (no worker, no workers' jobs needed): the
+    first two messages are answered (the second after searching memory, then told the budget
+    is used up), the third gets the budget notice; `arena budget` and `arena history` show it."""
+    (block,) = _runnable("Daily caps")
+    posts = [c for c in block.commands if c.startswith("arena post")]
+    assert len(posts) == 3
+    with _running_stack(tmp_path, ARENA_CAP_GROUP_TOKENS_PER_DAY="2000") as capped:
+        outputs = [capped.sh(command) for command in block.commands]
+    first, second, third, budget, history = outputs
+    assert "\nreceptionist: " in first
+    assert "architect: " in second
+    assert "I searched memory (memory_search) and found:" in second
+    assert "we decided to use Postgres" in second
+    assert "! daily budget used up (group demo: " in second
+    assert "! Architect did not answer: daily budget reached (group demo: " in third
+    used = re.search(r"group demo: ([\d,]+) of 2,000 tokens", third)
+    assert used is not None
+    assert f"{used.group(1)} / 2,000" in budget
+    assert 'tool: memory_search("what did we decide about the database") → 1 hit' in history
 
 
 @pytest.mark.slow
