@@ -18,8 +18,10 @@ from redis.asyncio import Redis
 
 from orchestrator.adapters.llm import AnthropicProvider
 from orchestrator.adapters.metrics import MessageSample, MetricsRecorder, ReplySample
+from orchestrator.adapters.spend import SpendLedger, Spent
 from orchestrator.background.jobs import prune_job
 from orchestrator.client import ArenaClient
+from orchestrator.core.caps import CapLimits
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.core.wire import inbox_stream
 from orchestrator.web import metrics as web_metrics
@@ -272,3 +274,32 @@ def test_console_serves_the_daemon_counts_behind_its_token(
         "arena_sse_clients",
     } <= families
     assert 'arena_replies_total{agent="pong",kind="reply"} 1.0' in response.text
+
+
+async def test_todays_spending_and_its_caps_are_gauges(redis_client: Redis):
+    """Spending counted as the daemon counts it shows as arena_spend_today per agent, group,
+    model and all, beside arena_spend_cap where a cap is set (the numbers of arena budget)."""
+    ledger = SpendLedger(redis_client, UTC)
+    spent = Spent(agent="architect", group="ops", model="m1", tokens=1500, micro_usd=250_000)
+    await ledger.settle(ledger.unchecked(datetime.now(UTC)), spent)
+    app = FastAPI()
+    app.include_router(web_metrics.router)
+    app.dependency_overrides[web_metrics.get_metrics_source] = lambda: redis_client
+    source = web_metrics.SpendSource(
+        ledger=ledger, limits=CapLimits(group_tokens=2000, all_usd=5.0), zone=UTC
+    )
+    app.dependency_overrides[web_metrics.get_spend_source] = lambda: source
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://console") as client:
+        samples = await _samples(client)
+
+    def gauge(name: str, scope: str, who: str, unit: str) -> float | None:
+        labels = (("name", who), ("scope", scope), ("unit", unit))
+        return samples.get((name, labels))
+
+    assert gauge("arena_spend_today", "group", "ops", "tokens") == 1500
+    assert gauge("arena_spend_today", "agent", "architect", "usd") == 0.25
+    assert gauge("arena_spend_today", "model", "m1", "tokens") == 1500
+    assert gauge("arena_spend_cap", "group", "ops", "tokens") == 2000
+    assert gauge("arena_spend_cap", "all", "*", "usd") == 5.0
+    assert gauge("arena_spend_cap", "agent", "architect", "tokens") is None

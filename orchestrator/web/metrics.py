@@ -1,5 +1,6 @@
 """``GET /metrics``: the daemons' and workers' counters (read from Redis, summed over every
-process) and this console's event-stream clients, in Prometheus' text format.
+process), today's spending against the daily caps (as ``arena budget``) and this console's
+event-stream clients, in Prometheus' text format.
 
 The event stream counts its clients with :data:`sse_clients`::
 
@@ -11,7 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, tzinfo
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
@@ -27,8 +30,21 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from orchestrator.adapters.metrics_reader import Reading, read_metrics
+from orchestrator.adapters.spend import SpendLedger
+from orchestrator.core.caps import MICRO, CapLimits
+from orchestrator.core.spend_report import SpendRow, spend_report
+from orchestrator.runtime.spending import cap_limits
 
-__all__ = ["CONTENT_TYPE", "ClientGauge", "get_metrics_source", "render", "router", "sse_clients"]
+__all__ = [
+    "CONTENT_TYPE",
+    "ClientGauge",
+    "SpendSource",
+    "get_metrics_source",
+    "get_spend_source",
+    "render",
+    "router",
+    "sse_clients",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -68,12 +84,37 @@ def get_metrics_source(request: Request) -> Redis:
     return redis
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpendSource:
+    """Where today's spending is read and which caps it is held against."""
+
+    ledger: SpendLedger
+    limits: CapLimits
+    zone: tzinfo
+
+
+def get_spend_source(request: Request) -> SpendSource | None:
+    """The running console's spend ledger and caps (None: an app without a console)."""
+    running = getattr(request.app.state, "console", None)
+    if running is None:
+        return None
+    settings = running.settings
+    return SpendSource(
+        ledger=SpendLedger(running.redis, settings.zone),
+        limits=cap_limits(settings, running.agents),
+        zone=settings.zone,
+    )
+
+
 class _Snapshot:
     """A collector that yields what was read, once (prometheus_client renders it)."""
 
-    def __init__(self, readings: tuple[Reading, ...], clients: int) -> None:
+    def __init__(
+        self, readings: tuple[Reading, ...], clients: int, spend: Sequence[SpendRow] = ()
+    ) -> None:
         self.readings = readings
         self.clients = clients
+        self.spend = spend
 
     def collect(self) -> Iterator[Metric]:
         for reading in self.readings:
@@ -93,21 +134,57 @@ class _Snapshot:
         yield GaugeMetricFamily(
             "arena_sse_clients", "Clients connected to this console's event streams.", self.clients
         )
+        yield from _spend_gauges(self.spend)
 
 
-def render(readings: tuple[Reading, ...], clients: int) -> bytes:
-    """The text exposition format (version 0.0.4) of ``readings`` and the clients gauge."""
+def _spend_gauges(rows: Sequence[SpendRow]) -> Iterator[Metric]:
+    """Today's spending and the caps it counts against, per agent, group, model and all."""
+    labels = ["scope", "name", "unit"]
+    used = GaugeMetricFamily(
+        "arena_spend_today",
+        "Tokens and US dollars spent today (ARENA_TZ), as arena budget shows them.",
+        labels=labels,
+    )
+    caps = GaugeMetricFamily(
+        "arena_spend_cap", "The daily cap each spending counts against.", labels=labels
+    )
+    for row in rows:
+        used.add_metric([row.scope, row.name, "tokens"], row.tokens)
+        used.add_metric([row.scope, row.name, "usd"], row.micro_usd / MICRO)
+        if row.tokens_cap is not None:
+            caps.add_metric([row.scope, row.name, "tokens"], row.tokens_cap)
+        if row.usd_cap_micro is not None:
+            caps.add_metric([row.scope, row.name, "usd"], row.usd_cap_micro / MICRO)
+    yield used
+    yield caps
+
+
+def render(readings: tuple[Reading, ...], clients: int, spend: Sequence[SpendRow] = ()) -> bytes:
+    """The text exposition format (version 0.0.4) of ``readings``, the clients gauge and
+    today's spending."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Snapshot(readings, clients))
+    registry.register(_Snapshot(readings, clients, spend))
     return generate_latest(registry)
 
 
 @router.get("/metrics")
-async def metrics(redis: Annotated[Redis, Depends(get_metrics_source)]) -> Response:
+async def metrics(
+    redis: Annotated[Redis, Depends(get_metrics_source)],
+    spend: Annotated[SpendSource | None, Depends(get_spend_source)],
+) -> Response:
     """The counters in Prometheus' text format (503 when Redis cannot be read)."""
     try:
         readings = await read_metrics(redis)
+        rows = await _spend_rows(spend)
     except (RedisError, OSError) as exc:
         logger.warning("GET /metrics: redis cannot be read: %s", exc)
         return JSONResponse({"error": f"metrics unavailable: redis cannot be read ({exc})"}, 503)
-    return Response(render(readings, sse_clients.value), media_type=CONTENT_TYPE)
+    return Response(render(readings, sse_clients.value, rows), media_type=CONTENT_TYPE)
+
+
+async def _spend_rows(source: SpendSource | None) -> tuple[SpendRow, ...]:
+    if source is None:
+        return ()
+    now = datetime.now(source.zone)
+    counters = await source.ledger.read_days(now, 1)
+    return spend_report(counters, source.limits, now).rows
