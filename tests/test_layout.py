@@ -1,0 +1,45 @@
+"""The README's layout table names every module of the package in its layer's row, so the
+tree and the table cannot drift apart."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tests.arena_helpers import REPO
+
+PACKAGE = REPO / "orchestrator"
+
+
+def _rows() -> dict[str, str]:
+    """The layout table's rows by folder (``""``: the package's top level)."""
+    rows: dict[str, str] = {}
+    for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines():
+        if match := re.match(r"\| `orchestrator/([a-z_]*)/?`( top level)? \|(.*)\|$", line):
+            folder, top, what = match.groups()
+            rows["" if top else folder] = what
+    return rows
+
+
+def _modules() -> list[Path]:
+    return [
+        path
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.name not in {"__init__.py", "__main__.py"} and "__pycache__" not in path.parts
+    ]
+
+
+def test_every_module_is_named_in_its_layers_row() -> None:
+    rows = _rows()
+    unnamed = []
+    for path in _modules():
+        parts = path.relative_to(PACKAGE).parts
+        folder = parts[0] if len(parts) > 1 else ""
+        if f"`{path.stem}`" not in rows.get(folder, ""):
+            unnamed.append(str(path.relative_to(REPO)))
+    assert not unnamed, f"modules the README's layout table does not name: {unnamed}"
+
+
+def test_every_layer_folder_has_a_row() -> None:
+    folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders <= set(_rows()), f"no layout row for {sorted(folders - set(_rows()))}"
