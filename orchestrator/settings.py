@@ -14,7 +14,22 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from orchestrator.errors import ConfigError
 
-__all__ = ["ModelPrice", "Settings", "env_name", "load_settings"]
+__all__ = [
+    "MAX_TOKENS_PER_DAY",
+    "MAX_USD_PER_DAY",
+    "ModelPrice",
+    "Settings",
+    "env_name",
+    "load_settings",
+    "priced",
+]
+
+# The largest daily caps accepted (the same bounds hold for an agent's own ``caps``).
+MAX_TOKENS_PER_DAY = 10**12
+MAX_USD_PER_DAY = 10**9
+
+
+MAX_PRICE = 10**6  # US dollars per million tokens
 
 
 class ModelPrice(BaseModel):
@@ -22,10 +37,10 @@ class ModelPrice(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    input: float = Field(ge=0)
-    output: float = Field(ge=0)
-    cache_read: float = Field(default=0.0, ge=0)
-    cache_write: float = Field(default=0.0, ge=0)
+    input: float = Field(ge=0, le=MAX_PRICE, allow_inf_nan=False)
+    output: float = Field(ge=0, le=MAX_PRICE, allow_inf_nan=False)
+    cache_read: float = Field(default=0.0, ge=0, le=MAX_PRICE, allow_inf_nan=False)
+    cache_write: float = Field(default=0.0, ge=0, le=MAX_PRICE, allow_inf_nan=False)
 
 
 # Anthropic's list prices of the models agents/*.yaml name; "offline" costs nothing.
@@ -155,14 +170,22 @@ class Settings(BaseSettings):
 
     # Spending caps per day (midnight to midnight in ``tz``); unset: no cap. An agent's own
     # caps go in its YAML (``caps: {tokens_per_day: ..., usd_per_day: ...}``).
-    cap_agent_tokens_per_day: int | None = Field(default=None, ge=1)
-    cap_group_tokens_per_day: int | None = Field(default=None, ge=1)
-    cap_tokens_per_day: int | None = Field(default=None, ge=1)
-    cap_agent_usd_per_day: float | None = Field(default=None, gt=0)
-    cap_group_usd_per_day: float | None = Field(default=None, gt=0)
-    cap_usd_per_day: float | None = Field(default=None, gt=0)
+    # Bounded (finite, at most a trillion tokens or a billion dollars) so a typo such as
+    # ``inf`` fails at start-up rather than in every turn.
+    cap_agent_tokens_per_day: int | None = Field(default=None, ge=1, le=MAX_TOKENS_PER_DAY)
+    cap_group_tokens_per_day: int | None = Field(default=None, ge=1, le=MAX_TOKENS_PER_DAY)
+    cap_tokens_per_day: int | None = Field(default=None, ge=1, le=MAX_TOKENS_PER_DAY)
+    cap_agent_usd_per_day: float | None = Field(
+        default=None, gt=0, le=MAX_USD_PER_DAY, allow_inf_nan=False
+    )
+    cap_group_usd_per_day: float | None = Field(
+        default=None, gt=0, le=MAX_USD_PER_DAY, allow_inf_nan=False
+    )
+    cap_usd_per_day: float | None = Field(
+        default=None, gt=0, le=MAX_USD_PER_DAY, allow_inf_nan=False
+    )
     # US dollars per million tokens, by model (JSON); a model missing here is priced as the
-    # dearest one listed.
+    # dearest one listed. A dollar cap needs at least one model with a price above nothing.
     model_prices: Annotated[dict[str, ModelPrice], NoDecode] = Field(
         default_factory=lambda: dict(_DEFAULT_PRICES)
     )
@@ -301,10 +324,30 @@ def load_settings(**overrides: Any) -> Settings:
         ConfigError: naming the first bad setting by its environment variable.
     """
     try:
-        return Settings(**overrides)
+        settings = Settings(**overrides)
     except PydanticValidationError as exc:
         first = exc.errors()[0]
         loc = str(first["loc"][0]) if first["loc"] else "settings"
         name = env_name(loc) if loc in Settings.model_fields else loc
+        inner = [str(part) for part in first["loc"][1:]]  # e.g. a price's model and field
         message = str(first["msg"]).removeprefix("Value error, ")
-        raise ConfigError(name, message) from None
+        raise ConfigError(": ".join([name, *inner]), message) from None
+    _check_dollar_caps(settings)
+    return settings
+
+
+def _check_dollar_caps(settings: Settings) -> None:
+    """A dollar cap with every model free would never be reached: refuse it."""
+    dollars = ("cap_agent_usd_per_day", "cap_group_usd_per_day", "cap_usd_per_day")
+    named = [env_name(f) for f in dollars if getattr(settings, f) is not None]
+    if named and not priced(settings.model_prices):
+        raise ConfigError(
+            named[0],
+            "needs prices: set ARENA_MODEL_PRICES (no model there costs anything, "
+            "so the cap would never be reached)",
+        )
+
+
+def priced(prices: dict[str, ModelPrice]) -> bool:
+    """Whether any model in ``prices`` costs something."""
+    return any(p.input > 0 or p.output > 0 for p in prices.values())

@@ -230,3 +230,66 @@ async def test_a_call_bigger_than_the_cap_is_refused_on_a_fresh_day(redis: Redis
     assert isinstance(refused, Breach)
     assert refused.used == 0
     assert await redis.exists(spend_key("2026-03-28")) == 0
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("ARENA_CAP_AGENT_USD_PER_DAY", "inf"),
+        ("ARENA_CAP_USD_PER_DAY", "1e400"),
+        ("ARENA_CAP_GROUP_USD_PER_DAY", "nan"),
+        ("ARENA_CAP_USD_PER_DAY", "2000000000"),
+        ("ARENA_CAP_TOKENS_PER_DAY", "1e400"),
+        ("ARENA_CAP_AGENT_TOKENS_PER_DAY", "10000000000000"),
+    ],
+)
+def test_an_endless_or_absurd_cap_is_refused_at_start(
+    name: str, value: str, monkeypatch: pytest.MonkeyPatch
+):
+    """A cap must be finite and at most 10**12 tokens or $10**9 a day: one line naming it."""
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError, match=f"^{name}: ") as caught:
+        load_settings()
+    assert "\n" not in str(caught.value)
+
+
+def test_an_endless_cap_in_an_agent_yaml_names_its_file_and_field(tmp_path: Path):
+    """``caps: {usd_per_day: .inf}`` fails when the agents load, not in every answer."""
+    head = "id: solo\nname: Solo\nrole: r\nmodel: m\ndefault: true\n"
+    for caps in ("{usd_per_day: .inf}", "{usd_per_day: .nan}", "{tokens_per_day: 1e400}"):
+        (tmp_path / "solo.yaml").write_text(head + f"caps: {caps}\n")
+        with pytest.raises(AgentDefinitionError, match=r"solo\.yaml: caps\.\w+_per_day: "):
+            load_agents(tmp_path)
+    with pytest.raises(ValueError, match="agent_usd: inf is not a daily cap"):
+        CapLimits(agent_usd=float("inf"))
+    with pytest.raises(ValueError, match=r"solo.usd_per_day"):
+        CapLimits(agents={"solo": {"usd_per_day": float("nan")}})
+
+
+def test_a_dollar_cap_needs_a_model_with_a_price(monkeypatch: pytest.MonkeyPatch):
+    """With every model free a dollar cap could never be reached: refused at start; a bad
+    price names the model and the field."""
+    monkeypatch.setenv("ARENA_CAP_USD_PER_DAY", "5")
+    monkeypatch.setenv("ARENA_MODEL_PRICES", "{}")
+    with pytest.raises(ConfigError, match=r"^ARENA_CAP_USD_PER_DAY: needs prices: set ARENA_MOD"):
+        load_settings()
+    monkeypatch.setenv("ARENA_MODEL_PRICES", '{"offline": {"input": 0, "output": 0}}')
+    with pytest.raises(ConfigError, match="needs prices"):
+        load_settings()
+    monkeypatch.setenv("ARENA_MODEL_PRICES", '{"offline": {"input": 1}}')
+    with pytest.raises(ConfigError, match=r"^ARENA_MODEL_PRICES: offline: output: Field required"):
+        load_settings()
+    monkeypatch.setenv("ARENA_MODEL_PRICES", '{"m": {"input": 1, "output": "inf"}}')
+    with pytest.raises(ConfigError, match=r"^ARENA_MODEL_PRICES: m: output: "):
+        load_settings()
+    monkeypatch.setenv("ARENA_MODEL_PRICES", '{"m": {"input": 1, "output": 2}}')
+    assert load_settings().cap_usd_per_day == 5
+
+
+def test_recorded_caps_read_back_as_they_were():
+    """The JSON a daemon records its caps as gives the same caps back."""
+    limits = CapLimits(group_tokens=2000, all_usd=2.5, agents={"qa": {"usd_per_day": 1.0}})
+    assert CapLimits.from_json(limits.as_json()) == limits
+    for bad in ("[]", '{"group_tokens": "x"}', '{"group_tokens": -1}', '{"nope": 1}'):
+        with pytest.raises(ValueError, match=r"caps|group_tokens"):
+            CapLimits.from_json(bad)

@@ -223,3 +223,42 @@ async def test_two_daemons_share_the_caps(
 def _holders(url: str) -> set[str]:
     with redis.Redis.from_url(url, decode_responses=True) as client:
         return {h for h in client.mget([lease_key(f"p{p}") for p in range(PARTITIONS)]) if h}
+
+
+def _arena(*args: str) -> Any:
+    return CliRunner().invoke(main, list(args))
+
+
+async def test_arena_budget_shows_the_caps_the_running_daemon_enforces(
+    tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str, monkeypatch
+):
+    """The daemon was started with a group cap this shell does not set: `arena budget`,
+    `GET /api/budget`'s report and `arena check` show the cap the daemon enforces while it
+    runs; once it stopped, this shell's settings again."""
+    settings = _settings(
+        tmp_path, embedded_redis_url, embedded_mqtt_url, cap_group_tokens_per_day=2000
+    )
+    set_environment(monkeypatch, settings)  # no ARENA_CAP_* here
+    async with running_daemon(settings):
+        await _post_all(embedded_redis_url, MESSAGES[:1])
+        as_json = await asyncio.to_thread(_arena, "budget", "--json")
+        shown = await asyncio.to_thread(_arena, "budget")
+        checked = await asyncio.to_thread(_arena, "check")
+    assert as_json.exit_code == 0, as_json.output
+    report = json.loads(as_json.output)
+    assert report["caps_set"] is True
+    assert report["caps_from"] == "daemon"
+    demo = next(r for r in report["rows"] if r["scope"] == "group" and r["name"] == "demo")
+    assert demo["today"]["tokens_cap"] == 2000
+    assert "caps as enforced by the running daemon" in shown.output
+    assert "/ 2,000" in shown.output
+    assert checked.exit_code == 0, checked.output
+    assert "no daily caps set" in checked.output  # this shell's settings, as before
+    assert "the running daemon enforces other caps: daily per group 2,000 tokens" in (
+        checked.output
+    )
+
+    after = json.loads((await asyncio.to_thread(_arena, "budget", "--json")).output)
+    assert after["caps_from"] == "settings"
+    assert after["caps_set"] is False
+    assert "caps from this shell's settings" in (await asyncio.to_thread(_arena, "budget")).output

@@ -244,3 +244,28 @@ def test_status_exits_1_when_messages_wait_unread(
     calm = CliRunner().invoke(main, ["status"])
     assert calm.exit_code == 1  # still no daemon at all: nobody has ever read
     assert "no daemon has read the inbox for ever" in calm.output
+
+
+def test_check_fails_on_an_agents_dollar_cap_with_every_model_free(
+    tmp_path: Path, monkeypatch, embedded_redis_url: str, embedded_mqtt_url: str
+):
+    """An agent's own `caps: {usd_per_day: ...}` with only free models could never be
+    reached: `arena check` says so on the caps line and exits 1."""
+    agents = write_team(tmp_path)
+    monkeypatch.setenv("REDIS_URL", embedded_redis_url)
+    monkeypatch.setenv("MQTT_URL", embedded_mqtt_url)
+    monkeypatch.setenv("ARENA_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("ARENA_AGENTS_DIR", str(agents))
+    monkeypatch.setenv("ARENA_PROMPTS_DIR", str(REPO / "prompts"))
+    monkeypatch.setenv("ARENA_MODEL_PRICES", '{"offline": {"input": 0, "output": 0}}')
+    ping = agents / "ping.yaml"
+    ping.write_text(ping.read_text() + "caps: {usd_per_day: 1}\n")
+    result = CliRunner().invoke(main, ["check"])
+    assert result.exit_code == 1, result.output
+    (line,) = [row for row in result.output.splitlines() if row.split()[1:2] == ["caps"]]
+    assert "agent ping: caps.usd_per_day: needs prices: set ARENA_MODEL_PRICES" in line
+    monkeypatch.setenv("ARENA_CAP_USD_PER_DAY", "inf")
+    bad = CliRunner().invoke(main, ["check"])
+    assert bad.exit_code == 1
+    assert "ARENA_CAP_USD_PER_DAY: Input should be a finite number" in bad.output
+    assert "Traceback" not in bad.output

@@ -24,10 +24,18 @@ from zoneinfo import ZoneInfo
 from redis import Redis as SyncRedis
 from redis.asyncio import Redis
 
-from orchestrator.core.caps import Breach, Cap, Unit, check, day_of
-from orchestrator.core.wire import spend_key
+from orchestrator.core.caps import Breach, Cap, CapLimits, Unit, check, day_of
+from orchestrator.core.wire import caps_key, daemons_key, spend_key
 
-__all__ = ["Reservation", "SpendLedger", "Spent", "read_days"]
+__all__ = [
+    "Reservation",
+    "SpendLedger",
+    "Spent",
+    "enforced_caps",
+    "publish_caps",
+    "read_days",
+    "read_enforced_caps",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -231,3 +239,42 @@ def read_days(
 def _days(now: datetime, zone: ZoneInfo, days: int) -> list[date]:
     today = day_of(now, zone)
     return [today - timedelta(days=n) for n in range(days)]
+
+
+# The caps the last daemon started enforces, while any daemon is live (its membership in
+# ``daemons_key`` not run out by Redis' clock); else nothing.
+_ENFORCED = """
+local now = redis.call('TIME')
+local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+if redis.call('ZCOUNT', KEYS[2], now_ms, '+inf') == 0 then
+  return false
+end
+return redis.call('GET', KEYS[1])
+"""
+
+
+async def publish_caps(redis: Redis, limits: CapLimits) -> None:
+    """Record the caps this daemon enforces (each daemon start overwrites them)."""
+    await redis.set(caps_key(), limits.as_json())
+
+
+def _parse_caps(raw: bytes | str | None) -> CapLimits | None:
+    if raw is None:
+        return None
+    try:
+        return CapLimits.from_json(raw)
+    except ValueError as exc:  # written by another version, or by hand: fall back to ours
+        logger.warning("ignoring the recorded caps (%s): %s", caps_key(), exc)
+        return None
+
+
+async def enforced_caps(redis: Redis) -> CapLimits | None:
+    """The caps the running daemons enforce (None: no daemon is running, or none recorded)."""
+    script = redis.register_script(_ENFORCED)
+    return _parse_caps(await script(keys=[caps_key(), daemons_key()]))
+
+
+def read_enforced_caps(redis: SyncRedis) -> CapLimits | None:
+    """:func:`enforced_caps` for ``arena budget``."""
+    script = redis.register_script(_ENFORCED)
+    return _parse_caps(script(keys=[caps_key(), daemons_key()]))

@@ -13,7 +13,7 @@ import redis
 from redis.exceptions import RedisError
 from rich.table import Table
 
-from orchestrator.adapters.spend import read_days
+from orchestrator.adapters.spend import read_days, read_enforced_caps
 from orchestrator.cli.output import json_text, out
 from orchestrator.client import ArenaClient
 from orchestrator.core.agents import load_agents
@@ -35,18 +35,27 @@ def _of(used: str, cap: str) -> str:
 
 
 def _report(settings: Settings) -> SpendReport:
-    limits = cap_limits(settings, load_agents(settings.agents_dir))
     now = datetime.now(settings.zone)
     with ArenaClient.from_settings(settings) as client:
         client.ping()  # one clear line when Redis is not there
     connection = redis.Redis.from_url(settings.effective_redis_url)
     try:
         counters = read_days(connection, settings.zone, now, DAYS)
+        enforced = read_enforced_caps(connection)
     except RedisError as exc:
         raise click.ClickException(f"cannot read the spend counters: {exc}") from None
     finally:
         connection.close()
+    if enforced is not None:  # the running daemon's caps, whatever this shell sets
+        return spend_report(counters, enforced, now, enforced=True)
+    limits = cap_limits(settings, load_agents(settings.agents_dir))
     return spend_report(counters, limits, now)
+
+
+_CAPS_FROM = {
+    "daemon": "caps as enforced by the running daemon",
+    "settings": "caps from this shell's settings (no daemon running)",
+}
 
 
 @click.command()
@@ -60,6 +69,7 @@ def budget(settings: Settings, as_json: bool) -> None:
         return
     when = report.resets_at.strftime("%Y-%m-%d %H:%M %Z")
     out.print(f"today {report.day.isoformat()} ({settings.tz}); caps reset {when}")
+    out.print(_CAPS_FROM[report.caps_from] + ("" if report.caps_set else ": no daily caps set"))
     if not report.rows:
         out.print("no model calls counted in the last 7 days")
         return

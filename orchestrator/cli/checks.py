@@ -8,9 +8,14 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
 from orchestrator.adapters.probes import ping_mqtt, ping_redis
+from orchestrator.adapters.spend import enforced_caps
 from orchestrator.cli.resources import database
 from orchestrator.core.agents import load_agents
+from orchestrator.core.caps import CapLimits
 from orchestrator.core.context.build import (
     ContextLimits,
     Identity,
@@ -23,7 +28,7 @@ from orchestrator.core.models import AgentSpec, ChatMessage, MessageKind
 from orchestrator.core.prompts import Prompts
 from orchestrator.errors import OrchestratorError
 from orchestrator.memory.conversation.store import HistoryStore
-from orchestrator.runtime.spending import cap_limits
+from orchestrator.runtime.spending import cap_limits, unpriced_dollar_cap
 from orchestrator.settings import Settings
 
 __all__ = ["CheckResult", "run_checks"]
@@ -54,26 +59,38 @@ def _check_caps(settings: Settings) -> CheckResult:
         agents = load_agents(settings.agents_dir)
     except OrchestratorError:
         agents = ()  # the agents line says what is wrong
+    problem = unpriced_dollar_cap(settings, agents)
+    if problem is not None:
+        return CheckResult(name="caps", ok=False, detail=str(problem))
     limits = cap_limits(settings, agents)
+    if not limits.any:
+        return CheckResult(name="caps", ok=True, detail="no daily caps set")
+    detail = _describe_caps(limits)
+    dollars = any(u is not None for u in (limits.agent_usd, limits.group_usd, limits.all_usd))
+    dollars = dollars or any("usd_per_day" in a.caps for a in agents)
+    unpriced = sorted({a.model for a in agents} - set(settings.model_prices))
+    if dollars and unpriced:
+        detail += f" (not in ARENA_MODEL_PRICES, priced as the dearest: {', '.join(unpriced)})"
+    return CheckResult(name="caps", ok=True, detail=detail)
+
+
+def _describe_caps(limits: CapLimits) -> str:
+    """``daily per group 2,000 tokens; all agents $5.00`` (``no daily caps set``)."""
     shared = [
         ("per agent", limits.agent_tokens, limits.agent_usd),
         ("per group", limits.group_tokens, limits.group_usd),
         ("all agents", limits.all_tokens, limits.all_usd),
     ]
-    own = [(a.id, a.caps.get("tokens_per_day"), a.caps.get("usd_per_day")) for a in agents]
+    own = [
+        (agent, caps.get("tokens_per_day"), caps.get("usd_per_day"))
+        for agent, caps in (limits.agents or {}).items()
+    ]
     parts = [
         f"{who} {_per_day(tokens, usd)}"
         for who, tokens, usd in (*shared, *own)
         if tokens is not None or usd is not None
     ]
-    if not parts:
-        return CheckResult(name="caps", ok=True, detail="no daily caps set")
-    detail = "daily " + "; ".join(parts)
-    dollars = any(u is not None for _, _, u in (*shared, *own))
-    unpriced = sorted({a.model for a in agents} - set(settings.model_prices))
-    if dollars and unpriced:
-        detail += f" (not in ARENA_MODEL_PRICES, priced as the dearest: {', '.join(unpriced)})"
-    return CheckResult(name="caps", ok=True, detail=detail)
+    return "daily " + "; ".join(parts) if parts else "no daily caps set"
 
 
 def _per_day(tokens: float | None, usd: float | None) -> str:
@@ -81,6 +98,27 @@ def _per_day(tokens: float | None, usd: float | None) -> str:
         [f"${usd:,.2f}"] if usd is not None else []
     )
     return " and ".join(amounts)
+
+
+async def _check_enforced(settings: Settings) -> CheckResult | None:
+    """The caps the running daemon enforces, when they differ from this shell's."""
+    redis = Redis.from_url(settings.effective_redis_url, socket_timeout=3)
+    try:
+        enforced = await enforced_caps(redis)
+    except (RedisError, OSError):
+        return None  # the redis line says what is wrong
+    finally:
+        await redis.aclose()
+    if enforced is None:
+        return None
+    try:
+        local = cap_limits(settings, load_agents(settings.agents_dir))
+    except OrchestratorError:
+        local = None
+    if local is not None and local.as_json() == enforced.as_json():
+        return None
+    detail = f"the running daemon enforces other caps: {_describe_caps(enforced)}"
+    return CheckResult(name="enforced caps", ok=True, detail=detail)
 
 
 def _check_templates(settings: Settings) -> CheckResult:
@@ -191,4 +229,5 @@ async def run_checks(settings: Settings) -> list[CheckResult]:
         await _check_service("redis", ping_redis(settings.effective_redis_url, timeout_s=3)),
         await _check_service("mqtt", ping_mqtt(settings.effective_mqtt_url, timeout_s=3)),
     ]
-    return results
+    enforced = await _check_enforced(settings)
+    return results if enforced is None else [*results, enforced]

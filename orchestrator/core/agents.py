@@ -48,6 +48,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic import ValidationError as PydanticValidationError
 
+from orchestrator.core.caps import MAX_TOKENS_PER_DAY, MAX_USD_PER_DAY
 from orchestrator.core.models import AGENT_ID_RE, AgentSpec, RoutingRule
 from orchestrator.core.tools import TOOL_NAMES, ToolName
 from orchestrator.errors import AgentDefinitionError, ValidationError
@@ -133,8 +134,8 @@ class _RecallModel(_Model):
 
 
 class _CapsModel(_Model):
-    tokens_per_day: int | None = Field(default=None, ge=1)
-    usd_per_day: float | None = Field(default=None, gt=0)
+    tokens_per_day: int | None = Field(default=None, ge=1, le=MAX_TOKENS_PER_DAY)
+    usd_per_day: float | None = Field(default=None, gt=0, le=MAX_USD_PER_DAY, allow_inf_nan=False)
 
 
 class _AgentModel(_Model):

@@ -8,6 +8,7 @@ arena's time zone. Everything here is pure: the ledger that counts lives in
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
@@ -18,6 +19,8 @@ from orchestrator.core.models import Usage
 from orchestrator.errors import OrchestratorError
 
 __all__ = [
+    "MAX_TOKENS_PER_DAY",
+    "MAX_USD_PER_DAY",
     "WARN_SHARE",
     "Breach",
     "Cap",
@@ -35,6 +38,10 @@ __all__ = [
 
 WARN_SHARE = 0.8  # a cap this full gets one warning a day
 MICRO = 1_000_000
+# The largest daily caps accepted: finite, so a limit always fits a counter (settings.py
+# holds the same bounds for the ``ARENA_CAP_*`` variables).
+MAX_TOKENS_PER_DAY = 10**12
+MAX_USD_PER_DAY = 10**9
 
 
 class Scope(StrEnum):
@@ -90,6 +97,55 @@ class CapLimits:
     all_usd: float | None = None
     agents: Mapping[str, Mapping[str, float | int]] | None = None
 
+    def __post_init__(self) -> None:
+        shared: dict[str, tuple[Unit, float | int | None]] = {
+            "agent_tokens": (Unit.TOKENS, self.agent_tokens),
+            "group_tokens": (Unit.TOKENS, self.group_tokens),
+            "all_tokens": (Unit.TOKENS, self.all_tokens),
+            "agent_usd": (Unit.USD, self.agent_usd),
+            "group_usd": (Unit.USD, self.group_usd),
+            "all_usd": (Unit.USD, self.all_usd),
+        }
+        for agent, own in (self.agents or {}).items():
+            for name, amount in own.items():
+                unit = Unit.USD if name == "usd_per_day" else Unit.TOKENS
+                shared[f"{agent}.{name}"] = (unit, amount)
+        for name, (unit, value) in shared.items():
+            if value is not None and not _sane(unit, value):
+                bound = f"{_MAX[unit]:,}"
+                raise ValueError(f"{name}: {value!r} is not a daily cap (0 < cap <= {bound})")
+
+    def as_json(self) -> str:
+        """The caps as JSON, as a running daemon records the caps it enforces."""
+        fields = {
+            "agent_tokens": self.agent_tokens,
+            "group_tokens": self.group_tokens,
+            "all_tokens": self.all_tokens,
+            "agent_usd": self.agent_usd,
+            "group_usd": self.group_usd,
+            "all_usd": self.all_usd,
+            "agents": {a: dict(c) for a, c in (self.agents or {}).items()},
+        }
+        return json.dumps(fields, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> CapLimits:
+        """Caps :meth:`as_json` wrote.
+
+        Raises:
+            ValueError: when ``text`` is not such caps.
+        """
+        raw = json.loads(text)
+        if not isinstance(raw, dict):
+            raise ValueError("caps: expected a JSON object")
+        agents = raw.pop("agents", None) or {}
+        if not isinstance(agents, dict) or not all(isinstance(c, dict) for c in agents.values()):
+            raise ValueError("caps: agents must map agent ids to their caps")
+        try:
+            return cls(**raw, agents=agents)
+        except TypeError as exc:
+            raise ValueError(f"caps: {exc}") from None
+
     @property
     def any(self) -> bool:
         """Whether any cap is set."""
@@ -118,6 +174,14 @@ class CapLimits:
             for scope, name, unit, value in wanted
             if value is not None
         )
+
+
+_MAX = {Unit.TOKENS: MAX_TOKENS_PER_DAY, Unit.USD: MAX_USD_PER_DAY}
+
+
+def _sane(unit: Unit, value: float) -> bool:
+    """Finite, above nothing and at most the largest cap accepted (NaN fails every test)."""
+    return isinstance(value, int | float) and 0 < value <= _MAX[unit]
 
 
 def _limit(unit: Unit, value: float) -> int:

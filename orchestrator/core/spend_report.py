@@ -53,6 +53,7 @@ class SpendReport:
     rows: tuple[SpendRow, ...]
     totals: tuple[tuple[date, int, int], ...]  # day, tokens, micro-dollars; today first
     caps_set: bool = False  # whether any cap is in force (an empty table cannot tell)
+    caps_from: str = "settings"  # "daemon": as the running daemon enforces them
 
     def as_json(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -61,6 +62,7 @@ class SpendReport:
             "resets_at": self.resets_at.isoformat(),
             "days": self.days,
             "caps_set": self.caps_set,
+            "caps_from": self.caps_from,
             "rows": [r.as_json() for r in self.rows],
             "totals": [
                 {"day": d.isoformat(), "tokens": t, "usd": u / MICRO} for d, t, u in self.totals
@@ -80,7 +82,11 @@ def _cap(limits: CapLimits, scope: str, name: str, unit: Unit) -> int | None:
 
 
 def spend_report(
-    counters: Sequence[tuple[date, Mapping[str, int]]], limits: CapLimits, now: datetime
+    counters: Sequence[tuple[date, Mapping[str, int]]],
+    limits: CapLimits,
+    now: datetime,
+    *,
+    enforced: bool = False,
 ) -> SpendReport:
     """The report of ``counters`` (the ledger's, today first) against ``limits``.
 
@@ -88,6 +94,8 @@ def spend_report(
         counters: each day's counters, as ``read_days`` gives them.
         limits: the caps in force.
         now: the current time in the arena's time zone.
+        enforced: whether ``limits`` are those the running daemon recorded (else this
+            process's settings).
     """
     today = counters[0][1] if counters else {}
     week: dict[str, int] = {}
@@ -122,4 +130,5 @@ def spend_report(
         rows=rows,
         totals=totals,
         caps_set=limits.any,
+        caps_from="daemon" if enforced else "settings",
     )

@@ -62,6 +62,7 @@ __all__ = [
     "Outbound",
     "Post",
     "budget_topic",
+    "caps_key",
     "character_problem",
     "daemon_key",
     "daemons_key",
@@ -176,6 +177,12 @@ def spend_key(day: str) -> str:
     """The hash of one day's spending counters (field: ``{unit}:{scope}:{name}``; day in
     ``ARENA_TZ`` as ``YYYY-MM-DD``)."""
     return f"arena:spend:{day}"
+
+
+def caps_key() -> str:
+    """The daily caps the last daemon started enforces (``CapLimits`` as JSON), so commands
+    run from another shell show those rather than their own environment's."""
+    return "arena:caps"
 
 
 def budget_topic() -> str:

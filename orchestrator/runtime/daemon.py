@@ -19,6 +19,7 @@ from orchestrator.adapters.leases import Leases
 from orchestrator.adapters.metrics import MetricsRecorder
 from orchestrator.adapters.probes import ping_redis
 from orchestrator.adapters.providers import build_llm
+from orchestrator.adapters.spend import publish_caps
 from orchestrator.background.schedule import start_schedule
 from orchestrator.core.agents import load_agents, read_identity
 from orchestrator.core.context.build import Identity
@@ -228,6 +229,7 @@ async def run(
             # Heartbeats and catch-up only enqueue RQ jobs; start_schedule logs a failure and
             # returns None, so messages are handled with or without it.
             schedule = await start_schedule(settings, engine, [a.id for a in team.agents])
+            await publish_caps(redis, caps.limits)  # what `arena budget` elsewhere shows
             logger.info(
                 "daemon %s: %d agents (%s), model provider %s",
                 settings.consumer,

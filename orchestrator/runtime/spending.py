@@ -25,7 +25,7 @@ from typing import Protocol
 
 from redis.asyncio import Redis
 
-from orchestrator.adapters.spend import Reservation, SpendLedger, Spent
+from orchestrator.adapters.spend import Reservation, SpendLedger, Spent, enforced_caps
 from orchestrator.core.caps import (
     MICRO,
     Breach,
@@ -42,9 +42,19 @@ from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.models import AgentSpec, Completion, LLMRequest
 from orchestrator.core.turns import LLM
 from orchestrator.core.wire import budget_topic
-from orchestrator.settings import Settings
+from orchestrator.errors import ConfigError
+from orchestrator.settings import Settings, priced
 
-__all__ = ["CapGuard", "CapWarning", "CappedLLM", "cap_limits", "make_guard", "price_table"]
+__all__ = [
+    "CapGuard",
+    "CapWarning",
+    "CappedLLM",
+    "cap_limits",
+    "caps_in_force",
+    "make_guard",
+    "price_table",
+    "unpriced_dollar_cap",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -279,6 +289,30 @@ def cap_limits(settings: Settings, agents: Sequence[AgentSpec]) -> CapLimits:
     )
 
 
+async def caps_in_force(
+    redis: Redis, settings: Settings, agents: Sequence[AgentSpec]
+) -> tuple[CapLimits, bool]:
+    """The caps the running daemon enforces (and ``True``) when it recorded them, else those
+    ``settings`` and ``agents`` set (and ``False``)."""
+    enforced = await enforced_caps(redis)
+    if enforced is not None:
+        return enforced, True
+    return cap_limits(settings, agents), False
+
+
+def unpriced_dollar_cap(settings: Settings, agents: Sequence[AgentSpec]) -> ConfigError | None:
+    """The error of a dollar cap (shared or an agent's own) while every model is free: it
+    could never be reached."""
+    limits = cap_limits(settings, agents)
+    own = [a.id for a in agents if "usd_per_day" in a.caps]
+    shared = [limits.agent_usd, limits.group_usd, limits.all_usd]
+    if priced(settings.model_prices) or (not own and all(u is None for u in shared)):
+        return None
+    where = f"agent {own[0]}: caps.usd_per_day" if own else "a daily dollar cap"
+    why = "needs prices: set ARENA_MODEL_PRICES (no model there costs anything)"
+    return ConfigError(where, why)
+
+
 def make_guard(
     settings: Settings,
     redis: Redis,
@@ -287,7 +321,14 @@ def make_guard(
     metrics: RefusalMetrics | None = None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> CapGuard:
-    """The daemon's guard: it counts every call, and checks the caps that are set."""
+    """The daemon's guard: it counts every call, and checks the caps that are set.
+
+    Raises:
+        ConfigError: a dollar cap while no model has a price.
+    """
+    problem = unpriced_dollar_cap(settings, agents)
+    if problem is not None:
+        raise problem
     limits = cap_limits(settings, agents)
     prices = {name: Price(**row.model_dump()) for name, row in settings.model_prices.items()}
     return CapGuard(

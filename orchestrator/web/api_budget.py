@@ -1,6 +1,8 @@
 """``GET /api/budget``: spending against the daily caps per agent, group and model, today and
 over the last 7 days, as ``arena budget --json`` shows it (``caps_set``: whether any cap is in
-force, so the console can say "no caps set" even before anything was spent)."""
+force, so the console can say "no caps set" even before anything was spent; ``caps_from``:
+``daemon`` when the caps are those the running daemon enforces, ``settings`` when the console's
+own)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from redis.exceptions import RedisError
 from orchestrator.adapters.spend import SpendLedger
 from orchestrator.core.spend_report import spend_report
 from orchestrator.errors import ServiceError
-from orchestrator.runtime.spending import cap_limits
+from orchestrator.runtime.spending import caps_in_force
 from orchestrator.web.state import Console, console
 
 __all__ = ["router"]
@@ -31,6 +33,7 @@ async def budget(running: Annotated[Console, Depends(console)]) -> dict[str, Any
     now = datetime.now(settings.zone)
     try:
         counters = await SpendLedger(running.redis, settings.zone).read_days(now, DAYS)
+        limits, enforced = await caps_in_force(running.redis, settings, running.agents)
     except RedisError as exc:
         raise ServiceError("Redis", f"cannot read the spend counters ({exc})") from None
-    return spend_report(counters, cap_limits(settings, running.agents), now).as_json()
+    return spend_report(counters, limits, now, enforced=enforced).as_json()

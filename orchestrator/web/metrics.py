@@ -30,7 +30,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from orchestrator.adapters.metrics_reader import Reading, read_metrics
-from orchestrator.adapters.spend import SpendLedger
+from orchestrator.adapters.spend import SpendLedger, enforced_caps
 from orchestrator.core.caps import MICRO, CapLimits
 from orchestrator.core.spend_report import SpendRow, spend_report
 from orchestrator.runtime.spending import cap_limits
@@ -86,7 +86,8 @@ def get_metrics_source(request: Request) -> Redis:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SpendSource:
-    """Where today's spending is read and which caps it is held against."""
+    """Where today's spending is read and which caps it is held against: those the running
+    daemon recorded, else ``limits`` (the console's own settings)."""
 
     ledger: SpendLedger
     limits: CapLimits
@@ -187,4 +188,5 @@ async def _spend_rows(source: SpendSource | None) -> tuple[SpendRow, ...]:
         return ()
     now = datetime.now(source.zone)
     counters = await source.ledger.read_days(now, 1)
-    return spend_report(counters, source.limits, now).rows
+    limits = await enforced_caps(source.ledger.redis) or source.limits
+    return spend_report(counters, limits, now).rows
