@@ -114,6 +114,26 @@ async def test_a_call_that_passes_the_cap_says_it_is_used_up(model, fake_llm, re
     )
 
 
+async def test_a_cap_used_up_after_its_80_percent_warning_is_told_too(model, fake_llm, redis):
+    """80 % is told on the first call; the next turn takes the cap past 100 %: the group is
+    told it is used up, once, apart from the 80 % warning."""
+    fake_llm.script("a", usage={"input_tokens": 850, "output_tokens": 0, **NO_CACHE})
+    llm, guard = _capped(model, redis, CapLimits(group_tokens=1000))
+    await llm.complete(_request())
+    (first,) = guard.take_warnings("demo")
+    assert first.describe().startswith("daily budget 85 % used (group demo: 850 of 1,000 tokens)")
+    fake_llm.script("b", usage={"input_tokens": 20, "output_tokens": 300, **NO_CACHE})
+    await llm.complete(_request())
+    (second,) = guard.take_warnings("demo")
+    assert second.describe().startswith(
+        "daily budget used up (group demo: 1,170 of 1,000 tokens); no more answers until it "
+    )
+    fake_llm.script("c", usage={"input_tokens": 1, "output_tokens": 0, **NO_CACHE})
+    with pytest.raises(OverCap, match=r"^daily budget reached \(group demo: 1,170 of 1,000"):
+        await llm.complete(_request())
+    assert guard.take_warnings("demo") == []
+
+
 async def test_a_call_no_cap_applies_to_is_counted_in_a_batch(model, fake_llm, redis):
     """Without caps nothing is written on the reply's path; the batch lands on close."""
     fake_llm.script("a", usage={"input_tokens": 10, "output_tokens": 5, **NO_CACHE}, times=2)

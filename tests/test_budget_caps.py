@@ -53,13 +53,23 @@ def test_a_call_that_would_pass_a_cap_is_refused_with_when_it_resets():
     assert breach is not None
     assert (breach.cap.key, breach.used, breach.estimate) == ("tokens:group:demo", 1900, 200)
     assert breach.resets_at == datetime(2026, 3, 29, 0, 0, tzinfo=BERLIN)
-    assert "group demo: 1,900 of 2,000 tokens" in breach.describe()
-    assert "resets 2026-03-29 00:00 CET" in breach.describe()
+    assert breach.describe() == (
+        "this turn (about 200 tokens) would pass the daily budget "
+        "(group demo: 1,900 of 2,000 tokens used); resets 2026-03-29 00:00 CET"
+    )
 
 
 def test_a_reached_cap_refuses_even_an_empty_call():
-    """Once used equals the cap nothing more goes, whatever the estimate."""
-    assert check((_group_cap(10),), {"tokens:group:demo": 10}, {}, NOON) is not None
+    """Once used equals the cap nothing more goes, whatever the estimate: "reached"."""
+    breach = check((_group_cap(10),), {"tokens:group:demo": 10}, {Unit.TOKENS: 5}, NOON)
+    assert breach is not None
+    assert breach.describe().startswith("daily budget reached (group demo: 10 of 10 tokens);")
+    dollars = Cap(scope=Scope.AGENT, name="qa", unit=Unit.USD, limit=1_000_000)
+    breach = check((dollars,), {"usd:agent:qa": 990_000}, {Unit.USD: 20_000}, NOON)
+    assert breach is not None
+    assert breach.describe().startswith(
+        "this turn (about $0.02) would pass the daily budget (agent qa: $0.99 of $1.00 used)"
+    )
 
 
 def test_midnight_follows_the_zone_across_a_clock_change():

@@ -83,12 +83,12 @@ async def _post_all(url: str, texts: tuple[str, ...]) -> list[list[Any]]:
 async def test_a_group_over_its_daily_cap_gets_a_notice_and_a_dead_letter(
     tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str, monkeypatch
 ):
-    """With 2,000 tokens a day for the group and the shipped team offline, the third
+    """With 3,000 tokens a day for the group and the shipped team offline, the third
     message is not answered: the group is told which budget, how much is used and when it
     resets; it is dead-lettered with reason budget; MQTT hears of it; `arena budget` shows
     why."""
     settings = _settings(
-        tmp_path, embedded_redis_url, embedded_mqtt_url, cap_group_tokens_per_day=2000
+        tmp_path, embedded_redis_url, embedded_mqtt_url, cap_group_tokens_per_day=3000
     )
     async with (
         aiomqtt.Client(**mqtt_client_args(embedded_mqtt_url)) as mqtt,
@@ -106,11 +106,12 @@ async def test_a_group_over_its_daily_cap_gets_a_notice_and_a_dead_letter(
     notice = answers[2][0]
     assert notice.type == "notice"
     assert "group demo:" in notice.text
-    assert "of 2,000 tokens" in notice.text
+    assert "daily budget reached (group demo:" in notice.text
+    assert "of 3,000 tokens" in notice.text
     assert "resets" in notice.text
     assert event["scope"] == "group"
     assert event["name"] == "demo"
-    assert event["cap"] == 2000
+    assert event["cap"] == 3000
     assert event["state"] in ("warning", "reached")
     letters = _dead_letters(embedded_redis_url)
     assert len(letters) == 1
@@ -122,17 +123,17 @@ async def test_a_group_over_its_daily_cap_gets_a_notice_and_a_dead_letter(
     assert refusals == {'["group","tokens"]': "1"}
     assert dead == {'["budget"]': "1"}
 
-    set_environment(monkeypatch, settings, ARENA_CAP_GROUP_TOKENS_PER_DAY="2000")
+    set_environment(monkeypatch, settings, ARENA_CAP_GROUP_TOKENS_PER_DAY="3000")
     shown = CliRunner().invoke(main, ["budget"])
     assert shown.exit_code == 0, shown.output
     assert "demo" in shown.output
-    assert "/ 2,000" in shown.output
+    assert "/ 3,000" in shown.output
     report = json.loads(CliRunner().invoke(main, ["budget", "--json"]).output)
     assert report["caps_set"] is True
     demo = next(r for r in report["rows"] if r["scope"] == "group" and r["name"] == "demo")
-    assert demo["today"]["tokens_cap"] == 2000
+    assert demo["today"]["tokens_cap"] == 3000
     used = demo["today"]["tokens"]
-    assert f"group demo: {used:,} of 2,000 tokens" in notice.text  # what the notice said
+    assert f"group demo: {used:,} of 3,000 tokens" in notice.text  # what the notice said
 
 
 async def test_a_raised_cap_lets_arena_retry_answer_the_message(
@@ -143,7 +144,8 @@ async def test_a_raised_cap_lets_arena_retry_answer_the_message(
     async with running_daemon(low):
         (answer,) = await _post_all(embedded_redis_url, MESSAGES[:1])
     assert answer[0].type == "notice"
-    assert "all agents: 0 of 100 tokens" in answer[0].text
+    assert "this turn (about " in answer[0].text  # not reached: this turn would pass it
+    assert "would pass the daily budget (all agents: 0 of 100 tokens used)" in answer[0].text
     (letter,) = _dead_letters(embedded_redis_url)
     assert letter["reason"].startswith("budget:")
 
@@ -166,15 +168,17 @@ async def test_a_raised_cap_lets_arena_retry_answer_the_message(
 
 
 def _outcomes(url: str, groups: list[str]) -> dict[str, int]:
-    """How many replies, notices, 80 % warnings and "done" items the groups' outbound
-    streams hold."""
-    counts = {"reply": 0, "notice": 0, "warning": 0, "done": 0}
+    """How many replies, notices, 80 % warnings, "used up" notices and "done" items the
+    groups' outbound streams hold."""
+    counts = {"reply": 0, "notice": 0, "warning": 0, "used_up": 0, "done": 0}
     with redis.Redis.from_url(url, decode_responses=True) as client:
         for group in groups:
             for _id, item in client.xrange(outbox_stream(group)):
                 kind = item["type"]
-                if kind == "notice" and ("% used" in item["text"] or "used up" in item["text"]):
+                if kind == "notice" and "% used" in item["text"]:
                     kind = "warning"
+                elif kind == "notice" and "used up" in item["text"]:
+                    kind = "used_up"
                 counts[kind] = counts.get(kind, 0) + 1
     return counts
 
@@ -212,6 +216,7 @@ async def test_two_daemons_share_the_caps(
     assert counts["notice"] > 0
     assert counts["reply"] + counts["notice"] == 40
     assert counts["warning"] == 1  # 80 % of the cap is told once, whichever daemon saw it
+    assert counts["used_up"] <= 1  # and used up at most once
     with redis.Redis.from_url(embedded_redis_url, decode_responses=True) as client:
         (key,) = client.keys("arena:spend:*")
         counters = {k: int(v) for k, v in client.hgetall(key).items() if ":" in k}

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
 
 from orchestrator.adapters.offline import OfflineProvider
+from orchestrator.core.caps import prompt_tokens
+from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.markers import Marker, parse_markers
 from orchestrator.core.models import AgentSpec, ChatMessage, Completion, LLMRequest, MessageKind
 
@@ -60,11 +63,20 @@ async def test_reply_is_deterministic():
     assert await reply_to(text) == await reply_to(text)
 
 
-async def test_usage_counts_words():
-    """Input counts the words of the system prompt and messages, output those of the reply."""
-    completion = await reply_to("one two three")
-    assert completion.usage.input_tokens == 4 + 5  # "You are the architect." + the turn
-    assert completion.usage.output_tokens == len(completion.text.split())
+async def test_usage_counts_tokens_as_the_caps_estimate_them():
+    """Input is counted as the daily caps estimate a turn (system prompt, tail and messages),
+    output is the reply's tokens: a capped turn spends what it reserved."""
+    counter = TokenCounter()
+    request = replace(request_for("one two three"), system_tail="Today is Monday.")
+    async with OfflineProvider() as provider:
+        completion = await provider.complete(request)
+    assert completion.usage.input_tokens == prompt_tokens(request, counter)
+    assert completion.usage.input_tokens == (
+        counter.count("You are the architect.")
+        + counter.count("Today is Monday.")
+        + counter.count("[alex (human)]: one two three")
+    )
+    assert completion.usage.output_tokens == counter.count(completion.text)
 
 
 async def test_example_yields_one_decision():

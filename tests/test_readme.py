@@ -395,13 +395,18 @@ def test_any_redis_client_can_post(stack: Stack, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_daily_caps_example(tmp_path: Path) -> None:
-    """Under `ARENA_CAP_GROUP_TOKENS_PER_DAY=2000` (no worker, no workers' jobs needed): the
-    first two messages are answered (the second after searching memory, then told the budget
-    is used up), the third gets the budget notice; `arena budget` and `arena history` show it."""
+    """Under the README's `ARENA_CAP_GROUP_TOKENS_PER_DAY` (no worker, no workers' jobs
+    needed): the first two messages are answered (the second after searching memory, then
+    told the budget is used up), the third gets the budget notice; `arena budget` and `arena
+    history` show it."""
     (block,) = _runnable("Daily caps")
     posts = [c for c in block.commands if c.startswith("arena post")]
     assert len(posts) == 3
-    with _running_stack(tmp_path, ARENA_CAP_GROUP_TOKENS_PER_DAY="2000") as capped:
+    prose = " ".join(README.read_text(encoding="utf-8").split())
+    cap_text = re.search(r"`ARENA_CAP_GROUP_TOKENS_PER_DAY=(\d+) make run`", prose)
+    assert cap_text is not None
+    cap = int(cap_text.group(1))
+    with _running_stack(tmp_path, ARENA_CAP_GROUP_TOKENS_PER_DAY=str(cap)) as capped:
         outputs = [capped.sh(command) for command in block.commands]
     first, second, third, budget, history = outputs
     assert "\nreceptionist: " in first
@@ -410,9 +415,9 @@ def test_daily_caps_example(tmp_path: Path) -> None:
     assert "we decided to use Postgres" in second
     assert "! daily budget used up (group demo: " in second
     assert "! Architect did not answer: daily budget reached (group demo: " in third
-    used = re.search(r"group demo: ([\d,]+) of 2,000 tokens", third)
+    used = re.search(rf"group demo: ([\d,]+) of {cap:,} tokens", third)
     assert used is not None
-    assert f"{used.group(1)} / 2,000" in budget
+    assert f"{used.group(1)} / {cap:,}" in budget
     assert 'tool: memory_search("what did we decide about the database") → 1 hit' in history
 
 

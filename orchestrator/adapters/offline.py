@@ -41,8 +41,9 @@
    citations (``@`` removed, markers inert), or by "I found nothing in memory about it."
 
 A marker's sentence is stripped and loses its ``@``; ``<!--`` in it becomes ``&lt;!--`` and
-``-->`` becomes ``--&gt;``, so no content can break a marker. The usage counts words, not
-tokens: input is the words of the system prompt and messages, output the words of the reply.
+``-->`` becomes ``--&gt;``, so no content can break a marker. The usage counts tokens as the
+daily caps estimate a turn (:func:`orchestrator.core.caps.prompt_tokens`): input is the system
+prompt, its tail and the messages, output the reply.
 The completion reports model "offline", provider "offline", stop reason "end_turn" and a
 latency of 0 ms.
 """
@@ -55,6 +56,8 @@ from types import TracebackType
 from typing import Literal, Self
 
 from orchestrator.core import cues
+from orchestrator.core.caps import prompt_tokens
+from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.markers import neutralise
 from orchestrator.core.models import Completion, LLMRequest, Usage
 from orchestrator.core.tools import ToolCall
@@ -81,6 +84,9 @@ class OfflineProvider:
 
     name = "offline"
 
+    def __init__(self, counter: TokenCounter | None = None) -> None:
+        self.counter = counter or TokenCounter()
+
     async def complete(self, request: LLMRequest) -> Completion:
         """Build the offline reply to ``request``.
 
@@ -88,12 +94,14 @@ class OfflineProvider:
             request: The model call the agent would have made.
 
         Returns:
-            The reply, with word counts as usage.
+            The reply, with token counts as usage.
         """
         call = _search_call(request)
         text = _reply(request) if call is None else ""
-        prompt = " ".join([request.system, *(m.get("content", "") for m in request.messages)])
-        usage = Usage(input_tokens=len(prompt.split()), output_tokens=len(text.split()))
+        usage = Usage(
+            input_tokens=prompt_tokens(request, self.counter),
+            output_tokens=self.counter.count(text),
+        )
         return Completion(
             text=text,
             model="offline",

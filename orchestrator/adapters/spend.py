@@ -3,7 +3,8 @@
 One hash per day (in ``ARENA_TZ``) holds counters named ``{unit}:{scope}:{name}``
 (``tokens:group:demo``, ``usd:agent:architect``, ``tokens:model:claude-sonnet-4-5``,
 ``tokens:all:*``; dollars as micro-dollars) and, as ``warned:{counter}``, the caps already
-warned about that day. It expires eight days after its last write.
+warned about that day (``warned:full:{counter}``: told used up). It expires eight days after
+its last write.
 
 A call first *reserves* its estimate: one Lua script compares every cap's counter plus the
 estimate with its limit and adds the estimate to all or to none, so two daemons never both
@@ -220,9 +221,11 @@ class SpendLedger:
             pipe.hgetall(spend_key(day.isoformat()))
         return [(day, _decode(raw)) for day, raw in zip(wanted, await pipe.execute(), strict=True)]
 
-    async def claim_warning(self, day: str, cap: Cap) -> bool:
-        """Whether this is the first warning about ``cap`` on ``day`` (then it is recorded)."""
-        return bool(await self.redis.hsetnx(spend_key(day), f"warned:{cap.key}", 1))
+    async def claim_warning(self, day: str, cap: Cap, *, full: bool = False) -> bool:
+        """Whether this is the first warning about ``cap`` on ``day`` (then it is recorded);
+        ``full``: the first that it is used up, claimed apart from the 80 % one."""
+        field = f"warned:full:{cap.key}" if full else f"warned:{cap.key}"
+        return bool(await self.redis.hsetnx(spend_key(day), field, 1))
 
 
 def read_days(

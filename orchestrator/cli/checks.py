@@ -102,10 +102,13 @@ def _per_day(tokens: float | None, usd: float | None) -> str:
 
 async def _check_enforced(settings: Settings) -> CheckResult | None:
     """The caps the running daemon enforces, when they differ from this shell's."""
-    redis = Redis.from_url(settings.effective_redis_url, socket_timeout=3)
+    try:
+        redis = Redis.from_url(settings.effective_redis_url, socket_timeout=3)
+    except ValueError:  # a malformed URL: the redis line says what is wrong
+        return None
     try:
         enforced = await enforced_caps(redis)
-    except (RedisError, OSError):
+    except (RedisError, OSError, ValueError):
         return None  # the redis line says what is wrong
     finally:
         await redis.aclose()

@@ -15,7 +15,8 @@ from datetime import date, datetime, time, timedelta
 from enum import StrEnum
 from zoneinfo import ZoneInfo
 
-from orchestrator.core.models import Usage
+from orchestrator.core.context.tokens import TokenCounter
+from orchestrator.core.models import LLMRequest, Usage
 from orchestrator.errors import OrchestratorError
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "day_of",
     "near",
     "next_midnight",
+    "prompt_tokens",
 ]
 
 WARN_SHARE = 0.8  # a cap this full gets one warning a day
@@ -198,9 +200,17 @@ class Breach:
     resets_at: datetime
 
     def describe(self) -> str:
-        """One line for the group: which budget, how much is used, when it resets."""
+        """One line for the group: which budget, how much is used, when it resets; a cap not
+        yet reached says the turn would pass it, and about how much the turn takes."""
         when = self.resets_at.strftime("%Y-%m-%d %H:%M %Z")
-        return f"daily budget reached ({self.cap.describe(self.used)}); resets {when}"
+        spent = self.cap.describe(self.used)
+        if self.used >= self.cap.limit:
+            return f"daily budget reached ({spent}); resets {when}"
+        if self.cap.unit is Unit.USD:
+            turn = f"about ${self.estimate / MICRO:,.2f}"
+        else:
+            turn = f"about {self.estimate:,} tokens"
+        return f"this turn ({turn}) would pass the daily budget ({spent} used); resets {when}"
 
 
 class OverCap(OrchestratorError):
@@ -230,6 +240,13 @@ def cost_micro_usd(price: Price, usage: Usage) -> int:
         + usage.cache_read_tokens * price.cache_read
         + usage.cache_creation_tokens * price.cache_write
     )
+
+
+def prompt_tokens(request: LLMRequest, counter: TokenCounter) -> int:
+    """The input tokens a turn is estimated at before its first call: the system prompt, its
+    tail and the messages (the offline provider reports its input the same way)."""
+    texts = [request.system, request.system_tail, *(m["content"] for m in request.messages)]
+    return sum(counter.count(t) for t in texts if t)
 
 
 def check(

@@ -37,6 +37,7 @@ from orchestrator.core.caps import (
     cost_micro_usd,
     near,
     next_midnight,
+    prompt_tokens,
 )
 from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.models import AgentSpec, Completion, LLMRequest
@@ -63,7 +64,7 @@ _FREE = Price(input=0, output=0)
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CapWarning:
-    """A cap at least 80 % used today, told once a day."""
+    """A cap at least 80 % used today, or used up: each told once a day."""
 
     cap: Cap
     used: int
@@ -190,7 +191,9 @@ class CapGuard:
             return
         used = await self.ledger.settle(reservation, spent, [c.key for c in caps])
         for cap in near(caps, used):
-            if await self.ledger.claim_warning(reservation.day, cap):
+            # Two notices a day at most: 80 % used, and used up (even after the first).
+            full = used[cap.key] >= cap.limit
+            if await self.ledger.claim_warning(reservation.day, cap, full=full):
                 self._warn(group, cap, used[cap.key])
 
     async def aclose(self) -> None:
@@ -235,10 +238,6 @@ class CappedLLM:
         self.counter = counter
         self.name = inner.name
 
-    def _estimate(self, request: LLMRequest) -> int:
-        texts = [request.system, request.system_tail, *(m["content"] for m in request.messages)]
-        return sum(self.counter.count(t) for t in texts if t)
-
     async def complete(self, request: LLMRequest) -> Completion:
         """Answer ``request`` unless it starts a turn that would pass a cap.
 
@@ -251,7 +250,7 @@ class CappedLLM:
             request.agent.id,
             request.trigger.group,
             model,
-            lambda: self._estimate(request),
+            lambda: prompt_tokens(request, self.counter),
             continuing=bool(request.exchanges),
         )
         try:
