@@ -24,6 +24,7 @@ __all__ = [
     "MAX_LIMIT",
     "MAX_QUERY_CHARS",
     "MEMORY_TYPES",
+    "PERSONAL_TOOL_TYPES",
     "TOOL_NAMES",
     "BadCall",
     "Forget",
@@ -59,6 +60,9 @@ MEMORY_TYPES: Final = (
     "habit",
 )
 
+# The types memory_store offers that an agent's personal log also keeps (scope personal).
+PERSONAL_TOOL_TYPES: Final = ("skill", "habit")
+
 Scope = Literal["group", "personal", "all"]
 
 _ID = {"type": "string", "description": "an id memory_search returned (m:<n> or a message id)"}
@@ -80,7 +84,8 @@ _SCHEMAS: Final[Mapping[str, Mapping[str, Any]]] = {
     },
     "memory_store": {
         "description": "Save a memory (the same checks as a SAVE_MEMORY marker). A key "
-        "replaces the entry stored under the same key.",
+        "replaces the entry stored under the same key. Scope personal keeps a skill or a habit "
+        "in your own log.",
         "properties": {
             "type": {"type": "string", "enum": list(MEMORY_TYPES)},
             "content": {"type": "string", "maxLength": MAX_CONTENT_CHARS},
@@ -206,6 +211,10 @@ def parse_call(call: ToolCall, allowed: tuple[str, ...]) -> ToolInput | BadCall:
     for name, value in call.input.items():
         if (problem := _field_problem(name, value, spec["properties"][name])) is not None:
             return BadCall(reason=problem)
+    personal = call.name == "memory_store" and call.input.get("scope") == "personal"
+    if personal and call.input["type"] not in PERSONAL_TOOL_TYPES:
+        kinds = ", ".join(PERSONAL_TOOL_TYPES)
+        return BadCall(reason=f"type must be one of {kinds} with scope personal")
     return _build(call.name, call.input)
 
 

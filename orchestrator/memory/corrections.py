@@ -38,6 +38,7 @@ __all__ = [
     "UnknownMemory",
     "check_actor",
     "edit_problem",
+    "marker_problem",
 ]
 
 MAX_ACTOR_CHARS = 64
@@ -93,6 +94,11 @@ def edit_problem(text: str, gate: GateConfig) -> str | None:
     rejection = check(text, 1.0, config=gate, written_today=0)
     if rejection is not None:
         return str(rejection)
+    return marker_problem(text)
+
+
+def marker_problem(text: str) -> str | None:
+    """Why ``text`` may not be a memory's content for the markers it carries (None: none)."""
     parsed = parse_markers(text)
     found = len(parsed.markers) + len(parsed.invalid)
     if found:

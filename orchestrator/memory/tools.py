@@ -41,11 +41,10 @@ from orchestrator.core.tools import (
 )
 from orchestrator.errors import ValidationError
 from orchestrator.memory.conversation.store import HistoryStore
-from orchestrator.memory.corrections import Corrections
+from orchestrator.memory.corrections import Corrections, marker_problem
 from orchestrator.memory.recall.ranking import trust_of
 from orchestrator.memory.recall.recaller import Recaller
 from orchestrator.memory.recall.values import RecallConfig
-from orchestrator.memory.schema import PERSONAL_TYPES
 from orchestrator.memory.session.records import Citation, MemoryRecord
 from orchestrator.memory.session.store import SessionMemory
 from orchestrator.memory.writer import MemoryWriter, Origin
@@ -185,8 +184,8 @@ class MemoryTools:
 
     def _visible(self, entry: str, turn: ToolTurn) -> MemoryRecord:
         """The entry ``m:<id>`` if this turn's agent may see it (its group, its own, global)."""
-        number = entry[2:] if entry.startswith("m:") else ""
-        record = self.session.get(int(number)) if number.isdigit() else None
+        number = _entry_number(entry)
+        record = self.session.get(number) if number is not None else None
         seen = record is not None and (
             (record.scope == "session" and record.scope_id == turn.group)
             or (record.scope == "personal" and record.scope_id == turn.agent)
@@ -239,10 +238,11 @@ class MemoryTools:
             trigger_id=turn.trigger_id,
             now=turn.now,
         )
+        if problem := marker_problem(store.content):
+            raise _Refused(f"content: {problem}")  # as `arena memory edit` refuses it
         payload: dict[str, Any]
-        if store.scope == "personal":
-            kind = store.type if store.type in PERSONAL_TYPES else "note"
-            payload = {"content": store.content, "type": kind}
+        if store.scope == "personal":  # parse_call let only personal types through
+            payload = {"content": store.content, "type": store.type}
             marker = Marker(kind="personal", payload=payload)
         else:
             payload = {"type": store.type, "content": store.content}
@@ -256,19 +256,33 @@ class MemoryTools:
             detail = rejected.get("detail")
             raise _Refused(f"rejected: {rejected['reason']}" + (f" ({detail})" if detail else ""))
         saved = report.saved[0]
-        if "id" in saved:
-            return f"{saved['action']} m:{saved['id']}"
-        return f"{saved['action']} to your personal log"
+        if "id" not in saved:
+            return f"{saved['action']} to your personal log"
+        if saved["action"] == "superseded":  # the new entry, in place of the old one
+            old = self.session.get(saved["id"])
+            replaced = f" (supersedes m:{old.supersedes})" if old and old.supersedes else ""
+            return f"added m:{saved['id']}{replaced}"
+        return f"{saved['action']} m:{saved['id']}"
 
     def _forget(self, forget: Forget, turn: ToolTurn) -> str:
         record = self._visible(forget.id, turn)
         if record.agent != turn.agent or record.written_by != "agent":
             raise _Refused(f"{forget.id[:80]} was not written by you: only your entries")
+        if record.status == "archived":
+            return f"m:{record.id} is already archived"
         self._parts.corrections.forget(
             record.id, by=turn.agent, now=turn.now, reason=_one_line(forget.reason)
         )
         logger.info("%s forgot m:%d: %s", turn.agent, record.id, _one_line(forget.reason))
         return f"archived m:{record.id} (a person can restore it)"
+
+
+def _entry_number(entry: str) -> int | None:
+    """The number of an id ``m:<n>`` (None: not such an id, or too large to be stored)."""
+    number = entry[2:] if entry.startswith("m:") else ""
+    if not (number.isascii() and number.isdigit()) or len(number) > 18:
+        return None  # 18 digits always fit SQLite's 64-bit integers
+    return int(number)
 
 
 def _cite(citation: Citation | None) -> str:
