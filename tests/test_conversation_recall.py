@@ -105,6 +105,21 @@ def test_a_message_from_500_messages_ago_is_recalled_with_date_and_citation(sett
     assert answer.id not in _conversation(data)
 
 
+def test_an_answer_is_recalled_by_the_words_of_what_it_answers(settings, engine):
+    """An answer that repeats none of the question's words is found by the message before it
+    (its context, indexed with it): asked what running has done for sam, the turn gets
+    "This has been great for my mental health", said 500 messages ago after "Running can
+    really boost your mood"."""
+    said = _message(99, "Running can really boost your mood, keep it up!")
+    reply = _message(100, "Thanks! This has been great for my mental health.", sender="sam")
+    _chat(HistoryStore(engine), 600, {99: said, 100: reply})
+    data = _context("what did sam say running has done for them?")
+    tail = data["system_tail"]
+    assert f"(message {reply.id})" in tail
+    assert "This has been great for my mental health." in tail
+    assert reply.id in {c["id"] for c in data["report"]["citations"]}
+
+
 def test_a_message_in_the_history_window_is_not_repeated(settings, engine):
     """A message the history layer shows is never recalled into the references as well."""
     recent = _message(550, "The Hetzner budget is 400 euros a month, not more.")
@@ -196,7 +211,9 @@ def _drop_index(settings, engine) -> None:
         for name in ("history_fts_ai", "history_fts_ad", "history_fts_au"):
             conn.execute(text(f"DROP TRIGGER {name}"))
         conn.execute(text("DROP TABLE history_fts"))
+        conn.execute(text("DROP VIEW history_fts_source"))
         conn.execute(text("DROP TABLE history_index_state"))
+        conn.execute(text("ALTER TABLE messages DROP COLUMN context"))
 
 
 def test_backfill_indexes_a_database_from_before_the_index(settings, engine, caplog):
@@ -228,6 +245,11 @@ def test_backfill_indexes_a_database_from_before_the_index(settings, engine, cap
         assert backfill(reopened, batch=10) == 0
         assert pending(reopened) == 0
         assert len(_search(reopened, "zeppelin")) == 51
+        with reopened.connect() as conn:  # each one's context is the one before it
+            tenth = conn.execute(
+                text("SELECT context FROM messages WHERE id = :id"), {"id": _message(10, "").id}
+            ).scalar_one()
+        assert tenth == "zeppelin number 9"
         with reopened.begin() as conn:
             conn.execute(text("INSERT INTO history_fts(history_fts) VALUES ('integrity-check')"))
     finally:
@@ -260,6 +282,8 @@ def test_postgresql_indexes_searches_and_backfills(postgres_url):
         assert backfill(engine, batch=1000) == 2
         assert _search(engine, "zeppelin") == [_message(1, "").id]
         assert _previous_ids(engine) == {"third": _message(1, "").id}
+        # The third message (the notice is no context) is found by its words too, after it.
+        assert _search(engine, "zeppelin") == [_message(n, "").id for n in (1, 3)]
     finally:
         engine.dispose()
 
@@ -292,7 +316,12 @@ async def test_the_daemon_indexes_a_database_from_before_the_index(
         reopened = make_engine(settings.effective_database_url)
         try:
             await wait_for(lambda: pending(reopened) == 0)
-            assert len(_search(reopened, "standup")) == 75
+            # The 75 messages saying it come first; the ones after them follow (their context).
+            saying = {
+                _message(n, "").id for n in range(300) if "standup" in FILLER[n % len(FILLER)]
+            }
+            assert len(saying) == 75
+            assert set(_search(reopened, "standup")[:75]) == saying
         finally:
             reopened.dispose()
 

@@ -330,9 +330,9 @@ def test_the_question_before_an_answer_comes_with_it(memory, engine, with_histor
     """A short hit answering another sender's question brings that question (the last one the
     message before it asks), and a question quoted whole is not shown again on its own; a hit
     after a plain statement, or after its own sender's message, comes alone."""
+    _said(engine, 3, "Lunch is at noon.", sender="sam")
     question = _said(engine, 1, "Which port does the gateway listen on?", sender="sam")
     answer = _said(engine, 2, "The gateway listens on port 8443.")
-    _said(engine, 3, "Lunch is at noon.", sender="sam")
     alone = _said(engine, 4, "The gateway certificate expires in May.")
     asks = _said(engine, 5, "Morning! Long weekend. Who renews the gateway certificate?", "sam")
     renews = _said(engine, 6, "The gateway certificate is renewed by ops.")
@@ -380,8 +380,8 @@ def test_people_rank_above_agents_restating_them(memory, engine, with_history):
 
 def test_message_candidates_under_the_floor_are_recorded(memory, engine, with_history):
     """A message sharing one word of several falls under the floor and says so."""
-    strong = _said(engine, 1, "the nightly export job writes parquet files to the bucket")
     weak = _said(engine, 2, "my bucket hat is lost", sender="sam")
+    strong = _said(engine, 1, "the nightly export job writes parquet files to the bucket")
     result = recall(with_history, "nightly export parquet bucket", RecallConfig())
     assert [m.said.id for m in result.messages] == [strong]
     assert dropped_by(result, "relevance_floor") == {weak}

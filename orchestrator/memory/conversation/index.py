@@ -19,7 +19,7 @@ from orchestrator.core.models import assume_utc
 from orchestrator.memory.conversation.indexing import INDEXED_KINDS_SQL, group_key
 from orchestrator.memory.session.fts import BODY_WEIGHT, META_WEIGHT, fts5_phrase, websearch_query
 
-__all__ = ["COMMON_MESSAGES", "HistoryIndex", "Said"]
+__all__ = ["COMMON_MESSAGES", "CONTEXT_WEIGHT", "HistoryIndex", "Said"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -32,9 +32,14 @@ class Said:
     kind: str
     text: str
     created_at: datetime
+    context: str = ""  # the start of the message before it, as the index holds it
 
 
-_COLUMNS = "seq, id, sender, kind, text, created_at"
+_COLUMNS = "seq, id, sender, kind, text, created_at, context"
+# How much a word of the message before a message counts, beside one of its own (1) and of its
+# sender's name (BODY_WEIGHT, META_WEIGHT): enough that an answer is found by what it answers,
+# not so much that the message it answers is outranked by its reply.
+CONTEXT_WEIGHT = 0.5
 # A word in at least this many indexed messages (of any group) is left out of the search when
 # the query has rarer ones: counting stops there, so asking costs little.
 COMMON_MESSAGES = 1000
@@ -42,7 +47,8 @@ _COMMON = text(
     "SELECT count(*) FROM (SELECT 1 FROM history_fts WHERE history_fts MATCH :term LIMIT :cap)"
 )
 _SQLITE_RANKED = text(f"""
-    SELECT rowid AS seq, -bm25(history_fts, {BODY_WEIGHT}, {META_WEIGHT}, 0.0) AS score
+    SELECT rowid AS seq,
+        -bm25(history_fts, {BODY_WEIGHT}, {META_WEIGHT}, 0.0, {CONTEXT_WEIGHT}) AS score
     FROM history_fts WHERE history_fts MATCH :match AND rowid < :before
     ORDER BY score DESC, seq DESC LIMIT :limit
 """)
@@ -50,8 +56,9 @@ _SQLITE_NEWEST = text(
     "SELECT rowid FROM history_fts WHERE history_fts MATCH :match AND rowid < :before "
     "ORDER BY rowid DESC LIMIT :limit"
 )
-_POSTGRES_RANKED = text("""
-    SELECT m.seq, ts_rank(m.search_tsv, q.query, 1) AS score
+# ts_rank's weights of D, C (the context), B (the sender) and A (the text).
+_POSTGRES_RANKED = text(f"""
+    SELECT m.seq, ts_rank('{{0.1, {CONTEXT_WEIGHT}, 0.4, 1.0}}', m.search_tsv, q.query, 1) AS score
     FROM messages AS m, websearch_to_tsquery('english'::regconfig, :match) AS q(query)
     WHERE m.search_group && CAST(:group AS text[]) AND m.search_tsv @@ q.query
       AND m.seq < :before
@@ -89,6 +96,7 @@ def _said(row: Any) -> Said:
         kind=row.kind,
         text=row.text,
         created_at=assume_utc(created),
+        context=row.context or "",
     )
 
 
@@ -131,12 +139,14 @@ class HistoryIndex:
             match = f"{scope} AND ({' OR '.join(rare)})"
             params = {"match": match, "before": before, "limit": limit}
             return [(int(r[0]), float(r[1])) for r in conn.execute(_SQLITE_RANKED, params)]
+        # These hold the words themselves: the context's words count only beside rare ones.
+        own = "{body meta} : "
         seqs: dict[int, float] = {}
         if len(quoted) > 1:
-            every = f"{scope} AND {' AND '.join(quoted)}"
+            every = f"{scope} AND {own}({' AND '.join(quoted)})"
             seqs.update(dict.fromkeys(_newest(conn, every, before, limit), 1.0))
         if len(seqs) < limit:
-            some = f"{scope} AND ({' OR '.join(quoted)})"
+            some = f"{scope} AND {own}({' OR '.join(quoted)})"
             for seq in _newest(conn, some, before, limit):
                 seqs.setdefault(seq, 0.5)
         return list(seqs.items())[:limit]

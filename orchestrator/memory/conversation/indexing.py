@@ -5,11 +5,17 @@ The index is kept in step with the ``messages`` table by the database itself, so
 message is stored (the daemon's turns, an import) is indexed without the writer doing
 anything. Notices are never indexed.
 
-- SQLite: an FTS5 table over the text (weight 1), the sender (weight 0.5) and the group's key
-  (one token, matched in its own column, weight 0), external content through a view, kept in
-  sync by triggers; the tokenizer and Porter stemming of session memory's index.
-- PostgreSQL: a ``tsvector`` (text weight A, sender weight B) and a one-element group array,
-  filled by a trigger, under one GIN index over both.
+Each message is indexed with its context too: the first :data:`CONTEXT_CHARS` characters of the
+group's message before it (not a notice), kept in ``messages.context`` when the message is
+stored. An answer rarely repeats the words of what it answers ("This has been great for my
+mental health" after "I've been running farther"): the words before it find it, at a lower
+weight than its own.
+
+- SQLite: an FTS5 table over the text (weight 1), the sender (weight 0.5), the group's key
+  (one token, matched in its own column, weight 0) and the context, external content through a
+  view, kept in sync by triggers; the tokenizer and Porter stemming of session memory's index.
+- PostgreSQL: a ``tsvector`` (text weight A, sender weight B, context weight C) and a
+  one-element group array, filled by a trigger, under one GIN index over both.
 
 A database that held messages before the index existed is indexed by :func:`backfill`, in
 batches, in the background: ``history_index_state`` records how far it got (rows with ``seq``
@@ -32,6 +38,7 @@ from orchestrator.memory.session.fts import postgres_needs_install, sqlite_needs
 from orchestrator.memory.transactions import writing
 
 __all__ = [
+    "CONTEXT_CHARS",
     "INDEXED_KINDS_SQL",
     "BackgroundIndexing",
     "backfill",
@@ -50,7 +57,15 @@ _SQLITE_INDEXED = (
     "({row}seq > coalesce((SELECT target_seq FROM history_index_state), 0) "
     "OR {row}seq <= coalesce((SELECT done_seq FROM history_index_state), 0))"
 )
-_SQLITE_COLUMNS = "body, meta, scope"
+_SQLITE_COLUMNS = "body, meta, scope, context"
+# How much of the message before a message is indexed as its context.
+CONTEXT_CHARS = 500
+# The context of the row ``{row}``: the start of the group's message before it (either dialect).
+_CONTEXT = (
+    f"(SELECT substr(p.text, 1, {CONTEXT_CHARS}) FROM messages AS p "
+    f"WHERE p.group_id = {{row}}group_id AND p.seq < {{row}}seq "
+    f"AND p.kind IN {INDEXED_KINDS_SQL} ORDER BY p.seq DESC LIMIT 1)"
+)
 
 
 def group_key(group: str) -> str:
@@ -59,7 +74,8 @@ def group_key(group: str) -> str:
 
 
 def _values(row: str) -> str:
-    return f"{row}.seq, {row}.text, {row}.sender, {_SQLITE_KEY.format(row=row + '.')}"
+    key = _SQLITE_KEY.format(row=row + ".")
+    return f"{row}.seq, {row}.text, {row}.sender, {key}, {row}.context"
 
 
 def _when(row: str) -> str:
@@ -76,7 +92,7 @@ _SQLITE_OBJECTS = {
     """,
     "history_fts_source": f"""
         CREATE VIEW history_fts_source AS
-        SELECT seq, text AS body, sender AS meta, {_SQLITE_KEY.format(row="")} AS scope
+        SELECT seq, text AS body, sender AS meta, {_SQLITE_KEY.format(row="")} AS scope, context
         FROM messages WHERE kind IN {INDEXED_KINDS_SQL}
     """,
     "history_fts": f"""
@@ -88,7 +104,10 @@ _SQLITE_OBJECTS = {
     """,
     "history_fts_ai": f"""
         CREATE TRIGGER history_fts_ai AFTER INSERT ON messages WHEN {_when("new")} BEGIN
-            INSERT INTO history_fts(rowid, {_SQLITE_COLUMNS}) VALUES ({_values("new")});
+            UPDATE messages SET context = {_CONTEXT.format(row="new.")}
+            WHERE seq = new.seq;
+            INSERT INTO history_fts(rowid, {_SQLITE_COLUMNS})
+            SELECT seq, {_SQLITE_COLUMNS} FROM history_fts_source WHERE seq = new.seq;
         END
     """,
     "history_fts_ad": f"""
@@ -109,13 +128,18 @@ _SQLITE_OBJECTS = {
 }
 
 _POSTGRES_INDEX = "ix_messages_search_group_tsv"
+# The message before one, found by this index (the context's lookup at every insert).
+_POSTGRES_ORDER_INDEX = "ix_messages_group_id_seq"
 _POSTGRES_VECTOR = (
     "setweight(to_tsvector('english'::regconfig, coalesce({row}text, '')), 'A') || "
-    "setweight(to_tsvector('english'::regconfig, coalesce({row}sender, '')), 'B')"
+    "setweight(to_tsvector('english'::regconfig, coalesce({row}sender, '')), 'B') || "
+    "setweight(to_tsvector('english'::regconfig, coalesce({row}context, '')), 'C')"
 )
 _POSTGRES_DDL = (
     "ALTER TABLE messages ADD COLUMN IF NOT EXISTS search_tsv tsvector",
     "ALTER TABLE messages ADD COLUMN IF NOT EXISTS search_group text[]",
+    "ALTER TABLE messages ADD COLUMN IF NOT EXISTS context text",
+    f"CREATE INDEX IF NOT EXISTS {_POSTGRES_ORDER_INDEX} ON messages (group_id, seq)",
     """
     CREATE TABLE IF NOT EXISTS history_index_state (
         id integer PRIMARY KEY CHECK (id = 1),
@@ -127,6 +151,9 @@ _POSTGRES_DDL = (
     CREATE OR REPLACE FUNCTION messages_search_fill() RETURNS trigger AS $$
     BEGIN
         IF NEW.kind IN {INDEXED_KINDS_SQL} THEN
+            IF TG_OP = 'INSERT' THEN
+                NEW.context := {_CONTEXT.format(row="NEW.")};
+            END IF;
             NEW.search_tsv := {_POSTGRES_VECTOR.format(row="NEW.")};
             NEW.search_group := ARRAY[NEW.group_id];
         ELSE
@@ -168,6 +195,7 @@ def install(conn: Connection) -> None:
 def _install_sqlite(conn: Connection) -> None:
     if not sqlite_needs_install(conn, _SQLITE_OBJECTS):
         return
+    _add_context_column(conn)
     for name in ("history_fts_ai", "history_fts_ad", "history_fts_au"):
         conn.execute(text(f"DROP TRIGGER IF EXISTS {name}"))
     conn.execute(text("DROP TABLE IF EXISTS history_fts"))
@@ -176,6 +204,13 @@ def _install_sqlite(conn: Connection) -> None:
     for statement in _SQLITE_OBJECTS.values():
         conn.execute(text(statement))
     _start_state(conn)
+
+
+def _add_context_column(conn: Connection) -> None:
+    """``messages.context``, on a database made before the index kept it."""
+    columns = {row[1] for row in conn.exec_driver_sql("PRAGMA table_info(messages)")}
+    if "context" not in columns:
+        conn.execute(text("ALTER TABLE messages ADD COLUMN context TEXT"))
 
 
 def _start_state(conn: Connection) -> None:
@@ -192,6 +227,7 @@ def _start_state(conn: Connection) -> None:
 def _install_postgres(conn: Connection) -> None:
     current = text(
         f"SELECT to_regclass('{_POSTGRES_INDEX}') IS NOT NULL "
+        f"AND to_regclass('{_POSTGRES_ORDER_INDEX}') IS NOT NULL "
         "AND to_regclass('history_index_state') IS NOT NULL"
     )
     if not postgres_needs_install(conn, current, lock=727275):
@@ -222,6 +258,12 @@ def _state(conn: Connection) -> tuple[int, int]:
     return (int(row[0]), int(row[1])) if row is not None else (0, 0)
 
 
+# The context of the messages stored before the index kept it, filled batch by batch with them.
+_CONTEXT_FILL = (
+    "UPDATE messages SET context = {context} WHERE seq > :done AND seq <= :upto "
+    f"AND kind IN {INDEXED_KINDS_SQL}"
+)
+_CONTEXT_FILL_SQL = _CONTEXT_FILL.format(context=_CONTEXT.format(row="messages."))
 _SQLITE_FILL = (
     f"INSERT INTO history_fts(rowid, {_SQLITE_COLUMNS}) "
     f"SELECT seq, {_SQLITE_COLUMNS} FROM history_fts_source WHERE seq > :done AND seq <= :upto"
@@ -242,10 +284,12 @@ def _fill_batch(engine: Engine, batch: int) -> tuple[int, int] | None:
             return None
         upto = min(done + batch, target)
         if conn.dialect.name == "sqlite":
+            conn.execute(text(_CONTEXT_FILL_SQL), {"done": done, "upto": upto})
             conn.execute(text(_SQLITE_FILL), {"done": done, "upto": upto})
             # Merge the batch's segments here, not in the next message's write.
             conn.execute(text(_SQLITE_MERGE))
         else:
+            conn.execute(text(_CONTEXT_FILL_SQL), {"done": done, "upto": upto})
             conn.execute(text(_POSTGRES_FILL), {"done": done, "upto": upto})
         conn.execute(text("UPDATE history_index_state SET done_seq = :upto"), {"upto": upto})
     return upto, target

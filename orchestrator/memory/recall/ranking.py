@@ -132,13 +132,14 @@ def text_similarities(
 def message_similarities(
     stemmed: Sequence[tuple[str, str]], hits: Sequence[tuple[Said, float]]
 ) -> list[float]:
-    """Each message's relevance: as :func:`text_similarities`, plus a small bonus when the
-    query names its sender."""
+    """Each message's relevance: as :func:`text_similarities` (a word of the query counts as
+    found in the message when it is in the message or in the one before it, which the index
+    searched too), plus a small bonus when the query names its sender."""
     best = max((score for _, score in hits), default=0.0)
     named = {term for term, _ in stemmed}
     values = []
     for said, score in hits:
-        words = _words(said.text)
+        words = _words(said.text) | _words(said.context)
         found = sum(1 for term, stem in stemmed if stem in words or term in words)
         coverage = found / len(stemmed) if stemmed else 0.0
         value = (1 - _COVERAGE_WEIGHT) * (score / best if best > 0 else 0.0)
