@@ -121,7 +121,7 @@ async def _check_enforced(settings: Settings) -> CheckResult | None:
     if local is not None and local.as_json() == enforced.as_json():
         return None
     detail = f"the running daemon enforces other caps: {_describe_caps(enforced)}"
-    return CheckResult(name="enforced caps", ok=True, detail=detail)
+    return CheckResult(name="enforced", ok=True, detail=detail)
 
 
 def _check_templates(settings: Settings) -> CheckResult:
