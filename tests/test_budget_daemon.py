@@ -83,12 +83,12 @@ async def _post_all(url: str, texts: tuple[str, ...]) -> list[list[Any]]:
 async def test_a_group_over_its_daily_cap_gets_a_notice_and_a_dead_letter(
     tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str, monkeypatch
 ):
-    """With 3,000 tokens a day for the group and the shipped team offline, the third
+    """With 2,000 tokens a day for the group and the shipped team offline, the third
     message is not answered: the group is told which budget, how much is used and when it
     resets; it is dead-lettered with reason budget; MQTT hears of it; `arena budget` shows
     why."""
     settings = _settings(
-        tmp_path, embedded_redis_url, embedded_mqtt_url, cap_group_tokens_per_day=3000
+        tmp_path, embedded_redis_url, embedded_mqtt_url, cap_group_tokens_per_day=2000
     )
     async with (
         aiomqtt.Client(**mqtt_client_args(embedded_mqtt_url)) as mqtt,
@@ -107,11 +107,11 @@ async def test_a_group_over_its_daily_cap_gets_a_notice_and_a_dead_letter(
     assert notice.type == "notice"
     assert "group demo:" in notice.text
     assert "daily budget reached (group demo:" in notice.text
-    assert "of 3,000 tokens" in notice.text
+    assert "of 2,000 tokens" in notice.text
     assert "resets" in notice.text
     assert event["scope"] == "group"
     assert event["name"] == "demo"
-    assert event["cap"] == 3000
+    assert event["cap"] == 2000
     assert event["state"] in ("warning", "reached")
     letters = _dead_letters(embedded_redis_url)
     assert len(letters) == 1
@@ -123,17 +123,17 @@ async def test_a_group_over_its_daily_cap_gets_a_notice_and_a_dead_letter(
     assert refusals == {'["group","tokens"]': "1"}
     assert dead == {'["budget"]': "1"}
 
-    set_environment(monkeypatch, settings, ARENA_CAP_GROUP_TOKENS_PER_DAY="3000")
+    set_environment(monkeypatch, settings, ARENA_CAP_GROUP_TOKENS_PER_DAY="2000")
     shown = CliRunner().invoke(main, ["budget"])
     assert shown.exit_code == 0, shown.output
     assert "demo" in shown.output
-    assert "/ 3,000" in shown.output
+    assert "/ 2,000" in shown.output
     report = json.loads(CliRunner().invoke(main, ["budget", "--json"]).output)
     assert report["caps_set"] is True
     demo = next(r for r in report["rows"] if r["scope"] == "group" and r["name"] == "demo")
-    assert demo["today"]["tokens_cap"] == 3000
+    assert demo["today"]["tokens_cap"] == 2000
     used = demo["today"]["tokens"]
-    assert f"group demo: {used:,} of 3,000 tokens" in notice.text  # what the notice said
+    assert f"group demo: {used:,} of 2,000 tokens" in notice.text  # what the notice said
 
 
 async def test_a_raised_cap_lets_arena_retry_answer_the_message(

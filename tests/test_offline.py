@@ -9,9 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from orchestrator.adapters.offline import OfflineProvider
-from orchestrator.core.caps import prompt_tokens
-from orchestrator.core.context.tokens import TokenCounter
+from orchestrator.adapters.offline import OfflineProvider, prompt_words
 from orchestrator.core.markers import Marker, parse_markers
 from orchestrator.core.models import AgentSpec, ChatMessage, Completion, LLMRequest, MessageKind
 
@@ -63,20 +61,14 @@ async def test_reply_is_deterministic():
     assert await reply_to(text) == await reply_to(text)
 
 
-async def test_usage_counts_tokens_as_the_caps_estimate_them():
-    """Input is counted as the daily caps estimate a turn (system prompt, tail and messages),
-    output is the reply's tokens: a capped turn spends what it reserved."""
-    counter = TokenCounter()
+async def test_usage_counts_words_as_the_caps_estimate_them():
+    """Input counts the words of the system prompt, its tail and the messages, output those of
+    the reply; the daily caps estimate an offline turn the same way (prompt_words)."""
     request = replace(request_for("one two three"), system_tail="Today is Monday.")
     async with OfflineProvider() as provider:
         completion = await provider.complete(request)
-    assert completion.usage.input_tokens == prompt_tokens(request, counter)
-    assert completion.usage.input_tokens == (
-        counter.count("You are the architect.")
-        + counter.count("Today is Monday.")
-        + counter.count("[alex (human)]: one two three")
-    )
-    assert completion.usage.output_tokens == counter.count(completion.text)
+    assert completion.usage.input_tokens == prompt_words(request) == 4 + 3 + 5
+    assert completion.usage.output_tokens == len(completion.text.split())
 
 
 async def test_example_yields_one_decision():

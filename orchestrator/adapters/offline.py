@@ -41,9 +41,10 @@
    citations (``@`` removed, markers inert), or by "I found nothing in memory about it."
 
 A marker's sentence is stripped and loses its ``@``; ``<!--`` in it becomes ``&lt;!--`` and
-``-->`` becomes ``--&gt;``, so no content can break a marker. The usage counts tokens as the
-daily caps estimate a turn (:func:`orchestrator.core.caps.prompt_tokens`): input is the system
-prompt, its tail and the messages, output the reply.
+``-->`` becomes ``--&gt;``, so no content can break a marker. The usage counts words, not
+tokens (:func:`prompt_words`): input is the words of the system prompt, its tail and the
+messages, output the words of the reply; the daily caps estimate an offline turn the same way,
+so a capped turn spends what it reserved.
 The completion reports model "offline", provider "offline", stop reason "end_turn" and a
 latency of 0 ms.
 """
@@ -56,8 +57,6 @@ from types import TracebackType
 from typing import Literal, Self
 
 from orchestrator.core import cues
-from orchestrator.core.caps import prompt_tokens
-from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.markers import neutralise
 from orchestrator.core.models import Completion, LLMRequest, Usage
 from orchestrator.core.tools import ToolCall
@@ -79,13 +78,16 @@ _ASKS_DECIDED = re.compile(
 )
 
 
+def prompt_words(request: LLMRequest) -> int:
+    """An offline turn's input: the words of the system prompt, its tail and the messages."""
+    texts = [request.system, request.system_tail, *(m.get("content", "") for m in request.messages)]
+    return sum(len(t.split()) for t in texts)
+
+
 class OfflineProvider:
     """Answers in role without a model, and saves what the message decides or asks."""
 
     name = "offline"
-
-    def __init__(self, counter: TokenCounter | None = None) -> None:
-        self.counter = counter or TokenCounter()
 
     async def complete(self, request: LLMRequest) -> Completion:
         """Build the offline reply to ``request``.
@@ -98,10 +100,7 @@ class OfflineProvider:
         """
         call = _search_call(request)
         text = _reply(request) if call is None else ""
-        usage = Usage(
-            input_tokens=prompt_tokens(request, self.counter),
-            output_tokens=self.counter.count(text),
-        )
+        usage = Usage(input_tokens=prompt_words(request), output_tokens=len(text.split()))
         return Completion(
             text=text,
             model="offline",

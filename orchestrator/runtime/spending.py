@@ -25,6 +25,7 @@ from typing import Protocol
 
 from redis.asyncio import Redis
 
+from orchestrator.adapters.offline import prompt_words
 from orchestrator.adapters.spend import Reservation, SpendLedger, Spent, enforced_caps
 from orchestrator.core.caps import (
     MICRO,
@@ -238,6 +239,12 @@ class CappedLLM:
         self.counter = counter
         self.name = inner.name
 
+    def _estimate(self, request: LLMRequest) -> int:
+        """A turn's input as its provider will count it: tokens, or words offline."""
+        if self.inner.name == "offline":
+            return prompt_words(request)
+        return prompt_tokens(request, self.counter)
+
     async def complete(self, request: LLMRequest) -> Completion:
         """Answer ``request`` unless it starts a turn that would pass a cap.
 
@@ -250,7 +257,7 @@ class CappedLLM:
             request.agent.id,
             request.trigger.group,
             model,
-            lambda: prompt_tokens(request, self.counter),
+            lambda: self._estimate(request),
             continuing=bool(request.exchanges),
         )
         try:
