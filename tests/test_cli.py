@@ -156,6 +156,13 @@ def test_check_passes_with_services_and_fails_on_bad_agent(
     bad = CliRunner().invoke(main, ["check"])
     assert bad.exit_code == 1
     assert "ping.yaml" in bad.output
+    assert bad.output.count("ping.yaml") == 1  # the checks that need the agents say so once
+    assert "templates not checked: the agent files do not load" in " ".join(bad.output.split())
+    (agents / "ping.yaml").write_text("id: ping\nname: Ping\nrole: r\nmodel: m\ncaps: 5\n")
+    shaped = CliRunner().invoke(main, ["check"])
+    assert shaped.exit_code == 1
+    assert "caps: must be a mapping of fields" in shaped.output
+    assert "_Caps" not in shaped.output
 
 
 def test_commands_without_a_running_redis_say_how_to_start(tmp_path: Path, monkeypatch):

@@ -53,12 +53,16 @@ def _check_agents(settings: Settings) -> CheckResult:
     return CheckResult(name="agents", ok=True, detail=f"{ids} (default: {default})")
 
 
+# What a check that needs the agents says when they do not load (the agents line says why).
+_AGENTS_FIRST = "not checked: the agent files do not load"
+
+
 def _check_caps(settings: Settings) -> CheckResult:
     """The daily caps set, and models a dollar cap would price at the dearest listed row."""
     try:
         agents = load_agents(settings.agents_dir)
-    except OrchestratorError:
-        agents = ()  # the agents line says what is wrong
+    except OrchestratorError:  # the agents line says what is wrong
+        return CheckResult(name="caps", ok=False, detail=_AGENTS_FIRST)
     problem = unpriced_dollar_cap(settings, agents)
     if problem is not None:
         return CheckResult(name="caps", ok=False, detail=str(problem))
@@ -131,6 +135,9 @@ def _check_templates(settings: Settings) -> CheckResult:
         return CheckResult(name="templates", ok=False, detail=f"none in {settings.prompts_dir}")
     try:
         agents = load_agents(settings.agents_dir)
+    except OrchestratorError:  # the agents line says what is wrong
+        return CheckResult(name="templates", ok=False, detail=_AGENTS_FIRST)
+    try:
         sample = ChatMessage(
             id="0-1",
             group="check",

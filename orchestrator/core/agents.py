@@ -74,6 +74,8 @@ _PROBLEMS = {
     "string_too_short": "must not be empty",
     "string_pattern_mismatch": "must be a single line of text",
     "string_unicode": "must be valid Unicode text",
+    "model_type": "must be a mapping of fields (key: value lines)",
+    "dict_type": "must be a mapping (key: value lines)",
 }
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 
