@@ -79,7 +79,7 @@ async def test_a_call_over_a_cap_never_reaches_the_model(model, fake_llm, redis)
     events = RecordingEvents()
     llm, _guard = _capped(model, redis, CapLimits(agent_usd=0.005), events)
     await llm.complete(_request())
-    with pytest.raises(OverCap, match=r"agent architect: \$0\.01 of \$0\.01"):
+    with pytest.raises(OverCap, match=r"agent architect: \$0\.0060 of \$0\.0050"):
         await llm.complete(_request())
     assert len(fake_llm.requests) == 1
     assert [t for t, _ in events.events] == [budget_topic(), budget_topic()]

@@ -72,6 +72,14 @@ def test_a_reached_cap_refuses_even_an_empty_call():
     )
 
 
+def test_a_small_dollar_cap_passed_does_not_read_as_reached_exactly():
+    """Under $1 the amounts are shown to a hundredth of a cent: $0.0054 of a $0.0050 cap."""
+    small = Cap(scope=Scope.ALL, name="*", unit=Unit.USD, limit=5_000)
+    breach = check((small,), {"usd:all:*": 5_400}, {Unit.USD: 100}, NOON)
+    assert breach is not None
+    assert breach.describe().startswith("daily budget reached (all agents: $0.0054 of $0.0050);")
+
+
 def test_midnight_follows_the_zone_across_a_clock_change():
     """The night the clocks go forward the day is 23 hours long and still ends at 00:00."""
     midnight = next_midnight(datetime(2026, 3, 29, 12, 0, tzinfo=BERLIN))

@@ -33,6 +33,7 @@ __all__ = [
     "check",
     "cost_micro_usd",
     "day_of",
+    "dollars",
     "near",
     "next_midnight",
     "prompt_tokens",
@@ -61,6 +62,16 @@ class Unit(StrEnum):
     USD = "usd"
 
 
+def dollars(micro: int, scale: int | None = None) -> str:
+    """US dollars for people, to the cent when ``scale`` (micro-dollars; ``micro`` itself by
+    default) is at least $1, else to a hundredth of a cent, so a small cap passed does not read
+    as reached exactly ("$0.0060 of $0.0050", not "$0.01 of $0.01")."""
+    amount = micro / MICRO
+    if (scale if scale is not None else micro) >= MICRO:
+        return f"${amount:,.2f}"
+    return f"${amount:.4f}"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Cap:
     """One daily cap: on ``name`` (an agent or group id; ``*`` for all) in ``unit``."""
@@ -83,7 +94,7 @@ class Cap:
         """``group demo: 2,140 of 2,000 tokens`` (dollars with cents)."""
         who = "all agents" if self.scope is Scope.ALL else f"{self.scope.value} {self.name}"
         if self.unit is Unit.USD:
-            return f"{who}: ${used / MICRO:,.2f} of ${self.limit / MICRO:,.2f}"
+            return f"{who}: {dollars(used, self.limit)} of {dollars(self.limit)}"
         return f"{who}: {used:,} of {self.limit:,} tokens"
 
 
@@ -207,7 +218,7 @@ class Breach:
         if self.used >= self.cap.limit:
             return f"daily budget reached ({spent}); resets {when}"
         if self.cap.unit is Unit.USD:
-            turn = f"about ${self.estimate / MICRO:,.2f}"
+            turn = f"about {dollars(self.estimate, self.cap.limit)}"
         else:
             turn = f"about {self.estimate:,} tokens"
         return f"this turn ({turn}) would pass the daily budget ({spent} used); resets {when}"
