@@ -62,6 +62,21 @@ def start_arena(args: list[str], env: dict[str, str], wanted: str) -> subprocess
     return process
 
 
+def run_arena(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """`arena ARGS` to its end (two minutes at most), which must succeed."""
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr or done.stdout
+    return done
+
+
 @contextlib.contextmanager
 def chromium() -> Iterator[Any]:
     """Headless Chromium (Debian's), driven by Playwright."""

@@ -129,16 +129,22 @@ def test_route_dry_run_uses_the_real_rules(monkeypatch):
     assert "reason:" in plain.output
 
 
+def _checked_team(tmp_path: Path, monkeypatch, redis_url: str, mqtt_url: str) -> Path:
+    """The test team's folder, and `arena check` pointed at it and at the services."""
+    agents = write_team(tmp_path)
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    monkeypatch.setenv("MQTT_URL", mqtt_url)
+    monkeypatch.setenv("ARENA_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("ARENA_AGENTS_DIR", str(agents))
+    monkeypatch.setenv("ARENA_PROMPTS_DIR", str(REPO / "prompts"))
+    return agents
+
+
 def test_check_passes_with_services_and_fails_on_bad_agent(
     tmp_path: Path, monkeypatch, embedded_redis_url: str, embedded_mqtt_url: str
 ):
     """`arena check` exits 0 when all is well and 1 naming the broken agent file."""
-    agents = write_team(tmp_path)
-    monkeypatch.setenv("REDIS_URL", embedded_redis_url)
-    monkeypatch.setenv("MQTT_URL", embedded_mqtt_url)
-    monkeypatch.setenv("ARENA_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("ARENA_AGENTS_DIR", str(agents))
-    monkeypatch.setenv("ARENA_PROMPTS_DIR", str(REPO / "prompts"))
+    agents = _checked_team(tmp_path, monkeypatch, embedded_redis_url, embedded_mqtt_url)
     good = CliRunner().invoke(main, ["check"])
     assert good.exit_code == 0, good.output
     assert "redis" in good.output
@@ -258,12 +264,7 @@ def test_check_fails_on_an_agents_dollar_cap_with_every_model_free(
 ):
     """An agent's own `caps: {usd_per_day: ...}` with only free models could never be
     reached: `arena check` says so on the caps line and exits 1."""
-    agents = write_team(tmp_path)
-    monkeypatch.setenv("REDIS_URL", embedded_redis_url)
-    monkeypatch.setenv("MQTT_URL", embedded_mqtt_url)
-    monkeypatch.setenv("ARENA_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("ARENA_AGENTS_DIR", str(agents))
-    monkeypatch.setenv("ARENA_PROMPTS_DIR", str(REPO / "prompts"))
+    agents = _checked_team(tmp_path, monkeypatch, embedded_redis_url, embedded_mqtt_url)
     monkeypatch.setenv("ARENA_MODEL_PRICES", '{"offline": {"input": 0, "output": 0}}')
     ping = agents / "ping.yaml"
     ping.write_text(ping.read_text() + "caps: {usd_per_day: 1}\n")

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -26,8 +24,8 @@ import pytest
 from redis import asyncio as aioredis
 
 from orchestrator.adapters.spend import SpendLedger, Spent
-from tests.arena_helpers import REPO, stop_process
-from tests.browser import console_env, needs_chromium, start_arena
+from tests.arena_helpers import stop_process
+from tests.browser import console_env, needs_chromium, run_arena, start_arena
 from tests.web_helpers import console_server, console_settings
 
 playwright = pytest.importorskip("playwright.sync_api")
@@ -59,24 +57,10 @@ def console(env: dict[str, str]) -> Iterator[str]:
             "we decided to use Postgres",
             "@architect what did we decide about the database?",
         ):
-            _arena(env, "post", GROUP, text, "--wait", "30")
+            run_arena(env, "post", GROUP, text, "--wait", "30")
         yield f"http://127.0.0.1:{env['ARENA_WEB_PORT']}"
     finally:
         stop_process(up)
-
-
-def _arena(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr or done.stdout
-    return done
 
 
 def _row(report: dict[str, Any], scope: str, name: str) -> dict[str, Any]:
@@ -88,7 +72,7 @@ def test_the_status_page_shows_the_capped_groups_spending(
 ) -> None:
     """The group's row reads 'N / 12,000' tokens today, as `arena budget --json` counts it."""
     expect = playwright.expect
-    shown = json.loads(_arena(env, "budget", "--json").stdout)
+    shown = json.loads(run_arena(env, "budget", "--json").stdout)
     used = _row(shown, "group", GROUP)["today"]["tokens"]
     assert 0 < used < GROUP_CAP * 0.8
     page.goto(f"{console}/status")

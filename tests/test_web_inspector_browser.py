@@ -10,15 +10,13 @@ Screenshots are saved under ``test-artifacts/screenshots/`` (not committed).
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from tests.arena_helpers import REPO, stop_process
-from tests.browser import console_env, needs_chromium, start_arena
+from tests.arena_helpers import stop_process
+from tests.browser import console_env, needs_chromium, run_arena, start_arena
 
 playwright = pytest.importorskip("playwright.sync_api")
 
@@ -26,20 +24,6 @@ pytestmark = [
     pytest.mark.slow,
     needs_chromium,
 ]
-
-
-def _arena(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr or done.stdout
-    return done
 
 
 @pytest.fixture(scope="module")
@@ -53,15 +37,15 @@ def console(env: dict[str, str]) -> Iterator[str]:
     up = start_arena(["up"], env, "arena: ready")
     try:
         for decision in ("use JWT for the API tokens", "keep the API backwards compatible"):
-            _arena(env, "post", "team", f"@architect we decided to {decision}", "--wait", "30")
-            _arena(env, "heartbeat", "architect", "--force", "--wait", "60")
+            run_arena(env, "post", "team", f"@architect we decided to {decision}", "--wait", "30")
+            run_arena(env, "heartbeat", "architect", "--force", "--wait", "60")
         yield f"http://127.0.0.1:{env['ARENA_WEB_PORT']}"
     finally:
         stop_process(up)
 
 
 def _growth(env: dict[str, str]) -> list[dict[str, object]]:
-    return json.loads(_arena(env, "growth", "architect", "--json").stdout)["versions"]
+    return json.loads(run_arena(env, "growth", "architect", "--json").stdout)["versions"]
 
 
 def test_the_agent_page_shows_each_version_and_a_diff(console: str, page) -> None:
@@ -118,7 +102,7 @@ def test_a_memory_is_corrected_forgotten_and_restored(
     page.fill("tr.editing textarea", "We use JWT with 15-minute tokens for the API")
     page.click("tr.editing button[type=submit]")
     expect(page.locator("#detail")).to_contain_text(f"replaces #{old_id}")
-    shown = json.loads(_arena(env, "memory", "show", old_id, "--json").stdout)
+    shown = json.loads(run_arena(env, "memory", "show", old_id, "--json").stdout)
     assert shown["status"] == "superseded"
     new_id = shown["superseded_by"]
     assert new_id is not None
@@ -131,7 +115,7 @@ def test_a_memory_is_corrected_forgotten_and_restored(
     page.locator(f"#mem-{new_id}").locator("button", has_text="Restore").click()
     page.goto(f"{console}/memory?group=team")
     expect(page.locator(f"#mem-{new_id}")).to_be_visible()
-    restored = json.loads(_arena(env, "memory", "show", str(new_id), "--json").stdout)
+    restored = json.loads(run_arena(env, "memory", "show", str(new_id), "--json").stdout)
     assert restored["status"] == "active"
 
 
@@ -158,7 +142,7 @@ def test_summarize_now_from_the_room(console: str, env: dict[str, str], page) ->
     note = page.locator("#summary-note")
     expect(note).not_to_have_text("summarizing…")
     expect(note).to_contain_text("written")
-    printed = _arena(env, "summary", "team").stdout.strip()
+    printed = run_arena(env, "summary", "team").stdout.strip()
     expect(page.locator("#summary-text")).to_contain_text(printed.splitlines()[0])
 
 
