@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -75,6 +76,10 @@ def test_up_post_wait_history_and_clean_stop(tmp_path: Path, free_port: int):
             report = json.loads(status.stdout)
             assert report["streams"]["pending"] == 0
             assert report["groups"][0]["group"] == "demo"
+            # From a shell whose settings name another port, check finds the broker in data/.
+            elsewhere = {**env, "ARENA_MQTT_PORT": "1"}
+            checked = _arena("check", env=elsewhere)
+            assert re.search(r"ok\s+mqtt\s+reachable", checked.stdout), checked.output
         finally:
             up.send_signal(signal.SIGTERM)
             code = up.wait(timeout=15)

@@ -13,6 +13,7 @@ from redis.exceptions import RedisError
 
 from orchestrator.adapters.probes import ping_mqtt, ping_redis
 from orchestrator.adapters.spend import enforced_caps
+from orchestrator.cli.occupant import running_mqtt_url
 from orchestrator.cli.resources import database
 from orchestrator.core.agents import load_agents
 from orchestrator.core.caps import CapLimits
@@ -211,6 +212,12 @@ def _render_job_templates(prompts: Prompts, agent: AgentSpec, settings: Settings
     )
 
 
+def _mqtt_url(settings: Settings) -> str:
+    """``MQTT_URL``, else the broker of the ``arena up`` running on the data folder (whatever
+    port this shell's settings name), else the one the settings name."""
+    return settings.mqtt_url or running_mqtt_url(settings) or settings.effective_mqtt_url
+
+
 async def _check_service(name: str, probe: Awaitable[None]) -> CheckResult:
     try:
         await probe
@@ -237,7 +244,7 @@ async def run_checks(settings: Settings) -> list[CheckResult]:
         _check_caps(settings),
         await asyncio.to_thread(_check_database, settings),
         await _check_service("redis", ping_redis(settings.effective_redis_url, timeout_s=3)),
-        await _check_service("mqtt", ping_mqtt(settings.effective_mqtt_url, timeout_s=3)),
+        await _check_service("mqtt", ping_mqtt(_mqtt_url(settings), timeout_s=3)),
     ]
     enforced = await _check_enforced(settings)
     return results if enforced is None else [*results, enforced]
