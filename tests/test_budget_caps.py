@@ -163,6 +163,18 @@ def test_the_report_puts_today_against_the_caps_and_sums_the_week():
     assert report["resets_at"] == "2026-03-29T00:00:00+01:00"
 
 
+def test_an_agents_own_cap_has_a_row_before_it_spends_anything():
+    """An agent with its own cap, and everyone's cap, are rows at 0 before any call."""
+    limits = CapLimits(all_usd=5.0, agents={"developer": {"tokens_per_day": 9000}})
+    report = spend_report([(date(2026, 3, 28), {})], limits, NOON).as_json()
+    rows = {(r["scope"], r["name"]): r["today"] for r in report["rows"]}
+    assert rows[("agent", "developer")] == {
+        "tokens": 0, "usd": 0.0, "tokens_cap": 9000, "usd_cap": None,
+    }  # fmt: skip
+    assert rows[("all", "*")]["usd_cap"] == 5.0
+    assert len(rows) == 2
+
+
 @pytest.fixture
 async def redis(redis_url: str) -> AsyncIterator[Redis]:
     client = Redis.from_url(redis_url)

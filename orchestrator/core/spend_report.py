@@ -102,8 +102,13 @@ def spend_report(
     for _day, values in counters:
         for key, value in values.items():
             week[key] = week.get(key, 0) + value
+    spent = {tuple(k.split(":", 2)[1:]) for k in week if k.count(":") >= 2}
+    # A cap is shown before anything is spent against it: an agent's own, and everyone's.
+    capped = {("agent", agent) for agent, caps in (limits.agents or {}).items() if caps}
+    if limits.all_tokens is not None or limits.all_usd is not None:
+        capped.add(("all", "*"))
     names = sorted(
-        {tuple(k.split(":", 2)[1:]) for k in week if k.count(":") >= 2},
+        spent | capped,
         key=lambda sn: (_SCOPES.index(sn[0]) if sn[0] in _SCOPES else 9, sn[1]),
     )
     rows = tuple(
