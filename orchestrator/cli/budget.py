@@ -78,7 +78,7 @@ def budget(settings: Settings, as_json: bool) -> None:
         tokens_cap = "-" if row.tokens_cap is None else f"{row.tokens_cap:,}"
         table.add_row(
             row.scope,
-            row.name,
+            "all agents" if row.name == "*" else row.name,
             _of(f"{row.tokens:,}", tokens_cap),
             _of(_money(row.micro_usd), _money(row.usd_cap_micro)),
             f"{row.week_tokens:,}",
@@ -90,4 +90,5 @@ def budget(settings: Settings, as_json: bool) -> None:
         r for r in report.rows if r.usd_cap_micro is not None and r.micro_usd >= r.usd_cap_micro
     ]
     for row in reached:
-        out.print(f"! {row.scope} {row.name} has reached its daily cap", style="yellow")
+        who = "all agents" if row.scope == "all" else f"{row.scope} {row.name}"
+        out.print(f"! {who} has reached its daily cap", style="yellow")

@@ -215,14 +215,14 @@ class CapGuard:
     def _announce(self, state: str, cap: Cap, used: int, group: str) -> None:
         if self.events is None:
             return
-        scale = MICRO if cap.unit is Unit.USD else 1
+        dollars = cap.unit is Unit.USD  # dollars as numbers, tokens as whole numbers
         payload = {
             "state": state,
             "scope": cap.scope.value,
             "name": cap.name,
             "unit": cap.unit.value,
-            "used": used / scale,
-            "cap": cap.limit / scale,
+            "used": used / MICRO if dollars else used,
+            "cap": cap.limit / MICRO if dollars else cap.limit,
             "group": group,
             "at": self.clock().isoformat(),
         }

@@ -130,7 +130,7 @@
     const percent = used === null ? "" : Math.floor(100 * used) + " %";
     const mark = level === "over" ? "cap reached (" + percent + ")" : level === "near" ? "⚠ " + percent + " used" : percent || "–";
     return el("tr", {class: level ? "budget-" + level : null, dataset: {scope: row.scope, name: row.name}},
-      el("td", {}, row.scope), el("td", {}, row.name === "*" ? "everyone" : row.name),
+      el("td", {}, row.scope), el("td", {}, row.name === "*" ? "all agents" : row.name),
       el("td", {class: "num"}, ofCap(arena.number(today.tokens), today.tokens_cap ? arena.number(today.tokens_cap) : null)),
       el("td", {class: "num"}, ofCap(usd(today.usd), today.usd_cap ? usd(today.usd_cap) : null)),
       el("td", {class: "num"}, arena.number(week.tokens)), el("td", {class: "num"}, usd(week.usd)),
