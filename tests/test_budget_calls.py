@@ -4,6 +4,7 @@ reservation back; answered ones are counted with the reported usage, priced per 
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
@@ -85,6 +86,19 @@ async def test_a_call_over_a_cap_never_reaches_the_model(model, fake_llm, redis)
     assert [t for t, _ in events.events] == [budget_topic(), budget_topic()]
     assert b'"state": "warning"' in events.payloads[0]
     assert b'"state": "reached"' in events.payloads[1]
+
+
+async def test_a_turn_that_would_pass_a_cap_is_announced_as_refused(model, fake_llm, redis):
+    """A cap not yet full that a turn's estimate would pass: no call, MQTT hears "refused"
+    with the tokens used as a whole number."""
+    events = RecordingEvents()
+    llm, _guard = _capped(model, redis, CapLimits(group_tokens=3), events)
+    with pytest.raises(OverCap, match=r"would pass the daily budget \(group demo: 0 of 3"):
+        await llm.complete(_request())
+    assert fake_llm.requests == []
+    (payload,) = events.payloads
+    event = json.loads(payload)
+    assert (event["state"], event["used"], event["cap"]) == ("refused", 0, 3)
 
 
 async def test_the_warning_at_80_percent_is_given_once(model, fake_llm, redis):

@@ -161,7 +161,8 @@ class CapGuard:
         outcome = await self.ledger.reserve(caps, estimate, now)
         if isinstance(outcome, Breach):
             logger.warning("%s in %s: %s", agent, group, outcome.describe())
-            self._announce("reached", outcome.cap, outcome.used, group)
+            full = outcome.used >= outcome.cap.limit  # else this turn would have passed it
+            self._announce("reached" if full else "refused", outcome.cap, outcome.used, group)
             if self.metrics is not None:
                 await self.metrics.budget_refused(outcome.cap.scope.value, outcome.cap.unit.value)
             raise OverCap(outcome)
