@@ -121,9 +121,11 @@ async def test_two_daemons_share_1000_messages_over_50_groups_in_order(
     share, and give every lease back on a clean stop."""
     settings = make_settings(tmp_path, embedded_redis_url, embedded_mqtt_url, None)
     logs = [tmp_path / "alpha.log", tmp_path / "beta.log"]
+    # Leases long enough that a busy machine's pauses do not cost one (a daemon that loses a
+    # partition mid-message has it finished again by the next owner: answered once, handled twice).
     procs = [
-        spawn(settings, logs[0], "alpha", ARENA_LEASE_TTL_S="1.5"),
-        spawn(settings, logs[1], "beta", ARENA_LEASE_TTL_S="1.5"),
+        spawn(settings, logs[0], "alpha", ARENA_LEASE_TTL_S="4"),
+        spawn(settings, logs[1], "beta", ARENA_LEASE_TTL_S="4"),
     ]
     try:
         await _wait_for_owners(embedded_redis_url, {"alpha": 8, "beta": 8}, logs)
@@ -138,7 +140,11 @@ async def test_two_daemons_share_1000_messages_over_50_groups_in_order(
     assert codes == [0, 0], logs[0].read_text()[-2000:] + logs[1].read_text()[-2000:]
     _check_order(embedded_redis_url, posted)
     handled = [_handled(log) for log in logs]
-    assert sum(handled) == 1000
+    if any("lost partitions" in log.read_text() for log in logs):
+        # A lease ran out in a pause: the messages in hand were finished by both daemons.
+        assert sum(handled) >= 1000
+    else:
+        assert sum(handled) == 1000
     assert min(handled) > 0  # both did a share of the work
     # Stopped cleanly: every lease was given back.
     assert _owners(embedded_redis_url) == {}
