@@ -6,18 +6,31 @@ run by one of the tests below; a block in a section no test knows fails
 
 The only liberty taken with the printed text: the embedded Redis's TCP port (6379 in the
 README) is a free port here, so that tests may run side by side.
+
+Liberties taken with how it runs, none with what it says: a line that is a plain `arena ARGS`
+(no pipe, redirection, variable or other shell syntax outside quotes) runs in this process
+through the same entry point, :func:`orchestrator.cli.main.main`, with the argv the shell would
+give it and the stack's environment (each `arena` process would spend most of its time
+importing the project); `arena up`, `arena web` and `arena tail`, which run until stopped, are
+processes, and every other line runs in bash as printed. The Python examples run in this
+process as scripts (``runpy``), with the stack's environment and working folder they would
+have. The Daily caps stack runs no RQ worker (the example needs no background job, and so no
+rolling summary can land in the middle of it).
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import re
+import runpy
 import shlex
 import shutil
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +38,7 @@ from pathlib import Path
 import pytest
 import redis
 import yaml
+from click.testing import CliRunner
 
 from orchestrator.adapters.redis_server import find_redis_executable
 from orchestrator.adapters.urls import redact_url
@@ -153,9 +167,16 @@ class Stack:
         return text.replace(f":{README_PORT}", f":{self.redis_port}")
 
     def sh(self, command: str, timeout_s: float = _COMMAND_TIMEOUT_S) -> str:
-        """Run one README command line in bash; its output (fails the test on exit != 0)."""
+        """Run one README command line; its output (fails the test on exit != 0).
+
+        A plain `arena ARGS` runs in this process (see the module's docstring), anything else
+        in bash."""
+        command = self.localise(command)
+        args = _plain_arena(command)
+        if args is not None:
+            return _arena(args, self.env)
         done = subprocess.run(
-            ["bash", "-c", self.localise(command)],
+            ["bash", "-c", command],
             cwd=REPO,
             env=self.env,
             capture_output=True,
@@ -170,6 +191,34 @@ class Stack:
     def replies(self, group: str) -> list[dict[str, str]]:
         with redis.Redis.from_url(self.redis_url, decode_responses=True) as client:
             return [fields for _id, fields in client.xrange(outbox_stream(group))]
+
+
+# Outside quotes, a plain `arena` line holds nothing bash would expand or interpret.
+_PLAIN_UNQUOTED = re.compile(r"[\w\s./:@%+=,-]*")
+_QUOTED = re.compile(r"'[^']*'|\"[^\"$`\\\\]*\"")
+
+
+def _plain_arena(command: str) -> list[str] | None:
+    """The arguments after `arena` of a line bash would run as just `arena ARGS` (quotes
+    removed as bash removes them), else None."""
+    if not _PLAIN_UNQUOTED.fullmatch(_QUOTED.sub("", command)):
+        return None
+    argv = shlex.split(command)
+    return argv[1:] if argv[:1] == ["arena"] else None
+
+
+def _arena(args: list[str], env: dict[str, str]) -> str:
+    """`arena ARGS` run in this process with ``env`` as its whole environment (as a process
+    started with it would have: this process's other variables are unset for the call); its
+    output."""
+    unset: dict[str, str | None] = {name: None for name in os.environ if name not in env}
+    done = CliRunner().invoke(main, args, env={**unset, **env})
+    shown = shlex.join(["arena", *args])
+    if done.exception is not None and not isinstance(done.exception, SystemExit):
+        raised = "".join(traceback.format_exception(*done.exc_info))
+        raise AssertionError(f"{shown!r} raised:\n{raised}")
+    assert done.exit_code == 0, f"{shown!r} exited {done.exit_code}: {done.stderr}"
+    return done.stdout
 
 
 def _background(argv: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
@@ -285,27 +334,36 @@ def test_web_console_examples(stack: Stack) -> None:
         stop_process(web)
 
 
+def _run_script(
+    script: Path, env: dict[str, str], cwd: Path, monkeypatch: pytest.MonkeyPatch
+) -> str:
+    """What ``python SCRIPT`` prints, run in this process with ``env`` and in ``cwd``."""
+    for name in list(os.environ):
+        if name not in env:
+            monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(cwd)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        runpy.run_path(str(script), run_name="__main__")
+    return printed.getvalue()
+
+
 @pytest.mark.slow
-def test_python_client(stack: Stack, tmp_path: Path) -> None:
+def test_python_client(stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The Python client example prints the developer's reply."""
     (block,) = _runnable("Commands")
     script = tmp_path / "client_example.py"
     script.write_text(stack.localise(block.text), encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=REPO,
-        env=stack.env,
-        capture_output=True,
-        text=True,
-        timeout=_COMMAND_TIMEOUT_S,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("developer ")
+    printed = _run_script(script, stack.env, REPO, monkeypatch)
+    assert printed.startswith("developer ")
 
 
 @pytest.mark.slow
-def test_python_client_without_a_url(stack: Stack, tmp_path: Path) -> None:
+def test_python_client_without_a_url(
+    stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`ArenaClient()` with no URL connects where the settings say."""
     script = tmp_path / "default_client.py"
     script.write_text(
@@ -317,17 +375,9 @@ def test_python_client_without_a_url(stack: Stack, tmp_path: Path) -> None:
     )
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    done = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=elsewhere,  # not where `data/` is: the TCP port reaches it all the same
-        env={**stack.env, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=_COMMAND_TIMEOUT_S,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["tester"]
+    # Not where `data/` is: the TCP port reaches it all the same.
+    printed = _run_script(script, stack.env, elsewhere, monkeypatch)
+    assert printed.split() == ["tester"]
 
 
 def _redis_cli() -> str:
@@ -387,7 +437,10 @@ def test_daily_caps_example(tmp_path: Path) -> None:
     cap_text = re.search(r"`ARENA_CAP_GROUP_TOKENS_PER_DAY=(\d+) make run`", prose)
     assert cap_text is not None
     cap = int(cap_text.group(1))
-    with _running_stack(tmp_path, ARENA_CAP_GROUP_TOKENS_PER_DAY=str(cap)) as capped:
+    capped_stack = _running_stack(
+        tmp_path, ARENA_CAP_GROUP_TOKENS_PER_DAY=str(cap), ARENA_WORKERS="0"
+    )
+    with capped_stack as capped:
         outputs = [capped.sh(command) for command in block.commands]
     first, second, third, budget, history = outputs
     assert "\nreceptionist: " in first
