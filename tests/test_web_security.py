@@ -21,7 +21,7 @@ from orchestrator.cli.main import main
 from orchestrator.errors import ConfigError, ServiceError
 from orchestrator.settings import Settings
 from orchestrator.web.security import COOKIE, CSP
-from orchestrator.web.serve import listen
+from orchestrator.web.listening import listen
 from tests.arena_helpers import REPO, set_team_environment, write_team
 from tests.web_helpers import console_server, console_settings, own_redis
 

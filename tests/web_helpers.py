@@ -21,7 +21,8 @@ from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.memory.conversation.store import Closing, HistoryStore, NewReply
 from orchestrator.runtime import daemon
 from orchestrator.settings import Settings, load_settings
-from orchestrator.web.serve import listen, serve
+from orchestrator.web.listening import listen
+from orchestrator.web.serve import serve
 from tests.arena_helpers import REPO, write_team
 from tests.ports import free_port
 from tests.threads import loop_in_thread

@@ -37,7 +37,7 @@ from orchestrator.cli.occupant import (
 from orchestrator.errors import ServiceError
 from orchestrator.runtime import daemon
 from orchestrator.settings import Settings
-from orchestrator.web.serve import listen
+from orchestrator.web.listening import listen
 
 __all__ = ["describe", "serve", "stop_on_signals"]
 

@@ -16,7 +16,8 @@ from orchestrator.client import ArenaClient
 from orchestrator.errors import ConfigError
 from orchestrator.logs import configure
 from orchestrator.settings import Settings
-from orchestrator.web.serve import listen, serve, url
+from orchestrator.web.listening import listen, url
+from orchestrator.web.serve import serve
 
 __all__ = ["web"]
 
