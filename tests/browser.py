@@ -1,5 +1,6 @@
-"""What the console's browser tests share: `arena up` (or `arena web`) as a process, headless
-Chromium through Playwright, pages that save a screenshot and fail on any dialog.
+"""What the console's browser tests share: `arena up` (or `arena web`) as a process, other
+`arena` commands run in this process against it, headless Chromium through Playwright, pages
+that save a screenshot and fail on any dialog.
 
 Screenshots go under ``test-artifacts/screenshots/`` (not committed).
 """
@@ -9,9 +10,12 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import traceback
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -43,8 +47,11 @@ def console_env(tmp_path_factory: pytest.TempPathFactory, name: str) -> dict[str
     }
 
 
-def start_arena(args: list[str], env: dict[str, str], wanted: str) -> subprocess.Popen[str]:
-    """`arena ARGS` as a process of its own, once it has printed ``wanted``."""
+def start_arena(
+    args: list[str], env: dict[str, str], wanted: str
+) -> tuple[subprocess.Popen[str], list[str]]:
+    """`arena ARGS` as a process of its own, once it has printed ``wanted``; the lines it
+    printed up to there."""
     process = subprocess.Popen(
         [sys.executable, "-m", "orchestrator", *args],
         cwd=REPO,
@@ -55,26 +62,40 @@ def start_arena(args: list[str], env: dict[str, str], wanted: str) -> subprocess
         start_new_session=True,
     )
     try:
-        read_until(process, wanted, timeout_s=90)
+        printed = read_until(process, wanted, timeout_s=90)
     except AssertionError:
         stop_process(process)
         raise
-    return process
+    return process, printed
 
 
-def run_arena(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """`arena ARGS` to its end (two minutes at most), which must succeed."""
-    done = subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr or done.stdout
-    return done
+def stop_arena(process: subprocess.Popen[str]) -> str:
+    """SIGTERM, then SIGKILL its process group after 30 s; what it printed since it started."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    try:
+        rest, _ = process.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        rest, _ = process.communicate()
+    return rest
+
+
+def arena(env: dict[str, str], *args: str) -> str:
+    """`arena ARGS` run in this process with ``env`` (in a thread of its own: Playwright's
+    loop runs in this one), which must succeed; what it printed on stdout."""
+    from click.testing import CliRunner, Result
+
+    from orchestrator.cli.main import main
+
+    def invoke() -> Result:
+        return CliRunner().invoke(main, list(args), env=env)
+
+    with ThreadPoolExecutor(1) as pool:
+        done = pool.submit(invoke).result(timeout=180)
+    trace = "".join(traceback.format_exception(done.exception)) if done.exception else ""
+    assert done.exit_code == 0, done.output + trace
+    return done.stdout
 
 
 @contextlib.contextmanager
