@@ -11,10 +11,8 @@ import asyncio
 import gc
 import json
 import logging
-import os
 import re
-import subprocess
-import sys
+import signal
 import urllib.parse
 from pathlib import Path
 
@@ -292,24 +290,21 @@ def test_commands_never_show_secrets(
 def test_worker_logs_never_show_secrets(tmp_path: Path, secured_servers: SecuredServers):
     """`arena worker --burst` logging at DEBUG to stderr shows no password or key."""
     env = _team_env(tmp_path) | {
-        "PATH": os.environ.get("PATH", ""),
         "REDIS_URL": secured_servers.rediss_url(),
         "MQTT_URL": secured_servers.mqtts_url(),
         "ANTHROPIC_API_KEY": API_KEY,
         "ARENA_LOG_LEVEL": "DEBUG",
     }
-    run = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "worker", "--burst"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert run.returncode == 0, run.stderr
+    # The worker runs in this process; RQ sets its own SIGINT and SIGTERM handlers for it.
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        run = CliRunner().invoke(main, ["worker", "--burst"], env=env)
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    assert run.exit_code == 0, run.output
     assert "DEBUG" in run.stderr  # it did log
-    _assert_no_secret(run.stdout + run.stderr, secured_servers)
+    _assert_no_secret(run.output, secured_servers)
 
 
 async def test_daemon_logs_never_show_secrets(

@@ -33,7 +33,8 @@ def test_up_post_wait_history_and_clean_stop(tmp_path: Path, free_port: int):
         "ARENA_WORKSPACES_DIR": str(tmp_path / "workspaces"),  # not the checkout's
         "ARENA_MQTT_PORT": str(free_port),
         "ARENA_REDIS_PORT": "0",  # the unix socket only: nothing else may need the port
-        "ARENA_WORKERS": "1",
+        # No background worker: nothing here needs one (test_crash_recovery's runs have one).
+        "ARENA_WORKERS": "0",
         "ARENA_WEB_PORT": "0",  # no console: tests run side by side
     }
     log = tmp_path / "up.log"
@@ -202,6 +203,9 @@ def test_tail_prints_replies_as_they_arrive(tmp_path: Path, embedded_redis_url: 
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # Ctrl-C as in a terminal, even when this process ignores SIGINT (started in the
+        # background by a shell), which the child would inherit.
+        preexec_fn=_default_sigint,
     )
     try:
         assert proc.stderr is not None
@@ -232,10 +236,17 @@ def test_tail_prints_replies_as_they_arrive(tmp_path: Path, embedded_redis_url: 
         assert proc.stdout.readline().strip() == "ping: line 0"
     finally:
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=10)
+        code = proc.wait(timeout=30)
+        said = proc.stderr.read() if proc.stderr else ""
         for stream in (proc.stdout, proc.stderr):
             if stream:
                 stream.close()
+    assert code == 0, said  # Ctrl-C ends it quietly
+    assert "Traceback" not in said
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def test_status_exits_1_when_messages_wait_unread(

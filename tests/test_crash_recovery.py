@@ -1,10 +1,12 @@
 """`arena up` that dies hard: its children go with it, the next `arena up` on the same data
 folder starts by itself and answers everything once, and a Redis child that dies is started
-again. Real `arena up` processes, the offline model."""
+again. Real `arena up` processes, the offline model (the refusals, which start nothing, run
+the command in this process)."""
 
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import json
 import os
 import signal
@@ -14,10 +16,11 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import redis
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 from rq import Worker
 from rq.serializers import JSONSerializer
 
@@ -120,17 +123,13 @@ class Arena:
         self.record()
         return proc
 
-    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """Run `arena ARGS` on this data folder to its end; what it printed is kept."""
-        return subprocess.run(
-            [sys.executable, "-m", "orchestrator", *args],
-            cwd=REPO,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+    def run(self, *args: str) -> Result:
+        """Run `arena ARGS` on this data folder in this process, to its end (for a command that
+        stops at once: the refusals); what it printed is kept."""
+        # `arena up` points SIGUSR1's stack dumps at stderr's file descriptor, which the
+        # runner's captured stderr does not have: no stack dumps in this process.
+        with mock.patch.object(faulthandler, "register"):
+            return CliRunner().invoke(main, list(args), env=self.env)
 
     def record(self) -> dict[str, object]:
         """The pid file of the run on the data folder (its pids are remembered)."""
@@ -252,10 +251,14 @@ def _workers(url: str) -> list[str]:
         return [str(w.name) for w in Worker.all(connection=connection)]
 
 
-def test_restart_stops_the_redis_a_crashed_run_left_and_refuses_a_live_one(arena: Arena):
+def test_restart_cleans_up_a_crashed_run_refuses_a_live_one_and_restarts_a_killed_redis(
+    arena: Arena,
+):
     """What a dead `arena up` left is cleaned up by the next one, which starts normally: its
     redis-server still running is stopped, its gone worker no longer counted; a second
-    `arena up` on a folder in use is refused with one line."""
+    `arena up` on a folder in use is refused with one line. kill -9 of the embedded
+    redis-server: `arena up` starts it again, says so once, and a message posted afterwards is
+    answered."""
     arena.data.mkdir()
     orphan = RedisServer(arena.data, unix_socket=arena.data / "redis.sock")
     orphan.start()
@@ -273,32 +276,25 @@ def test_restart_stops_the_redis_a_crashed_run_left_and_refuses_a_live_one(arena
         assert stale not in _workers(arena.url)
 
         again = arena.run("up")
-        assert again.returncode == 1
+        assert again.exit_code == 1
         assert f"`arena up` (pid {running.pid}) is already running on" in again.stderr
-        assert "Traceback" not in again.stderr
+        assert "Traceback" not in again.output
+
+        victim = arena.record()["redis"]
+        assert isinstance(victim, int)
+        os.kill(victim, signal.SIGKILL)
+        _wait_until(
+            lambda: isinstance(arena.record()["redis"], int) and arena.record()["redis"] != victim,
+            60,
+            "a new redis-server",
+        )
+        with ArenaClient(arena.url) as client:
+            _, replies = client.post_and_wait(GROUPS[0], "still there?", "alex", 60)
+        assert [r.type for r in replies] == ["reply"]
         assert _stop(running) == 0
+        assert arena.log(0).read_text().count("starting it again") == 1
     finally:
         orphan.stop()
-
-
-def test_redis_killed_under_arena_up_is_started_again(arena: Arena):
-    """kill -9 of the embedded redis-server: `arena up` starts it again, says so once, and a
-    message posted afterwards is answered."""
-    proc = arena.start()
-    victim = arena.record()["redis"]
-    assert isinstance(victim, int)
-    os.kill(victim, signal.SIGKILL)
-    _wait_until(
-        lambda: isinstance(arena.record()["redis"], int) and arena.record()["redis"] != victim,
-        60,
-        "a new redis-server",
-    )
-    with ArenaClient(arena.url) as client:
-        _, replies = client.post_and_wait(GROUPS[0], "still there?", "alex", 60)
-    assert [r.type for r in replies] == ["reply"]
-    assert _stop(proc) == 0
-    said = arena.log(0).read_text()
-    assert said.count("starting it again") == 1
 
 
 def test_a_busy_redis_port_is_one_line_naming_the_setting(arena: Arena):
@@ -307,7 +303,8 @@ def test_a_busy_redis_port_is_one_line_naming_the_setting(arena: Arena):
         arena.env["ARENA_REDIS_PORT"] = str(taken.getsockname()[1])
         result = arena.run("up")
     port = arena.env["ARENA_REDIS_PORT"]
-    assert result.returncode == 1
+    assert result.exit_code == 1
     line = f"arena: redis: port {port} on 127.0.0.1 is already in use"
     assert f"{line} (set ARENA_REDIS_PORT or REDIS_URL)" in result.stderr.splitlines()
-    assert "Traceback" not in result.stderr
+    assert "Traceback" not in result.output
+    assert not (arena.data / "arena-up.pid").exists()  # nothing left claiming the folder

@@ -3,27 +3,30 @@
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import json
 import logging
-import signal
 from pathlib import Path
+from unittest import mock
 
 import aiomqtt
 import redis
+from click.testing import CliRunner
 
 from orchestrator.adapters.urls import mqtt_client_args
+from orchestrator.cli.main import main
 from orchestrator.client import ArenaClient
 from orchestrator.core.wire import deadletter_stream, group_topic, inbox_stream
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
 from tests.arena_helpers import (
     agent_of,
+    environment,
     group_of,
     make_settings,
     outbox,
     outboxes,
     running_daemon,
-    spawn_daemon,
     wait_for,
 )
 
@@ -272,40 +275,30 @@ async def test_more_groups_in_flight_than_redis_connections(
 async def test_daemon_creates_a_data_folder_that_does_not_exist(
     tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str
 ):
-    """`arena daemon` on an ARENA_DATA_DIR that does not exist yet creates it and answers."""
+    """The daemon on an ARENA_DATA_DIR that does not exist yet creates it and answers."""
     fresh = tmp_path / "not" / "yet" / "data"
     settings = make_settings(tmp_path, embedded_redis_url, embedded_mqtt_url, None, data_dir=fresh)
-    log = tmp_path / "daemon.log"
-    proc = spawn_daemon(settings, log, "fresh")
-    try:
-        await wait_for(lambda: "arena: ready" in log.read_text() or proc.poll() is not None, 120)
-        assert proc.poll() is None, log.read_text()
+    assert not fresh.exists()
+    async with running_daemon(settings):
         with ArenaClient(embedded_redis_url) as client:
             _, replies = await asyncio.to_thread(client.post_and_wait, "fresh", "hi", "alex", 60)
-        assert [r.type for r in replies] == ["reply"]
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        code = await asyncio.to_thread(proc.wait, 60)
-    assert code == 0, log.read_text()
+    assert [r.type for r in replies] == ["reply"]
     assert (fresh / "arena.db").is_file()
 
 
-async def test_daemon_says_why_it_cannot_make_the_data_folder(
+def test_daemon_says_why_it_cannot_make_the_data_folder(
     tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str
 ):
-    """A data folder under a plain file: one line naming ARENA_DATA_DIR and the reason."""
+    """`arena daemon` on a data folder under a plain file: one line naming ARENA_DATA_DIR and
+    the reason, exit code 1 (it stops before it starts anything, so it runs in this process)."""
     (tmp_path / "afile").write_text("not a folder")
     bad = tmp_path / "afile" / "data"
     settings = make_settings(tmp_path, embedded_redis_url, embedded_mqtt_url, None, data_dir=bad)
-    log = tmp_path / "daemon.log"
-    proc = spawn_daemon(settings, log, "bad")
-    try:
-        code = await asyncio.to_thread(proc.wait, 120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    said = log.read_text()
-    assert code == 1
-    assert f"arena: ARENA_DATA_DIR: cannot create {bad}: Not a directory" in said.splitlines()
-    assert "Traceback" not in said
+    # `arena daemon` points SIGUSR1's stack dumps at stderr's file descriptor, which the
+    # runner's captured stderr does not have: no stack dumps in this process.
+    with mock.patch.object(faulthandler, "register"):
+        result = CliRunner().invoke(main, ["daemon"], env=environment(settings))
+    assert result.exit_code == 1, result.output
+    line = f"arena: ARENA_DATA_DIR: cannot create {bad}: Not a directory"
+    assert line in result.stderr.splitlines()
+    assert "Traceback" not in result.output

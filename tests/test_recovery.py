@@ -1,4 +1,5 @@
-"""Crash recovery: a daemon killed mid-message finishes it after a restart, replying once."""
+"""Crash recovery: a daemon killed mid-message finishes it after a restart, replying once; one
+stopped with SIGTERM finishes the message in hand first."""
 
 from __future__ import annotations
 
@@ -11,7 +12,14 @@ import pytest
 
 from orchestrator.client import ArenaClient
 from orchestrator.memory.db import make_engine
-from tests.arena_helpers import agent_of, make_settings, outbox, spawn_daemon, wait_for
+from tests.arena_helpers import (
+    agent_of,
+    group_of,
+    make_settings,
+    outbox,
+    spawn_daemon,
+    wait_for,
+)
 from tests.fakes import FakeMessagesServer
 from tests.history_seed import replies
 
@@ -38,11 +46,12 @@ def _stop(proc: subprocess.Popen[bytes], timeout_s: float = 60) -> int:
         raise
 
 
-async def test_killed_daemon_resumes_with_exactly_one_reply_each(
+async def test_killed_daemon_resumes_with_exactly_one_reply_each_and_sigterm_drains(
     tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str
 ):
     """Kill -9 after the first agent's reply is published and while the hand-off is at the
-    model: the restarted daemon reuses the stored reply and publishes each reply once."""
+    model: the restarted daemon reuses the stored reply and publishes each reply once. Then
+    SIGTERM while a message is at the model: the daemon finishes it, then exits 0."""
     with FakeMessagesServer() as fake:
         fake.reply_fn = lambda r: "@pong over to you" if agent_of(r) == "ping" else "pong done"
         fake.script(latency_s=0)  # ping answers at once...
@@ -66,9 +75,14 @@ async def test_killed_daemon_resumes_with_exactly_one_reply_each(
                 lambda: any(i["type"] == "done" for i in outbox(embedded_redis_url, "crash")),
                 timeout_s=_WAIT_S,
             )
+            fake.latency_s = 1.5  # the next answer takes a while: SIGTERM comes meanwhile
+            client.post("drain", "@pong slow one", "alex")
+            await wait_for(lambda: len(fake.requests) == 4, timeout_s=_WAIT_S)
         finally:
-            assert await asyncio.to_thread(_stop, second) == 0, log.read_text()
+            code = await asyncio.to_thread(_stop, second)
         client.close()
+    assert code == 0, log.read_text()
+    assert [i["type"] for i in outbox(embedded_redis_url, "drain")] == ["reply", "done"]
 
     items = outbox(embedded_redis_url, "crash")
     assert [(i["type"], i["sender"]) for i in items] == [
@@ -78,28 +92,10 @@ async def test_killed_daemon_resumes_with_exactly_one_reply_each(
     ]
     assert all(i["in_reply_to"] == message_id for i in items)
     # ping was asked once; pong twice (the first call died with the daemon).
-    assert [agent_of(r) for r in fake.requests] == ["ping", "pong", "pong"]
+    crash = [agent_of(r) for r in fake.requests if group_of(r) == "crash"]
+    assert crash == ["ping", "pong", "pong"]
     engine = make_engine(settings.effective_database_url)
     stored = replies(engine, message_id)
     engine.dispose()
     assert [s.message.sender for s in stored] == ["ping", "pong"]
     assert "resuming 1 unfinished messages" in log.read_text()
-
-
-async def test_sigterm_finishes_message_in_hand(
-    tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str
-):
-    """SIGTERM while a message is at the model: the daemon finishes it, then exits 0."""
-    with FakeMessagesServer(latency_s=1.5) as fake:
-        settings = make_settings(tmp_path, embedded_redis_url, embedded_mqtt_url, fake.base_url)
-        log = tmp_path / "daemon.log"
-        client = ArenaClient(embedded_redis_url)
-        proc = _spawn_daemon(settings, fake.base_url, log)
-        try:
-            client.post("drain", "@ping slow one", "alex")
-            await wait_for(lambda: len(fake.requests) == 1, timeout_s=_WAIT_S)
-        finally:
-            code = await asyncio.to_thread(_stop, proc)
-        client.close()
-    assert code == 0, log.read_text()
-    assert [i["type"] for i in outbox(embedded_redis_url, "drain")] == ["reply", "done"]
