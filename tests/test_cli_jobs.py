@@ -1,22 +1,21 @@
-"""``arena jobs``, ``arena heartbeat`` and ``arena summarize`` against a real Redis and worker."""
+"""``arena jobs``, ``arena heartbeat`` and ``arena summarize`` against a real Redis and an RQ
+worker in this process."""
 
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 import redis
 from click.testing import CliRunner
-from rq import Worker
+from rq import SimpleWorker
+from rq.serializers import JSONSerializer
 
+from orchestrator.background.queue import queue
 from orchestrator.cli import jobs as cli_jobs
 from orchestrator.cli.main import main
 from orchestrator.core.models import ChatMessage, MessageKind
@@ -24,7 +23,7 @@ from orchestrator.memory.db import make_engine
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.schema import PersonalDraft
 from orchestrator.settings import load_settings
-from tests.arena_helpers import REPO, set_team_environment
+from tests.arena_helpers import set_team_environment
 from tests.history_seed import write_history
 
 
@@ -47,36 +46,31 @@ def env(tmp_path, embedded_redis_url, free_port, monkeypatch) -> dict[str, str]:
     return values
 
 
-@pytest.fixture
-def worker(env) -> Iterator[subprocess.Popen[bytes]]:
-    """A real `arena worker` process."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator", "worker"],
-        cwd=REPO,
-        env={**os.environ, **env},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    with redis.Redis.from_url(env["REDIS_URL"]) as connection:
-        deadline = time.monotonic() + 20
-        while not Worker.all(connection=connection):
-            assert process.poll() is None, "the worker exited"
-            assert time.monotonic() < deadline, "the worker did not register"
-            time.sleep(0.05)
-    yield process
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(10)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(5)
-
-
 def arena(*args: str):
     """Run an `arena` subcommand in this process."""
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def arena_with_a_worker(*args: str):
+    """Run an `arena` subcommand in a thread while this thread works the job queues as a
+    worker does, until the command ends."""
+    # RQ sets its own SIGINT and SIGTERM handlers for a worker in this process.
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    with (
+        redis.Redis.from_url(load_settings().effective_redis_url) as connection,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        command = pool.submit(arena, *args)
+        try:
+            while not wait([command], timeout=0.05).done:
+                worker = SimpleWorker(
+                    [queue(connection)], connection=connection, serializer=JSONSerializer
+                )
+                worker.work(burst=True, logging_level="ERROR")
+        finally:
+            for sig, handler in handlers.items():
+                signal.signal(sig, handler)
+        return command.result()
 
 
 def test_jobs_without_daemon_shows_the_planned_schedule(env):
@@ -113,16 +107,17 @@ def test_wait_without_a_worker_says_so(env, monkeypatch):
     assert "arena worker" in result.stderr
 
 
-@pytest.mark.slow
-def test_heartbeat_and_summarize_wait_for_the_outcome(env, worker):
+def test_heartbeat_and_summarize_wait_for_the_outcome(env):
     """With a worker, `--wait` prints the outcome; asking again finds it done."""
-    first = arena("heartbeat", "ping", "--date", "2025-03-14", "--wait", "30")
+    first = arena_with_a_worker("heartbeat", "ping", "--date", "2025-03-14", "--wait", "30")
     assert first.exit_code == 0, first.output
     assert "ping: MEMORY.md version 1 written (" in first.stdout
-    again = arena("heartbeat", "ping", "--date", "2025-03-14", "--wait", "30")
+    again = arena_with_a_worker("heartbeat", "ping", "--date", "2025-03-14", "--wait", "30")
     assert again.exit_code == 0, again.output
     assert "not enqueued, already done for this input (--force runs it again)" in again.stdout
-    forced = arena("heartbeat", "ping", "--date", "2025-03-14", "--force", "--wait", "30")
+    forced = arena_with_a_worker(
+        "heartbeat", "ping", "--date", "2025-03-14", "--force", "--wait", "30"
+    )
     assert forced.exit_code == 0, forced.output
     assert "ping: skipped: " in forced.stdout
 
@@ -141,7 +136,7 @@ def test_heartbeat_and_summarize_wait_for_the_outcome(env, worker):
             ),
         )
     engine.dispose()
-    summary = arena("summarize", "demo", "--wait", "30")
+    summary = arena_with_a_worker("summarize", "demo", "--wait", "30")
     assert summary.exit_code == 0, summary.output
     assert "summary_demo_2: enqueued" in summary.stdout
     assert "demo: summary version 1 written (" in summary.stdout
