@@ -300,12 +300,16 @@ def test_a_post_the_cli_would_refuse_is_refused_inline(up: Console, page) -> Non
 
 
 def test_groups_and_status_pages(up: Console, page) -> None:
-    """A message posted through the API (202) makes its group listed; the status page."""
+    """A message posted through the API (202), once answered, lists its group; the status
+    page."""
     expect = playwright.expect
     posted = httpx.post(
         f"{up.url}/api/groups/browser-status/messages", json={"text": "hello there"}, timeout=10
     )
     assert posted.status_code == 202
+    page.goto(f"{up.url}/groups/browser-status")
+    expect(page.locator("li.msg.agent")).to_have_count(1)  # answered: in the history
+
     page.goto(up.url)
     expect(page.locator("#groups a", has_text="browser-status")).to_be_visible()
     page.goto(f"{up.url}/status")
