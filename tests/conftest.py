@@ -621,6 +621,7 @@ _SLOW_FILES = frozenset(
         "test_readme.py",
         "test_recovery.py",
         "test_scale_out.py",
+        "test_web_browser.py",
     }
 )
 
