@@ -6,7 +6,6 @@ the command in this process)."""
 from __future__ import annotations
 
 import contextlib
-import faulthandler
 import json
 import os
 import signal
@@ -16,7 +15,6 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from unittest import mock
 
 import pytest
 import redis
@@ -126,10 +124,7 @@ class Arena:
     def run(self, *args: str) -> Result:
         """Run `arena ARGS` on this data folder in this process, to its end (for a command that
         stops at once: the refusals); what it printed is kept."""
-        # `arena up` points SIGUSR1's stack dumps at stderr's file descriptor, which the
-        # runner's captured stderr does not have: no stack dumps in this process.
-        with mock.patch.object(faulthandler, "register"):
-            return CliRunner().invoke(main, list(args), env=self.env)
+        return CliRunner().invoke(main, list(args), env=self.env)
 
     def record(self) -> dict[str, object]:
         """The pid file of the run on the data folder (its pids are remembered)."""

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import faulthandler
 import json
 import logging
 from pathlib import Path
-from unittest import mock
 
 import aiomqtt
 import redis
@@ -294,10 +292,7 @@ def test_daemon_says_why_it_cannot_make_the_data_folder(
     (tmp_path / "afile").write_text("not a folder")
     bad = tmp_path / "afile" / "data"
     settings = make_settings(tmp_path, embedded_redis_url, embedded_mqtt_url, None, data_dir=bad)
-    # `arena daemon` points SIGUSR1's stack dumps at stderr's file descriptor, which the
-    # runner's captured stderr does not have: no stack dumps in this process.
-    with mock.patch.object(faulthandler, "register"):
-        result = CliRunner().invoke(main, ["daemon"], env=environment(settings))
+    result = CliRunner().invoke(main, ["daemon"], env=environment(settings))
     assert result.exit_code == 1, result.output
     line = f"arena: ARENA_DATA_DIR: cannot create {bad}: Not a directory"
     assert line in result.stderr.splitlines()

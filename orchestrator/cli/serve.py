@@ -8,6 +8,7 @@ and ``daemon`` print the stack of every thread to their output (the log) on SIGU
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import faulthandler
 import signal
 import sys
@@ -87,7 +88,9 @@ def _stacks_on_sigusr1() -> None:
     stuck, then, from the loop, every task's: what each coroutine awaits. The process goes on.
     Call it from the running loop."""
     asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, _print_tasks)
-    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True, chain=True)
+    # When stderr is no file (none, or captured by whoever embeds the CLI): the tasks only.
+    with contextlib.suppress(AttributeError, ValueError, OSError):
+        faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True, chain=True)
 
 
 def _print_tasks() -> None:
