@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import socket
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+import redis
 from click.testing import CliRunner
 
 from orchestrator.cli.main import main
@@ -15,8 +19,11 @@ from orchestrator.core.context.build import build_context
 from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.core.prompts import Prompts
+from orchestrator.core.wire import daemon_key
+from orchestrator.errors import ConfigError
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
+from orchestrator.runtime import daemon
 from orchestrator.runtime.daemon import load_drift, load_team, make_briefing
 from tests.arena_helpers import REPO, make_settings, running_daemon, set_environment
 from tests.fakes import FakeMessagesServer
@@ -78,6 +85,26 @@ async def test_drift_correction_moves_towards_reported_usage(
             client.close()
     factor = load_drift(settings).factor("claude-test")
     assert 1.0 < factor <= 1.6
+
+
+async def test_a_daemon_refused_its_name_leaves_the_learnt_factors_alone(
+    tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str
+):
+    """A daemon that stops at once (its consumer name is held by a live process) does not
+    write back the factors it read: a live daemon may have learnt newer ones since."""
+    settings = make_settings(tmp_path, embedded_redis_url, embedded_mqtt_url, None)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    drift = settings.data_dir / "drift.json"
+    drift.write_text('{"claude-test": 1.25}\n', encoding="utf-8")
+    before = drift.stat()
+    holder = f"{socket.gethostname()} {os.getppid()}"  # a live process on this machine
+    with redis.Redis.from_url(embedded_redis_url) as client:
+        client.set(daemon_key(settings.consumer), holder, px=60_000)
+    with pytest.raises(ConfigError, match="ARENA_CONSUMER"):
+        await daemon.run(settings, asyncio.Event())
+    after = drift.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert load_drift(settings).factor("claude-test") == 1.25
 
 
 def test_ten_thousand_messages_are_not_recounted(tmp_path: Path):

@@ -187,6 +187,7 @@ async def run(
     publisher = MqttPublisher(settings.effective_mqtt_url)
     bus = Bus(redis, settings.consumer)
     drift = load_drift(settings)
+    loaded = drift.snapshot()
     summaries = SummaryTrigger(redis, settings)
     store = HistoryStore(engine)
     # This daemon is the only writer of the groups of the partitions it holds; on taking a
@@ -244,7 +245,8 @@ async def run(
     finally:
         if schedule is not None:
             await schedule.stop()
-        save_drift(settings, drift)
+        if drift.snapshot() != loaded:  # learnt something: a refused daemon writes nothing
+            save_drift(settings, drift)
         summaries.close()
         mqtt_task.cancel()
         await asyncio.gather(mqtt_task, return_exceptions=True)
