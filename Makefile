@@ -37,12 +37,14 @@ lint: $(STAMP)
 # Tests run in parallel, two processes per core (at most 16, the port blocks of tests/ports.py):
 # much of a test's time is spent waiting on the servers and processes it starts, so one per core
 # leaves the cores half idle. A file's tests run in one process (--dist loadfile), so a file's
-# module-scoped servers and browser start once. The package is compiled once first: the many
-# processes the tests start (daemons, `arena` commands) then load it instead of each compiling
-# it again (which they do when PYTHONDONTWRITEBYTECODE is set).
+# module-scoped servers and browser start once; the longest files start first, in the order
+# tests/conftest.py gives (--no-loadscope-reorder). The package and the tests' helpers are
+# compiled once first: the many processes the tests start (daemons, `arena` commands) and the
+# test workers then load them instead of each compiling them again (which they do when
+# PYTHONDONTWRITEBYTECODE is set).
 TEST_WORKERS ?= $(shell n=$$(( 2 * $$(nproc 2>/dev/null || echo 1) )); echo $$(( n > 16 ? 16 : n )))
 
-# mypy (strict, ~15 s on one core) runs beside the tests, in the time their processes wait;
+# mypy (strict, ~10 s on one core) runs beside the tests, in the time their processes wait;
 # its verdict is printed after theirs and either failing fails `make test`.
 MYPY_OUT := $(VENV)/mypy.out
 
@@ -50,7 +52,7 @@ test: $(STAMP)
 	$(BIN)/ruff check orchestrator tests
 	$(BIN)/ruff format --check orchestrator tests
 	$(BIN)/lint-imports
-	$(BIN)/python -m compileall -q orchestrator
+	$(BIN)/python -m compileall -q orchestrator tests
 	$(BIN)/mypy orchestrator > $(MYPY_OUT) 2>&1 & mypy=$$!; \
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder; tests=$$?; \
 	wait $$mypy; typed=$$?; cat $(MYPY_OUT); \
