@@ -230,6 +230,20 @@ def make_pipeline(
     return pipeline, outbox, events
 
 
+def start_background(argv: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    """``argv`` started in the checkout in a session of its own (so that its whole process
+    group can be stopped), its output and errors read as text from ``stdout``."""
+    return subprocess.Popen(
+        argv,
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
 def stop_process(proc: subprocess.Popen[str]) -> None:
     """SIGTERM, then SIGKILL its process group after 20 s; its output pipe closed."""
     if proc.poll() is None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.arena_helpers import REPO, read_until, stop_process
+from tests.arena_helpers import REPO, read_until, start_background, stop_process
 from tests.ports import free_port
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -52,15 +52,7 @@ def start_arena(
 ) -> tuple[subprocess.Popen[str], list[str]]:
     """`arena ARGS` as a process of its own, once it has printed ``wanted``; the lines it
     printed up to there."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator", *args],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    process = start_background([sys.executable, "-m", "orchestrator", *args], env)
     try:
         printed = read_until(process, wanted, timeout_s=90)
     except AssertionError:

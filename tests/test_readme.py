@@ -46,7 +46,7 @@ from orchestrator.adapters.urls import redact_url
 from orchestrator.cli.main import main
 from orchestrator.core.wire import outbox_stream
 from orchestrator.settings import load_settings
-from tests.arena_helpers import REPO, read_until, stop_process
+from tests.arena_helpers import REPO, read_until, start_background, stop_process
 from tests.ports import free_port
 
 README = REPO / "README.md"
@@ -222,19 +222,6 @@ def _arena(args: list[str], env: dict[str, str]) -> str:
     return done.stdout
 
 
-def _background(argv: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
-    """``argv`` started in a session of its own in the checkout, its output read as text."""
-    return subprocess.Popen(
-        argv,
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-
-
 @contextlib.contextmanager
 def _running_stack(root: Path, **extra: str) -> Iterator[Stack]:
     """`arena up` with everything embedded, its data and workspaces under ``root``."""
@@ -259,7 +246,7 @@ def _running_stack(root: Path, **extra: str) -> Iterator[Stack]:
         "ARENA_WEB_PORT": "0",  # no console: tests run side by side
         **extra,
     }
-    up = _background(["arena", "up"], env)
+    up = start_background(["arena", "up"], env)
     try:
         printed = read_until(up, "arena: ready", timeout_s=90)
         yield Stack(env=env, redis_port=redis_port, printed=printed)
@@ -287,7 +274,7 @@ def test_quick_start_commands(stack: Stack) -> None:
             argv = shlex.split(command)
             if argv[:2] == ["arena", "tail"]:
                 # `tail` follows forever: start it, post, and see the reply arrive.
-                tail = _background(["bash", "-c", f"exec {command}"], stack.env)
+                tail = start_background(["bash", "-c", f"exec {command}"], stack.env)
                 # It shows what comes after it says it follows the group.
                 read_until(tail, "following group", timeout_s=60)
                 stack.sh(f"arena post {argv[2]} '@developer are you following?'")
@@ -316,14 +303,14 @@ def test_web_console_examples(stack: Stack) -> None:
         pytest.skip("curl is not installed (.ci/run installs it)")
     port = free_port()
     env = {**stack.env, "ARENA_WEB_PORT": str(port)}
-    web = _background(["arena", "web"], env)
+    web = start_background(["arena", "web"], env)
     follower: subprocess.Popen[str] | None = None
     try:
         read_until(web, "console", timeout_s=60)
         for command in _runnable("The web console")[0].commands:
             local = command.replace(":8080", f":{port}")
             if "/events" in command:
-                follower = _background(["bash", "-c", f"exec {local}"], env)
+                follower = start_background(["bash", "-c", f"exec {local}"], env)
                 read_until(follower, ": connected", timeout_s=30)
                 continue
             assert re.fullmatch(r'\{"id":"\d+-\d+"\}', stack.sh(local).strip())
