@@ -53,7 +53,7 @@ test: $(STAMP)
 	$(BIN)/ruff format --check orchestrator tests
 	$(BIN)/lint-imports
 	$(BIN)/python -m compileall -q orchestrator tests
-	$(BIN)/mypy orchestrator > $(MYPY_OUT) 2>&1 & mypy=$$!; \
+	nice -n 19 $(BIN)/mypy orchestrator > $(MYPY_OUT) 2>&1 & mypy=$$!; \
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder; tests=$$?; \
 	wait $$mypy; typed=$$?; cat $(MYPY_OUT); \
 	[ $$tests -eq 0 ] && [ $$typed -eq 0 ]
