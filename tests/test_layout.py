@@ -1,5 +1,5 @@
 """The README's layout table names every module of the package in its layer's row, so the
-tree and the table cannot drift apart."""
+tree and the table cannot drift apart; and no module grows past 400 lines."""
 
 from __future__ import annotations
 
@@ -43,3 +43,13 @@ def test_every_module_is_named_in_its_layers_row() -> None:
 def test_every_layer_folder_has_a_row() -> None:
     folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert folders <= set(_rows()), f"no layout row for {sorted(folders - set(_rows()))}"
+
+
+def test_no_module_is_over_400_lines() -> None:
+    """A module that grows past 400 lines is split by responsibility, not left to grow."""
+    files = [p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts]
+    lines = {
+        str(p.relative_to(REPO)): len(p.read_text(encoding="utf-8").splitlines()) for p in files
+    }
+    assert len(lines) > 100  # the package was found
+    assert {path: n for path, n in lines.items() if n > 400} == {}

@@ -32,8 +32,7 @@ given twice in one mapping is an error rather than silently overridden. Mistakes
 ``AgentDefinitionError`` naming the file and the field, e.g.
 ``agents/developer.yaml: routing.rules[0].patterns[1]: invalid regular expression: ...``.
 
-Each agent also has a folder ``workspaces/<id>/`` holding ``CLAUDE.md`` (its role prompt) and
-``SOUL.md`` (its personality).
+Each agent's folder ``workspaces/<id>/`` holds ``CLAUDE.md`` (its role) and ``SOUL.md`` (its soul).
 """
 
 from __future__ import annotations
@@ -65,7 +64,6 @@ _Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 _Line = Annotated[
     str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200, pattern=r"^\S.*$")
 ]
-
 
 # Plainer words than pydantic's for the mistakes people make most in these files.
 _PROBLEMS = {
@@ -392,8 +390,7 @@ def read_identity(workspaces: Path, agent_id: str) -> tuple[str, str]:
         ValidationError: as ``workspace_dir`` does.
     """
     folder = workspace_dir(workspaces, agent_id)
-    role, soul = (_read_text(folder / name) for name in IDENTITY_FILES)
-    return role, soul
+    return _read_text(folder / IDENTITY_FILES[0]), _read_text(folder / IDENTITY_FILES[1])
 
 
 def _read_text(path: Path) -> str:
