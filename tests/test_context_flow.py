@@ -91,8 +91,12 @@ async def test_a_daemon_refused_its_name_leaves_the_learnt_factors_alone(
     tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str
 ):
     """A daemon that stops at once (its consumer name is held by a live process) does not
-    write back the factors it read: a live daemon may have learnt newer ones since."""
-    settings = make_settings(tmp_path, embedded_redis_url, embedded_mqtt_url, None)
+    write back the factors it read: a live daemon may have learnt newer ones since. Nor does it
+    open an MQTT connection (one cancelled while it opens would outlive the event loop)."""
+    broker = socket.create_server(("127.0.0.1", 0))  # would accept a connection, never answer
+    broker.setblocking(False)
+    mqtt_url = f"mqtt://127.0.0.1:{broker.getsockname()[1]}"
+    settings = make_settings(tmp_path, embedded_redis_url, mqtt_url, None)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     drift = settings.data_dir / "drift.json"
     drift.write_text('{"claude-test": 1.25}\n', encoding="utf-8")
@@ -105,6 +109,8 @@ async def test_a_daemon_refused_its_name_leaves_the_learnt_factors_alone(
     after = drift.stat()
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
     assert load_drift(settings).factor("claude-test") == 1.25
+    with broker, pytest.raises(BlockingIOError):
+        broker.accept()  # nobody connected
 
 
 def test_ten_thousand_messages_are_not_recounted(tmp_path: Path):

@@ -219,7 +219,7 @@ async def run(
     consumer = Consumer(bus, pipeline, settings, metrics=metrics)
     leases = Leases(redis, settings.consumer, int(settings.lease_ttl_s * 1000))
     coordinator = Coordinator(leases, consumer.idle)
-    mqtt_task = asyncio.create_task(publisher.run(), name="orchestrator.adapters.events.publish")
+    mqtt_task: asyncio.Task[None] | None = None
     # Messages stored before the history index existed are indexed while the daemon answers.
     indexing = BackgroundIndexing(engine)
     schedule = None
@@ -227,6 +227,10 @@ async def run(
         await bus.ensure_group()
         # First: a daemon refused its consumer name starts nothing else.
         async with coordinator.holding(stop):
+            # Only now: a connection cancelled while it opens outlives the loop (aiomqtt).
+            mqtt_task = asyncio.create_task(
+                publisher.run(), name="orchestrator.adapters.events.publish"
+            )
             # Heartbeats and catch-up only enqueue RQ jobs; start_schedule logs a failure and
             # returns None, so messages are handled with or without it.
             schedule = await start_schedule(settings, engine, [a.id for a in team.agents])
@@ -248,8 +252,9 @@ async def run(
         if drift.snapshot() != loaded:  # learnt something: a refused daemon writes nothing
             save_drift(settings, drift)
         summaries.close()
-        mqtt_task.cancel()
-        await asyncio.gather(mqtt_task, return_exceptions=True)
+        if mqtt_task is not None:
+            mqtt_task.cancel()
+            await asyncio.gather(mqtt_task, return_exceptions=True)
         await provider.aclose()
         await caps.aclose()
         await metrics.aclose()
