@@ -40,8 +40,10 @@ lint: $(STAMP)
 # module-scoped servers and browser start once; the longest files start first, in the order
 # tests/conftest.py gives (--no-loadscope-reorder). The package and the tests' helpers are
 # compiled once first: the many processes the tests start (daemons, `arena` commands) and the
-# test workers then load them instead of each compiling them again (which they do when
-# PYTHONDONTWRITEBYTECODE is set).
+# test workers then load them instead of each compiling them again. For the same reason the
+# tests run with PYTHONDONTWRITEBYTECODE unset: pytest rewrites the asserts of the test files
+# and of its plugins' packages (Hypothesis, AnyIO) as it imports them, and stores the result
+# only when bytecode may be written; else every worker rewrites them on every run.
 TEST_WORKERS ?= $(shell n=$$(( 2 * $$(nproc 2>/dev/null || echo 1) )); echo $$(( n > 16 ? 16 : n )))
 
 # mypy (strict, ~10 s on one core) runs beside the tests, in the time their processes wait;
@@ -54,7 +56,7 @@ test: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/python -m compileall -q orchestrator tests
 	nice -n 19 $(BIN)/mypy orchestrator > $(MYPY_OUT) 2>&1 & mypy=$$!; \
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder; tests=$$?; \
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder; tests=$$?; \
 	wait $$mypy; typed=$$?; cat $(MYPY_OUT); \
 	[ $$tests -eq 0 ] && [ $$typed -eq 0 ]
 

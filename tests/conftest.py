@@ -633,10 +633,11 @@ _LONGEST_FIRST = (
 
 def pytest_configure(config: pytest.Config) -> None:
     """In the process that starts the parallel workers: rewrite the test files' asserts once
-    and store them where pytest looks for them, before the workers start. Each worker would
-    otherwise rewrite every file itself (about 2.5 CPU-s each on a fresh checkout; pytest does
-    not store them when PYTHONDONTWRITEBYTECODE is set). This uses pytest's own rewriting, not
-    a public API: if it has changed, the workers rewrite as usual."""
+    and store them where pytest looks for them, before the workers start. The workers start
+    together, so on a fresh checkout each would otherwise rewrite every file itself (about
+    2.5 CPU-s each), and on every run when PYTHONDONTWRITEBYTECODE is set (pytest then stores
+    nothing). This uses pytest's own rewriting, not a public API: if it has changed, the
+    workers rewrite as usual."""
     parallel = config.pluginmanager.has_plugin("xdist") and config.getoption("numprocesses", None)
     if parallel and not hasattr(config, "workerinput"):
         with contextlib.suppress(Exception):  # only a head start: the workers rewrite the rest
