@@ -33,11 +33,15 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
+
+if TYPE_CHECKING:
+    from orchestrator.adapters.llm import AnthropicProvider
 
 __all__ = [
     "FakeMessagesServer",
     "Outcome",
+    "anthropic_provider",
     "dead_base_url",
     "default_reply",
     "text_block",
@@ -88,6 +92,15 @@ def text_block(text: str) -> dict[str, Any]:
 def tool_use(name: str, data: dict[str, Any], call_id: str = "toolu_01") -> dict[str, Any]:
     """A ``tool_use`` content block, as the model sends one."""
     return {"type": "tool_use", "id": call_id, "name": name, "input": data}
+
+
+def anthropic_provider(**options: Any) -> AnthropicProvider:
+    """``AnthropicProvider(**options)``, the real provider. The model SDK is imported on the
+    first call, not with the test file: it takes over a second of CPU, and every test process
+    imports every test file to collect it, most of them never to run a test that needs it."""
+    from orchestrator.adapters.llm import AnthropicProvider
+
+    return AnthropicProvider(**options)
 
 
 def dead_base_url() -> str:

@@ -9,20 +9,20 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from orchestrator.adapters.llm import AnthropicProvider
 from orchestrator.cli.main import main
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.session.store import NewMemory, SessionMemory
 from tests.arena_helpers import make_pipeline, make_settings, set_environment
+from tests.fakes import anthropic_provider
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 QUESTION = "@ping when does the code freeze start?"
 
 
 async def _take_the_turn(settings, engine, base_url: str) -> None:
-    llm = AnthropicProvider(api_key="test", base_url=base_url, timeout_s=5, max_retries=0)
+    llm = anthropic_provider(api_key="test", base_url=base_url, timeout_s=5, max_retries=0)
     pipeline, _outbox, _events = make_pipeline(
         settings, HistoryStore(engine), llm, clock=lambda: T0
     )

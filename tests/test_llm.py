@@ -6,20 +6,23 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
 import pytest
 
-from orchestrator.adapters.llm import AnthropicProvider
 from orchestrator.core.models import AgentSpec, ChatMessage, LLMRequest, MessageKind
 from orchestrator.errors import LLMError
-from tests.fakes import FakeMessagesServer, dead_base_url
+from tests.fakes import FakeMessagesServer, anthropic_provider, dead_base_url
+
+if TYPE_CHECKING:
+    from orchestrator.adapters.llm import AnthropicProvider
+
+# The model SDK is imported by the tests that use it: see tests.fakes.anthropic_provider.
 
 AGENT = AgentSpec(id="architect", name="Architect", role="software architect", model="claude-x")
 SYSTEM = "You are Architect, the team's software architect."
 
-Factory = Callable[..., AnthropicProvider]
+Factory = Callable[..., "AnthropicProvider"]
 
 
 def make_request(*turns: dict[str, str], temperature: float = 0.3) -> LLMRequest:
@@ -69,7 +72,7 @@ async def provider_for(srv: FakeMessagesServer) -> AsyncIterator[Factory]:
             "backoff_s": 0.001,
         }
         options.update(kwargs)
-        provider = AnthropicProvider(**options)
+        provider = anthropic_provider(**options)
         made.append(provider)
         return provider
 
@@ -213,6 +216,8 @@ async def test_the_server_may_forbid_a_retry(srv, provider_for):
 )
 async def test_client_errors_are_not_retryable(srv, provider_for, status, error_type):
     """4xx answers other than 408/409/429 fail at once, as non-retryable LLMErrors."""
+    import anthropic
+
     srv.script(status=status, error_message="nope", times=3)
     with pytest.raises(LLMError) as caught:
         await provider_for(max_retries=2).complete(make_request())
@@ -245,6 +250,8 @@ async def test_transient_statuses_are_retryable(srv, provider_for, status):
 
 async def test_connection_refused_is_retryable(provider_for):
     """Nobody listening is a retryable LLMError without a status."""
+    import anthropic
+
     with pytest.raises(LLMError) as caught:
         await provider_for(base_url=dead_base_url()).complete(make_request())
     assert (caught.value.status, caught.value.retryable) == (None, True)
@@ -262,6 +269,8 @@ async def test_dropped_connection_is_retryable(srv, provider_for):
 
 async def test_sdk_timeout_is_a_retryable_llm_error(srv, provider_for):
     """A server slower than timeout_s ends in a retryable LLMError, quickly."""
+    import anthropic
+
     srv.latency_s = 5.0
     started = time.perf_counter()
     with pytest.raises(LLMError) as caught:
@@ -306,7 +315,7 @@ async def test_unknown_role_is_refused_before_sending(srv, provider_for):
 
 async def test_context_manager_closes_the_client(srv):
     """Leaving ``async with`` closes the HTTP client; a later call fails as an LLMError."""
-    async with AnthropicProvider(
+    async with anthropic_provider(
         api_key="test", base_url=srv.base_url, timeout_s=5.0, max_retries=0
     ) as provider:
         await provider.complete(make_request())
@@ -316,6 +325,8 @@ async def test_context_manager_closes_the_client(srv):
 
 def test_fake_server_serves_sync_clients(srv):
     """The fake runs in its own thread, so a blocking client can use it too."""
+    import anthropic
+
     with anthropic.Anthropic(api_key="test", base_url=srv.base_url, max_retries=0) as client:
         message = client.messages.create(
             model="m", max_tokens=5, messages=[{"role": "user", "content": "ping"}]

@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.adapters.llm import AnthropicProvider
 from orchestrator.background.summary import run_summary
 from orchestrator.cli.main import main
 from orchestrator.client import ArenaClient
@@ -37,7 +36,7 @@ from tests.arena_helpers import (
     running_daemon,
     write_team,
 )
-from tests.fakes import FakeMessagesServer
+from tests.fakes import FakeMessagesServer, anthropic_provider
 from tests.history_seed import write_history
 
 SECRET = "sk-ant-api03-Zq8vT4kLmN2pR7sX9wY1bC3dE5fG6hJ0"
@@ -69,7 +68,7 @@ async def _handle(
         prompts_dir=REPO / "prompts",
         data_dir=tmp_path,
     )
-    llm = AnthropicProvider(api_key="test", base_url=fake.base_url, timeout_s=10, max_retries=0)
+    llm = anthropic_provider(api_key="test", base_url=fake.base_url, timeout_s=10, max_retries=0)
     pipeline, outbox, events = make_pipeline(
         settings, store, llm, memory=make_writer(settings, store.engine), counters=totals
     )

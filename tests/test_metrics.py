@@ -16,7 +16,6 @@ from fastapi import FastAPI
 from prometheus_client.parser import text_string_to_metric_families
 from redis.asyncio import Redis
 
-from orchestrator.adapters.llm import AnthropicProvider
 from orchestrator.adapters.metrics import MessageSample, MetricsRecorder, ReplySample
 from orchestrator.adapters.spend import SpendLedger, Spent
 from orchestrator.background.jobs import prune_job
@@ -26,7 +25,7 @@ from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.core.wire import inbox_stream
 from orchestrator.web import metrics as web_metrics
 from tests.arena_helpers import make_pipeline, make_settings, running_daemon
-from tests.fakes import FakeMessagesServer, dead_base_url
+from tests.fakes import FakeMessagesServer, anthropic_provider, dead_base_url
 from tests.web_helpers import console_server, console_settings
 
 MARKER = '<!--SAVE_MEMORY:{"type": "fact", "content": "the deploy window is Friday 16:00"}-->'
@@ -167,7 +166,7 @@ async def test_redis_outage_does_not_fail_messages(
     recorded, not one per attempt to write them."""
     dead = Redis.from_url(dead_base_url().replace("http", "redis"))
     recorder = MetricsRecorder(dead, interval_s=60)
-    llm = AnthropicProvider(api_key="test", base_url=fake_llm.base_url, max_retries=0)
+    llm = anthropic_provider(api_key="test", base_url=fake_llm.base_url, max_retries=0)
     pipeline, outbox, _ = make_pipeline(settings, store, llm, metrics=recorder)
     with caplog.at_level(logging.WARNING, logger="orchestrator.adapters.metrics"):
         assert await pipeline.handle(_reply("1000-0")) == 1
@@ -186,7 +185,7 @@ async def test_a_message_handled_again_is_counted_once(
     settings, store, fake_llm, redis_client: Redis, scrape: httpx.AsyncClient
 ):
     """Handling a message again (a redelivery) publishes nothing new and counts nothing new."""
-    llm = AnthropicProvider(api_key="test", base_url=fake_llm.base_url, max_retries=0)
+    llm = anthropic_provider(api_key="test", base_url=fake_llm.base_url, max_retries=0)
     recorder = MetricsRecorder(redis_client)
     pipeline, _, _ = make_pipeline(settings, store, llm, metrics=recorder)
     assert await pipeline.handle(_reply("1000-0")) == 1

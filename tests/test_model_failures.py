@@ -11,13 +11,12 @@ import pytest
 from click.testing import CliRunner
 
 from orchestrator.adapters.breaker import CircuitBreaker
-from orchestrator.adapters.llm import AnthropicProvider
 from orchestrator.cli.main import main
 from orchestrator.client import ArenaClient
 from orchestrator.core.models import AgentSpec, ChatMessage, LLMRequest, MessageKind
 from orchestrator.errors import LLMError
 from tests.arena_helpers import make_settings, running_daemon
-from tests.fakes import FakeMessagesServer
+from tests.fakes import FakeMessagesServer, anthropic_provider
 
 AGENT = AgentSpec(id="ping", name="Ping", role="player", model="claude-test")
 TRIGGER = ChatMessage(
@@ -55,7 +54,7 @@ async def test_breaker_opens_after_failures_and_recovers():
     clock = Clock()
     with FakeMessagesServer() as fake:
         fake.script(status=500, times=3)
-        provider = AnthropicProvider(api_key="t", base_url=fake.base_url, max_retries=0)
+        provider = anthropic_provider(api_key="t", base_url=fake.base_url, max_retries=0)
         breaker = CircuitBreaker(provider, threshold=3, cooldown_s=30, clock=clock)
         for _ in range(3):
             with pytest.raises(LLMError):
@@ -76,7 +75,7 @@ async def test_bad_requests_do_not_open_the_circuit():
     """A 400 is the request's fault, not the provider's: the circuit stays closed."""
     with FakeMessagesServer() as fake:
         fake.script(status=400, times=5)
-        provider = AnthropicProvider(api_key="t", base_url=fake.base_url, max_retries=0)
+        provider = anthropic_provider(api_key="t", base_url=fake.base_url, max_retries=0)
         breaker = CircuitBreaker(provider, threshold=2, cooldown_s=30)
         for _ in range(5):
             with pytest.raises(LLMError):

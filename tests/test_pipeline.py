@@ -6,11 +6,11 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from orchestrator.adapters.llm import AnthropicProvider
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.settings import load_settings
 from tests.arena_helpers import REPO, agent_of, make_pipeline, write_team
+from tests.fakes import anthropic_provider
 from tests.history_seed import replies
 
 
@@ -23,7 +23,7 @@ async def _pipeline(
         prompts_dir=REPO / "prompts",
         data_dir=tmp_path,
     )
-    llm = AnthropicProvider(
+    llm = anthropic_provider(
         api_key="test", base_url=base_url, timeout_s=5, max_retries=retries, backoff_s=0.001
     )
     pipeline, outbox, events = make_pipeline(settings, store, llm, hop_limit=hop_limit)
