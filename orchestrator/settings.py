@@ -10,7 +10,12 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic import ValidationError as PydanticValidationError
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from orchestrator.errors import ConfigError
 
@@ -66,6 +71,19 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="ARENA_", extra="ignore", frozen=True, populate_by_name=True
     )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """The arguments, then the environment. No ``.env`` file or secrets folder is read:
+        none is configured, and asking each of them walked every field again."""
+        return init_settings, env_settings
 
     # Services: unset means "start an embedded one" (Redis, MQTT) or SQLite.
     redis_url: str | None = _env("REDIS_URL", shown=False)
