@@ -67,13 +67,33 @@ def _dead_port() -> int:
     return _free_port()
 
 
+@pytest.fixture(scope="session")
+def _one_root_certificate(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A file holding one public root certificate: the first of certifi's bundle."""
+    import certifi  # httpx's, installed with it
+
+    bundle = Path(certifi.where()).read_text(encoding="ascii")
+    end = "-----END CERTIFICATE-----"
+    path = tmp_path_factory.mktemp("ca") / "root.pem"
+    path.write_text(bundle[bundle.index("-----BEGIN CERTIFICATE-----") : bundle.index(end)] + end)
+    return path
+
+
 @pytest.fixture(autouse=True)
-def _clean_environment(monkeypatch: pytest.MonkeyPatch, _dead_port: int) -> None:
-    """Keep the developer's environment out: no real services, keys or ARENA_* settings."""
+def _clean_environment(
+    monkeypatch: pytest.MonkeyPatch, _dead_port: int, _one_root_certificate: Path
+) -> None:
+    """Keep the developer's environment out: no real services, keys or ARENA_* settings.
+
+    No test reaches a real TLS server, so the default trust store is one root certificate:
+    HTTP clients (httpx, the model SDK's) load it whenever they are made, even for plain http,
+    and the system's bundle took 20-30 ms of CPU each time, hundreds of times a run. The
+    tests of TLS name their own authority in their URLs."""
     for name in list(os.environ):
-        if name in _SERVICE_ENV or name.startswith("ARENA_"):
+        if name in _SERVICE_ENV or name.startswith("ARENA_") or name.startswith("SSL_CERT_"):
             monkeypatch.delenv(name)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://127.0.0.1:{_dead_port}")
+    monkeypatch.setenv("SSL_CERT_FILE", str(_one_root_certificate))
 
 
 @pytest.fixture
