@@ -5,6 +5,7 @@ missed, then the live items, without repeats. On a real Redis."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,13 +40,22 @@ async def _say(redis: Redis, group: str, text: str) -> str:
     return entry.decode() if isinstance(entry, bytes) else str(entry)
 
 
-async def _take(feeds: RoomFeeds, group: str, after: str, count: int) -> list[str]:
+async def _take(
+    feeds: RoomFeeds, group: str, after: str, count: int, live: asyncio.Event | None = None
+) -> list[str]:
+    """The first ``count`` items the watcher gets; ``live`` is set at its first keep-alive,
+    which comes once it has what it missed and waits for live items. Returns once the watcher
+    has left the room."""
     got: list[str] = []
-    async for block in feeds.watch(group, after):
-        if not block.startswith(":"):
+    async with contextlib.aclosing(feeds.watch(group, after)) as blocks:
+        async for block in blocks:
+            if block.startswith(":"):
+                if live is not None:
+                    live.set()
+                continue
             got.append(block)
-        if len(got) == count:
-            break
+            if len(got) == count:
+                break
     return got
 
 
@@ -55,8 +65,11 @@ async def test_watchers_of_a_room_share_one_reader(redis_url: str, unique_name: 
     feeds = RoomFeeds(redis, render, keepalive_s=0.2)
     try:
         start = await feeds.stream_end(unique_name)
-        watchers = [asyncio.create_task(_take(feeds, unique_name, start, 5)) for _ in range(4)]
-        await asyncio.sleep(0.3)  # all four are watching before anything is said
+        live = [asyncio.Event() for _ in range(4)]
+        watchers = [asyncio.create_task(_take(feeds, unique_name, start, 5, e)) for e in live]
+        # All four are watching live before anything is said (a watcher still reading what it
+        # missed would render the newest items itself).
+        await asyncio.wait_for(asyncio.gather(*(e.wait() for e in live)), 10)
         said = [await _say(redis, unique_name, f"text {n}") for n in range(5)]
         results = await asyncio.wait_for(asyncio.gather(*watchers), 10)
     finally:

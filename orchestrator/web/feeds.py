@@ -56,11 +56,22 @@ class _Feed:
         self.group = group
         self.render = render
         self.watchers: set[asyncio.Queue[Event]] = set()
+        self.stopping = False
         self.task = asyncio.create_task(self._read(start), name=f"feed {group}")
+
+    async def stop(self) -> None:
+        """End the reader and wait until it has. Cancelling it is not always enough: a
+        cancellation that lands as a blocking read returns can be absorbed by the Redis client
+        (seen with redis-py 8), and the reader would read on with nobody watching; the flag
+        ends it at its next read at the latest, ``block_ms`` later."""
+        self.stopping = True
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
 
     async def _read(self, after: str) -> None:
         try:
-            while True:
+            while not self.stopping:
                 response = await self.redis.xread(
                     {self.stream: after}, count=_BATCH, block=self.block_ms
                 )
@@ -142,9 +153,7 @@ class RoomFeeds:
         feed.watchers.discard(queue)
         if not feed.watchers and self._feeds.get(feed.group) is feed:
             del self._feeds[feed.group]
-            feed.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await feed.task
+            await feed.stop()
 
     async def _missed(self, group: str, after: str) -> list[Event]:
         """What the room said after ``after`` up to now, read straight from its stream."""
@@ -166,6 +175,4 @@ class RoomFeeds:
     async def close(self) -> None:
         """Stop every reader (the console is stopping)."""
         feeds, self._feeds = list(self._feeds.values()), {}
-        for feed in feeds:
-            feed.task.cancel()
-        await asyncio.gather(*(f.task for f in feeds), return_exceptions=True)
+        await asyncio.gather(*(f.stop() for f in feeds), return_exceptions=True)
