@@ -1,6 +1,6 @@
 """What the console's browser tests share: `arena up` (or `arena web`) as a process, other
 `arena` commands run in this process against it, headless Chromium through Playwright, pages
-that save a screenshot and fail on any dialog.
+that fail on any dialog and save a screenshot when their test fails.
 
 Screenshots go under ``test-artifacts/screenshots/`` (not committed).
 """
@@ -110,9 +110,8 @@ def chromium() -> Iterator[Any]:
 
 
 @contextlib.contextmanager
-def fresh_page(browser: Any, name: str) -> Iterator[Any]:
-    """A page of its own; a screenshot when done; a dialog (an alert a message managed to
-    run) fails the test."""
+def fresh_page(browser: Any) -> Iterator[Any]:
+    """A page of its own; a dialog (an alert a message managed to run) fails the test."""
     context = browser.new_context(viewport={"width": 1280, "height": 1000})
     page = context.new_page()
     page.set_default_timeout(TIMEOUT_MS)
@@ -121,7 +120,12 @@ def fresh_page(browser: Any, name: str) -> Iterator[Any]:
     try:
         yield page
     finally:
-        ARTEFACTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(ARTEFACTS / f"{name}.png"), full_page=True)
         context.close()
     assert dialogs == [], f"a message ran script: {dialogs}"
+
+
+def save_screenshot(page: Any, name: str) -> None:
+    """The whole page as a PNG under ``test-artifacts/screenshots/``. Taken when a test fails
+    only: one after every test cost the browser and the test process about 2 CPU-s a run."""
+    ARTEFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTEFACTS / f"{name}.png"), full_page=True)

@@ -14,7 +14,7 @@ import tempfile
 import time
 import urllib.parse
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +31,7 @@ from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
 from orchestrator.settings import Settings, load_settings
 from tests.arena_helpers import REPO, write_team
-from tests.browser import chromium, fresh_page
+from tests.browser import chromium, fresh_page, save_screenshot
 from tests.fakes import FakeMessagesServer
 from tests.ports import free_port as _free_port
 from tests.threads import loop_in_thread
@@ -706,8 +706,24 @@ def browser() -> Iterator[Any]:
         yield opened
 
 
+_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item,
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Note on the test whether it failed, for fixtures that keep evidence (``page``)."""
+    report = yield
+    if report.failed:
+        item.stash[_FAILED] = True
+    return report
+
+
 @pytest.fixture
 def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
-    """A page of its own, screenshot saved when done; a dialog fails the test."""
-    with fresh_page(browser, request.node.name) as opened:
+    """A page of its own, saved as a screenshot if the test fails; a dialog fails the test."""
+    with fresh_page(browser) as opened:
         yield opened
+        if request.node.stash.get(_FAILED, False):
+            save_screenshot(opened, request.node.name)

@@ -15,7 +15,8 @@ its own.
   `arena budget` counts it; against a console whose spending was counted as the daemon counts
   it, rows at 80 % and 100 % of a cap are marked; with no cap, a hint.
 
-Screenshots are saved under ``test-artifacts/screenshots/`` (not committed).
+A failing test saves its page as a screenshot under ``test-artifacts/screenshots/`` (not
+committed).
 """
 
 from __future__ import annotations
