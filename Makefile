@@ -46,16 +46,19 @@ lint: $(STAMP)
 # only when bytecode may be written; else every worker rewrites them on every run.
 TEST_WORKERS ?= $(shell n=$$(( 2 * $$(nproc 2>/dev/null || echo 1) )); echo $$(( n > 16 ? 16 : n )))
 
-# mypy (strict, ~10 s on one core) runs beside the tests, in the time their processes wait;
-# its verdict is printed after theirs and either failing fails `make test`.
+# mypy (strict, ~10 s on one core) starts first and runs at the lowest priority beside the
+# linters and the tests, on the cycles they leave; its verdict is printed after the tests' and
+# either failing fails `make test` (a linter failing stops it at once). The test files are not
+# compiled ahead: pytest rewrites their asserts and compiles them itself.
 MYPY_OUT := $(VENV)/mypy.out
 
 test: $(STAMP)
-	$(BIN)/ruff check orchestrator tests
-	$(BIN)/ruff format --check orchestrator tests
-	$(BIN)/lint-imports
-	$(BIN)/python -m compileall -q orchestrator tests
 	nice -n 19 $(BIN)/mypy orchestrator > $(MYPY_OUT) 2>&1 & mypy=$$!; \
+	trap 'kill $$mypy 2>/dev/null || true' EXIT; \
+	$(BIN)/ruff check orchestrator tests && \
+	$(BIN)/ruff format --check orchestrator tests && \
+	$(BIN)/lint-imports && \
+	$(BIN)/python -m compileall -q -x '/(test_[^/]*|conftest)\.py$$' orchestrator tests || exit 1; \
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder; tests=$$?; \
 	wait $$mypy; typed=$$?; cat $(MYPY_OUT); \
 	[ $$tests -eq 0 ] && [ $$typed -eq 0 ]
