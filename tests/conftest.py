@@ -32,7 +32,7 @@ from orchestrator.memory.db import make_engine
 from orchestrator.settings import Settings, load_settings
 from tests.arena_helpers import REPO, write_team
 from tests.browser import chromium, fresh_page, save_screenshot
-from tests.fakes import FakeMessagesServer
+from tests.fakes import FakeMessagesServer, anthropic_provider
 from tests.ports import free_port as _free_port
 from tests.threads import loop_in_thread
 
@@ -549,12 +549,8 @@ def fake_llm() -> Iterator[FakeMessagesServer]:
 
 @pytest.fixture
 async def model(fake_llm: FakeMessagesServer) -> AsyncIterator[AnthropicProvider]:
-    """The real Anthropic provider, pointed at the fake server."""
-    # Imported here: the model SDK takes seconds to import, and pytest-xdist's coordinating
-    # process, which loads this file but runs no test, never needs it.
-    from orchestrator.adapters.llm import AnthropicProvider
-
-    provider = AnthropicProvider(
+    """The real Anthropic provider, pointed at the fake server (the SDK imported only now)."""
+    provider = anthropic_provider(
         api_key="test", base_url=fake_llm.base_url, timeout_s=5, max_retries=0
     )
     yield provider
