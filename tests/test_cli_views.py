@@ -99,6 +99,19 @@ def test_memory_views_escape_controls(settings, engine, monkeypatch):
     assert f"JWT tokens {SHOWN}" in shown
 
 
+def test_memory_show_leaves_out_unset_fields(settings, engine):
+    """`memory show` of a fresh entry prints no `None`: unset fields are left out, and every
+    label stands apart from its value."""
+    entry = _memory(engine, "team", "We use JWT for sessions")
+    shown = arena("memory", "show", str(entry))
+    assert shown.exit_code == 0, shown.output
+    assert "None" not in shown.output
+    assert "superseded_by" not in shown.output
+    lines = dict(line.split(":", 1) for line in shown.output.splitlines() if ":" in line)
+    assert lines["id"].strip() == str(entry)
+    assert all(value.startswith(" ") for value in lines.values())
+
+
 def test_json_views_are_valid_and_escaped(settings, engine):
     """--json output keeps the text exactly but writes every control as a JSON escape."""
     entry = _memory(engine, "team", f"JWT tokens {HOSTILE}")
@@ -247,6 +260,41 @@ def test_dead_letters_json_and_table(settings, embedded_redis_url, monkeypatch):
     assert_safe(table.output)
     assert "[group] bad" in table.output
     assert "\\x00" in table.output
+
+
+def test_dead_letters_show_whole_ids_at_80_columns(settings, embedded_redis_url, monkeypatch):
+    """At 80 columns a dead letter's ids are printed whole, to be copied into `arena retry`."""
+    monkeypatch.setenv("REDIS_URL", embedded_redis_url)
+    message_id = "1795699909504123-7"
+    with redis.Redis.from_url(embedded_redis_url) as raw:
+        letter = raw.xadd(
+            deadletter_stream(),
+            {
+                "entry_id": message_id,
+                "reason": "invalid: " + "a long reason that goes on " * 5,
+                "field:group": "a-group-with-a-rather-long-name",
+                "field:text": "words " * 100,
+            },
+        ).decode()
+    shown = arena("dead-letters")
+    assert shown.exit_code == 0, shown.output
+    words = shown.output.split()
+    assert letter in words
+    assert message_id in words
+    assert "…" not in " ".join(words[:4])
+    assert arena("retry", letter).exit_code == 0
+
+
+def test_post_from_stdin_leaves_out_the_pipes_line_end(settings, embedded_redis_url, monkeypatch):
+    """`echo hi | arena post G -` posts "hi", not "hi\\n"; a line break inside is kept."""
+    monkeypatch.setenv("REDIS_URL", embedded_redis_url)
+    for piped, posted in (("hello there\n", "hello there"), ("two\nlines\r\n", "two\nlines")):
+        result = CliRunner().invoke(main, ["post", "stdin-group", "-"], input=piped)
+        assert result.exit_code == 0, result.output
+        message_id = result.output.strip()
+        with redis.Redis.from_url(embedded_redis_url) as raw:
+            ((_, fields),) = raw.xrange(inbox_stream(), message_id, message_id)
+        assert fields[b"text"].decode() == posted
 
 
 def test_jobs_table_fits_80_columns(settings, embedded_redis_url, monkeypatch):

@@ -13,7 +13,6 @@ from typing import Any
 
 import click
 from rich.markup import escape
-from rich.table import Table
 
 from orchestrator.cli.output import err, fail, json_text, out
 from orchestrator.core.wire import DEFAULT_SENDER, Outbound, validate_group
@@ -24,6 +23,8 @@ __all__ = ["dead_letters", "history", "post", "retry", "route", "tail"]
 
 # A Redis stream entry id, as `arena dead-letters` lists them.
 _ENTRY_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
+# How much of a dead letter's text `arena dead-letters` shows (`--json` has all of it).
+_TEXT_SHOWN = 200
 
 
 def _print_item(item: Outbound) -> None:
@@ -54,7 +55,8 @@ def post(settings: Settings, group: str, text: str, sender: str, wait_s: float |
     from orchestrator.client import ArenaClient
 
     if text == "-":
-        text = sys.stdin.read()
+        # `echo hi | arena post demo -` posts "hi": the line end a pipe adds is no part of it.
+        text = sys.stdin.read().rstrip("\r\n")
     with ArenaClient.from_settings(settings) as client:
         after = client.last_reply_id(group) if wait_s is not None else "$"
         message_id = client.post(group, text, sender)
@@ -150,16 +152,24 @@ def dead_letters(settings: Settings, limit: int, as_json: bool) -> None:
     if not letters:
         out.print("no dead letters")
         return
-    table = Table("id", "message", "group", "reason", "text")
     for letter in letters:
-        table.add_row(
-            letter["id"],
-            letter.get("entry_id", ""),
-            letter.get("group", ""),
-            letter.get("reason", ""),
-            letter.get("text", "")[:60],
-        )
-    out.print(table)
+        _print_dead_letter(letter)
+
+
+def _print_dead_letter(letter: dict[str, str]) -> None:
+    """One dead letter: its ids whole on the first line (to copy into `arena retry`), the
+    reason and the start of the text under them, wrapped rather than cut."""
+    head = [letter["id"]]
+    if letter.get("entry_id"):
+        head.append(f"message {letter['entry_id']}")
+    if letter.get("group"):
+        head.append(f"group {letter['group']}")
+    out.print("  ".join(head))
+    out.print(f"  reason: {letter.get('reason', '')}")
+    text = letter.get("text")
+    if text is not None:
+        shown = text if len(text) <= _TEXT_SHOWN else text[:_TEXT_SHOWN] + "…"
+        out.print(f"  text: {shown}")
 
 
 @click.command()

@@ -153,6 +153,19 @@ def _get(session: SessionMemory, entry_id: int) -> MemoryRecord:
     return record
 
 
+# `arena memory show`: the widest label ("superseded_by:") and a space.
+_LABEL = 15
+
+
+def _shown(value: Any) -> str:
+    """A field as `arena memory show` prints it: nothing for a field that is unset."""
+    if value is None or value == []:
+        return ""
+    if isinstance(value, list):
+        return ", ".join(str(item) for item in value)
+    return str(value)
+
+
 @memory.command()
 @click.argument("entry_id", metavar="ID", type=int)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
@@ -192,11 +205,13 @@ def show(settings: Settings, entry_id: int, as_json: bool) -> None:
         "supersedes",
         "superseded_by",
     ):
-        out.print(f"{name + ':':<14}{data[name]}", markup=False)
-    out.print(f"{'content:':<14}{record.content}", markup=False)
+        shown = _shown(data[name])
+        if shown:
+            out.print(f"{name + ':':<{_LABEL}}{shown}", markup=False)
+    out.print(f"{'content:':<{_LABEL}}{record.content}", markup=False)
     if record.citation:
         c = record.citation
-        out.print(f"{'citation:':<14}{c.kind} {c.ref} ({c.locator}, {c.scope})", markup=False)
+        out.print(f"{'citation:':<{_LABEL}}{c.kind} {c.ref} ({c.locator}, {c.scope})", markup=False)
     if cited:
         m = cited.message
         out.print(f"\ncited message {m.id} from {m.sender}:\n  {m.text}", markup=False)
