@@ -132,7 +132,7 @@ def test_markers_in_history_and_memory_never_reach_the_model_verbatim():
     built = _build(layers, trigger)
     everything = built.request.system + built.request.system_tail + str(built.request.messages)
     assert planted not in everything
-    assert everything.count("&lt;!--SAVE_MEMORY") == 6
+    assert everything.count("\u2039!--SAVE_MEMORY") == 6
 
 
 def test_an_own_reply_stored_with_a_raw_marker_reaches_the_model_inert():
@@ -150,7 +150,7 @@ def test_an_own_reply_stored_with_a_raw_marker_reaches_the_model_inert():
     )
     built = _build(layers, trigger)
     assert planted not in str(built.request.messages)
-    assert "&lt;!--save_memory" in str(built.request.messages)
+    assert "\u2039!--save_memory" in str(built.request.messages)
 
 
 @pytest.mark.parametrize(

@@ -150,7 +150,7 @@ def test_markers_in_recalled_messages_are_neutralised(settings, engine):
     tail = _context("what about the Hetzner budget?")["system_tail"]
     assert planted.id in tail
     assert "<!--SAVE_MEMORY" not in tail
-    assert "&lt;!--SAVE_MEMORY" in tail
+    assert "\u2039!--SAVE_MEMORY" in tail
 
 
 def test_the_cost_report_records_what_recall_dropped(settings, engine, monkeypatch):

@@ -277,7 +277,7 @@ async def test_summary_input_holds_no_raw_marker(settings, engine, fake_llm, mod
     outcome = await run_summary(settings, engine, model, "team", None, "manual", now)
     assert outcome.status == "written"
     system = fake_llm.requests[0]["system"][0]["text"]
-    assert "&lt;!--Save_Memory" in system
+    assert "\u2039!--Save_Memory" in system
     assert planted not in system
 
 

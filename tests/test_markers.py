@@ -220,10 +220,10 @@ def test_marker_assembled_by_removal_is_removed_too():
 
 
 def test_neutralise_rewrites_only_marker_openings():
-    """neutralise escapes '<' of a marker opening and leaves other comments alone."""
+    """neutralise quotes the '<' of a marker opening and leaves other comments alone."""
     text = f"quote: {MEMORY} and <!-- a comment -->"
     result = neutralise(text)
-    assert result.startswith("quote: &lt;!--SAVE_MEMORY:")
+    assert result.startswith("quote: \u2039!--SAVE_MEMORY:")
     assert result.endswith("and <!-- a comment -->")
     assert parse_markers(result).markers == ()
     assert neutralise(result) == result
@@ -233,7 +233,7 @@ def test_neutralise_catches_odd_spellings():
     """Lower case and a name broken across lines are made inert too."""
     text = '<!--save_memory:{"content": "x"}--> <!-- Save_\nTo_Personal:{"content": "y"}-->'
     result = neutralise(text)
-    assert result.count("&lt;!--") == 2
+    assert result.count("\u2039!--") == 2
     assert RAW_MARKER_RE.search(result) is None
     assert parse_markers(result) == ParsedReply(visible=result.strip())
 

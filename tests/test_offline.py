@@ -193,4 +193,4 @@ async def test_a_quoted_marker_saves_nothing():
     parsed = parse_markers((await reply_to(text)).text)
     assert parsed.markers == ()
     assert parsed.invalid == ()
-    assert "&lt;!--SAVE_TO_PERSONAL" in parsed.visible
+    assert "\u2039!--SAVE_TO_PERSONAL" in parsed.visible

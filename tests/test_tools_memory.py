@@ -140,7 +140,7 @@ async def test_get_reads_a_message_of_the_group_only(tools, engine):
         await history.open(message)
     got = run(tools, "memory_get", {"id": "msg:m-demo"})
     assert got.content.startswith("[msg:m-demo] alex (human, ")
-    assert "&lt;!--SAVE_MEMORY" in got.content  # markers defused
+    assert "\u2039!--SAVE_MEMORY" in got.content  # markers defused
     assert run(tools, "memory_get", {"id": "msg:m-other"}).is_error
 
 

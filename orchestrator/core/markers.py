@@ -22,8 +22,10 @@ belong to the memory gate.
 
 :func:`neutralise` is applied to human messages and history before they reach a model, so that
 quoted text can never plant a marker: it rewrites the ``<`` of a ``<!--`` that opens a marker
-(or starts to: ``<!--save``, in any case and spacing) as the HTML entity ``&lt;``, which the
-parser does not match and a model still reads as the same text.
+(or starts to: ``<!--save``, in any case and spacing) as ``\u2039`` (U+2039, a single angle
+quotation mark). The parser does not match it, a model does not take it for the syntax it is
+asked to write, and people reading a reply, a summary or a log that quotes it read it as
+written (an HTML entity such as ``&lt;`` would show as such in the console and the terminal).
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ _COLON_RE = re.compile(r"\s*:\s*")
 _CLOSE_RE = re.compile(r"\s*-->")
 # Wider than _START_RE (a name begun is enough), so neutralised text never parses as a marker.
 _NEUTRALISE_RE = re.compile(f"<(?=!--{_GAP}{_spaced('SAVE')})", re.IGNORECASE)
+_QUOTED = "\u2039"  # what neutralise writes for that '<': a single angle quotation mark
 _ASSEMBLED = "formed only by removing another marker"
 _DIGEST_HEX = 12
 
@@ -153,8 +156,8 @@ def parse_markers(text: str) -> ParsedReply:
 def neutralise(text: str) -> str:
     """Make marker-shaped text inert, so quoting it can never save a memory.
 
-    The ``<`` of every ``<!--`` that opens a marker, or the start of one, becomes ``&lt;``:
-    ``<!--SAVE_MEMORY:{...}-->`` reads ``&lt;!--SAVE_MEMORY:{...}-->``, and so does
+    The ``<`` of every ``<!--`` that opens a marker, or the start of one, becomes ``\u2039``:
+    ``<!--SAVE_MEMORY:{...}-->`` reads ``\u2039!--SAVE_MEMORY:{...}-->``, and so does
     ``<!-- save_memory:{...}-->``. All other text is returned unchanged, and ``neutralise`` is
     idempotent.
 
@@ -164,7 +167,7 @@ def neutralise(text: str) -> str:
     Returns:
         The text with no marker left for :func:`parse_markers` to find.
     """
-    return _NEUTRALISE_RE.sub("&lt;", text)
+    return _NEUTRALISE_RE.sub(_QUOTED, text)
 
 
 def _scan(text: str) -> tuple[str, list[Marker | InvalidMarker]]:
