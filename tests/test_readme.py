@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import re
 import runpy
@@ -415,12 +416,14 @@ def test_any_redis_client_can_post(stack: Stack, tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_daily_caps_example(tmp_path: Path) -> None:
     """Under the README's `ARENA_CAP_GROUP_TOKENS_PER_DAY` (no worker, no workers' jobs
-    needed): the first two messages are answered (the second after searching memory, then
-    told the budget is used up), the third gets the budget notice; `arena budget` and `arena
-    history` show it."""
+    needed), after the Quick start's posts as a reader would have made them: the first two
+    messages are answered (the second after searching memory, then told the budget is used up),
+    the third gets the budget notice; `arena budget` and `arena history` show it, with the
+    figures the README gives."""
     (block,) = _runnable("Daily caps")
     posts = [c for c in block.commands if c.startswith("arena post")]
     assert len(posts) == 3
+    group = shlex.split(posts[0])[2]
     prose = " ".join(README.read_text(encoding="utf-8").split())
     cap_text = re.search(r"`ARENA_CAP_GROUP_TOKENS_PER_DAY=(\d+) make run`", prose)
     assert cap_text is not None
@@ -428,19 +431,37 @@ def test_daily_caps_example(tmp_path: Path) -> None:
     capped_stack = _running_stack(
         tmp_path, ARENA_CAP_GROUP_TOKENS_PER_DAY=str(cap), ARENA_WORKERS="0"
     )
+    quick_start = [c for c in _runnable("Quick start")[1].commands if c.startswith("arena post")]
     with capped_stack as capped:
+        for command in quick_start:
+            capped.sh(command)
         outputs = [capped.sh(command) for command in block.commands]
+        rows = [
+            json.loads(line) for line in capped.sh(f"arena history {group} --json").splitlines()
+        ]
     first, second, third, budget, history = outputs
     assert "\nreceptionist: " in first
     assert "architect: " in second
     assert "I searched memory (memory_search) and found:" in second
     assert "we decided to use Postgres" in second
-    assert "! daily budget used up (group demo: " in second
-    assert "! Architect did not answer: daily budget reached (group demo: " in third
-    used = re.search(rf"group demo: ([\d,]+) of {cap:,} tokens", third)
+    assert f"! daily budget used up (group {group}: " in second
+    assert f"! Architect did not answer: daily budget reached (group {group}: " in third
+    used = re.search(rf"group {group}: ([\d,]+) of {cap:,} tokens", third)
     assert used is not None
     assert f"{used.group(1)} / {cap:,}" in budget
     assert 'tool: memory_search("what did we decide about the database") → 1 hit' in history
+    # The figures the walkthrough states are those a reader gets.
+    said = re.search(
+        r"The receptionist answers the first \(([\d,]+) tokens\).*?\(two model calls, "
+        rf"([\d,]+) tokens\).*?`group {group}: ([\d,]+) of",
+        prose,
+    )
+    assert said is not None
+    tokens = [int(figure.replace(",", "")) for figure in said.groups()]
+    (usage,) = (r["meta"]["usage"] for r in rows if r["sender"] == "receptionist")
+    receptionist = usage["input_tokens"] + usage["output_tokens"]
+    total = int(used.group(1).replace(",", ""))
+    assert tokens == [receptionist, total - receptionist, total]
 
 
 @pytest.mark.slow
