@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -16,6 +16,12 @@ from orchestrator.background.queue import fetch_job, queue
 from orchestrator.cli.main import main
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.core.wire import inbox_stream, outbox_stream
+from orchestrator.memory.conversation.importer import (
+    FUTURE_SKEW,
+    ImportProblems,
+    ImportSettings,
+    parse_lines,
+)
 from orchestrator.memory.conversation.store import HistoryStore, StoredMessage
 from orchestrator.memory.db import make_engine
 from tests.arena_helpers import set_team_environment
@@ -155,6 +161,10 @@ BAD = {
     "control text": (jsonl([_line(text="a\x1bb")]), "line 1: text: control character 0x1b"),
     "bad date": (jsonl([_line(created_at="yesterday")]), "line 1: created_at: not an ISO 8601"),
     "number date": (jsonl([_line(created_at=5)]), "line 1: created_at: not a string"),
+    "future date": (
+        jsonl([_line(created_at="2099-01-01T00:00:00")]),
+        "line 1: created_at: 2098-12-31T23:00:00+00:00 is in the future (now is ",
+    ),
     "unknown field": (jsonl([_line(room="x")]), "line 1: room: unknown field"),
     "bad id": (jsonl([_line(id="../x")]), "line 1: id: '../x' is not a safe id"),
     "bad kind": (jsonl([_line(kind="notice")]), "line 1: kind: 'notice' is not"),
@@ -198,6 +208,33 @@ def test_many_bad_lines_are_listed_up_to_twenty(env, tmp_path):
     assert "line 20: sender:" in result.output
     assert "line 21:" not in result.output
     assert "and 5 more" in result.output
+
+
+def test_a_date_a_little_ahead_is_a_clock_difference_but_more_is_refused(env, tmp_path):
+    """30 s ahead of now is taken as the writer's clock running fast; 2 minutes is refused."""
+    now = datetime.now(UTC)
+    soon = _line(created_at=(now + timedelta(seconds=30)).isoformat())
+    later = _line(text="Later.", created_at=(now + timedelta(minutes=2)).isoformat())
+    refused = arena("import", "g1", write(tmp_path, jsonl([later])))
+    assert refused.exit_code == 1
+    assert "line 1: created_at:" in refused.output
+    assert "is in the future" in refused.output
+    assert stored(env) == []
+    accepted = arena("import", "g1", write(tmp_path, jsonl([soon])))
+    assert accepted.exit_code == 0, accepted.output
+    assert len(stored(env)) == 1
+
+
+def test_the_future_starts_after_now_plus_the_allowance():
+    """A line dated exactly now plus the allowance is accepted; a microsecond later is not."""
+    now = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+    config = ImportSettings(group="g1", zone=UTC, max_bytes=10_000, now=now)
+    edge = now + FUTURE_SKEW
+    [(number, message)] = parse_lines(jsonl([_line(created_at=edge.isoformat())]), config)
+    assert (number, message.created_at) == (1, edge)
+    beyond = (edge + timedelta(microseconds=1)).isoformat()
+    with pytest.raises(ImportProblems, match=r"line 1: created_at: .* is in the future"):
+        parse_lines(jsonl([_line(created_at=beyond)]), config)
 
 
 def test_messages_older_than_the_group_are_refused(env, tmp_path):

@@ -175,7 +175,7 @@ class HistoryIngest:
 
     def ingest(self, sample_id: str, group: str, turns: list[Turn]) -> dict[str, set[str]]:
         """Store the turns; each message id -> the dia_ids it stands for."""
-        config = ImportSettings(group=group, zone=UTC, max_bytes=10**6)
+        config = ImportSettings(group=group, zone=UTC, max_bytes=10**6, now=NOW)
         import_messages(self.store, parse_lines(history_file(sample_id, turns), config))
         return {f"{sample_id}-{t.dia_id}": {t.dia_id} for t in turns}
 

@@ -6,7 +6,9 @@ The file is JSON Lines, one message per line::
 
 ``sender`` and ``text`` follow the wire's rules (:func:`orchestrator.core.wire.validate_sender`,
 :func:`orchestrator.core.wire.validate_text`); ``created_at`` is ISO 8601, a time without an offset
-being in ``ARENA_TZ``; ``id`` is optional (a safe id, see :data:`ID_RE`): without one, the id
+being in ``ARENA_TZ``, and not later than now plus :data:`FUTURE_SKEW` (a clock a little
+ahead of ours is believed; a date beyond it would sort the group's history after everything
+said from then on); ``id`` is optional (a safe id, see :data:`ID_RE`): without one, the id
 is derived from the group, sender, text, date and how many identical messages came before in
 the file, so importing the same file again adds nothing. ``kind`` is optional: ``human`` (the
 default) or ``agent``, which only a known agent's id may use as its sender. Blank lines are
@@ -28,7 +30,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
 from sqlalchemy import func, select
@@ -42,6 +44,7 @@ from orchestrator.memory.transactions import writing
 
 __all__ = [
     "FIELDS",
+    "FUTURE_SKEW",
     "ID_RE",
     "ImportProblems",
     "ImportResult",
@@ -54,6 +57,7 @@ __all__ = [
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,199}\Z")
 FIELDS = ("sender", "text", "created_at", "id", "kind")
 SHOWN_PROBLEMS = 20
+FUTURE_SKEW = timedelta(seconds=60)  # how far ahead of ours the clock that wrote a file may be
 STATUS = "imported"
 _CHUNK = 500  # ids looked up per query
 _MESSAGES = MessageRow.__table__  # type: ignore[attr-defined]
@@ -81,7 +85,12 @@ class ImportSettings:
     group: str
     zone: tzinfo
     max_bytes: int
+    now: datetime  # no line may be dated later than this plus FUTURE_SKEW
     agents: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if self.now.tzinfo is None:
+            raise ValueError("now must be timezone-aware")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,14 +106,22 @@ class ImportResult:
     earlier: int = 0  # the group's messages from before, not in the file
 
 
-def _created_at(value: Any, zone: tzinfo) -> datetime:
+def _created_at(value: Any, zone: tzinfo, now: datetime) -> datetime:
     if not isinstance(value, str):
         raise ValidationError("created_at", "not a string (an ISO 8601 date and time)")
     try:
         when = datetime.fromisoformat(value)
     except ValueError:
         raise ValidationError("created_at", f"not an ISO 8601 date: {value[:40]!r}") from None
-    return (when if when.tzinfo else when.replace(tzinfo=zone)).astimezone(UTC)
+    when = (when if when.tzinfo else when.replace(tzinfo=zone)).astimezone(UTC)
+    if when > now + FUTURE_SKEW:
+        raise ValidationError(
+            "created_at",
+            f"{when.isoformat()} is in the future (now is "
+            f"{now.astimezone(UTC).isoformat(timespec='seconds')}; a clock at most "
+            f"{FUTURE_SKEW.total_seconds():g} s ahead is allowed)",
+        )
+    return when
 
 
 def _kind(value: Any, sender: str, agents: frozenset[str]) -> MessageKind:
@@ -146,7 +163,7 @@ class _Parser:
             raise ValidationError(unknown[0], f"unknown field (fields: {', '.join(FIELDS)})")
         sender = validate_sender(_string(data, "sender"))
         text = validate_text(_string(data, "text"), self.config.max_bytes)
-        when = _created_at(data.get("created_at"), self.config.zone)
+        when = _created_at(data.get("created_at"), self.config.zone, self.config.now)
         kind = _kind(data.get("kind"), sender, self.config.agents)
         if data.get("id") is None:
             seen = self.identical[(sender, text, when)]
