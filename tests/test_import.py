@@ -165,6 +165,14 @@ BAD = {
         jsonl([_line(created_at="2099-01-01T00:00:00")]),
         "line 1: created_at: 2098-12-31T23:00:00+00:00 is in the future (now is ",
     ),
+    "last date at an offset": (
+        jsonl([_line(created_at="9999-12-31T23:59:59-01:00")]),
+        "line 1: created_at: out of range: '9999-12-31T23:59:59-01:00'",
+    ),
+    "first date in ARENA_TZ": (
+        jsonl([_line(created_at="0001-01-01T00:00:00")]),
+        "line 1: created_at: out of range: '0001-01-01T00:00:00'",
+    ),
     "unknown field": (jsonl([_line(room="x")]), "line 1: room: unknown field"),
     "bad id": (jsonl([_line(id="../x")]), "line 1: id: '../x' is not a safe id"),
     "bad kind": (jsonl([_line(kind="notice")]), "line 1: kind: 'notice' is not"),

@@ -111,9 +111,11 @@ def _created_at(value: Any, zone: tzinfo, now: datetime) -> datetime:
         raise ValidationError("created_at", "not a string (an ISO 8601 date and time)")
     try:
         when = datetime.fromisoformat(value)
+        when = (when if when.tzinfo else when.replace(tzinfo=zone)).astimezone(UTC)
     except ValueError:
         raise ValidationError("created_at", f"not an ISO 8601 date: {value[:40]!r}") from None
-    when = (when if when.tzinfo else when.replace(tzinfo=zone)).astimezone(UTC)
+    except OverflowError:  # years 1 and 9999 at an offset from UTC
+        raise ValidationError("created_at", f"out of range: {value[:40]!r}") from None
     if when > now + FUTURE_SKEW:
         raise ValidationError(
             "created_at",
