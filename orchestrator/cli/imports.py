@@ -19,13 +19,8 @@ from orchestrator.cli.resources import database
 from orchestrator.core.agents import load_agents
 from orchestrator.core.wire import validate_group
 from orchestrator.errors import OrchestratorError
-from orchestrator.memory.conversation.importer import (
-    ImportResult,
-    ImportSettings,
-    Progress,
-    import_messages,
-    parse_lines,
-)
+from orchestrator.memory.conversation.importer import ImportSettings, Progress, parse_lines
+from orchestrator.memory.conversation.importing import ImportResult, import_messages
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.settings import Settings
 

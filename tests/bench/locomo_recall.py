@@ -48,7 +48,8 @@ from rich.console import Console
 from rich.table import Table
 from sqlalchemy.engine import Engine
 
-from orchestrator.memory.conversation.importer import ImportSettings, import_messages, parse_lines
+from orchestrator.memory.conversation.importer import ImportSettings, parse_lines
+from orchestrator.memory.conversation.importing import import_messages
 from orchestrator.memory.conversation.index import HistoryIndex
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine

@@ -15,10 +15,9 @@ default) or ``agent``, which only a known agent's id may use as its sender. Blan
 skipped.
 
 Everything is checked before anything is written: each problem is named with its line and
-field, and on any problem nothing is stored. The messages are stored in one transaction, in
-file order, through :class:`HistoryStore` (so they are indexed as every stored message is),
-after the group's existing messages: ``created_at`` must not go back in time, within the file
-or before the group's newest message, so the history's order and its dates agree.
+field, and on any problem nothing is stored. ``created_at`` must not go back in time within
+the file; :func:`orchestrator.memory.conversation.importing.import_messages` stores the
+checked lines after the group's newest message.
 """
 
 from __future__ import annotations
@@ -28,29 +27,22 @@ import hashlib
 import json
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
-from sqlalchemy import func, select
-from sqlalchemy.engine import Connection
-
-from orchestrator.core.models import ChatMessage, MessageKind, assume_utc
+from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.core.wire import validate_group, validate_sender, validate_text
 from orchestrator.errors import OrchestratorError, ValidationError
-from orchestrator.memory.conversation.store import HistoryStore, MessageRow, NewReply
-from orchestrator.memory.transactions import writing
 
 __all__ = [
     "FIELDS",
     "FUTURE_SKEW",
     "ID_RE",
     "ImportProblems",
-    "ImportResult",
     "ImportSettings",
     "Progress",
-    "import_messages",
     "parse_lines",
 ]
 
@@ -58,9 +50,6 @@ ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,199}\Z")
 FIELDS = ("sender", "text", "created_at", "id", "kind")
 SHOWN_PROBLEMS = 20
 FUTURE_SKEW = timedelta(seconds=60)  # how far ahead of ours the clock that wrote a file may be
-STATUS = "imported"
-_CHUNK = 500  # ids looked up per query
-_MESSAGES = MessageRow.__table__  # type: ignore[attr-defined]
 
 Progress = Callable[[int, int], None]
 
@@ -91,19 +80,6 @@ class ImportSettings:
     def __post_init__(self) -> None:
         if self.now.tzinfo is None:
             raise ValueError("now must be timezone-aware")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ImportResult:
-    """What an import did."""
-
-    group: str
-    imported: int
-    already: int
-    first_at: datetime | None
-    last_at: datetime | None
-    seqs: tuple[int, ...] = ()  # of the messages stored now, in order
-    earlier: int = 0  # the group's messages from before, not in the file
 
 
 def _created_at(value: Any, zone: tzinfo, now: datetime) -> datetime:
@@ -256,101 +232,3 @@ def _order_problems(
             f"({earlier.created_at.isoformat()}); sort the file by time"
         )
     return found
-
-
-def _stored(conn: Connection, ids: Sequence[str]) -> dict[str, Any]:
-    """The stored rows among ``ids``, by id."""
-    rows: dict[str, Any] = {}
-    for start in range(0, len(ids), _CHUNK):
-        chunk = ids[start : start + _CHUNK]
-        query = select(
-            _MESSAGES.c.id, _MESSAGES.c.group_id, _MESSAGES.c.sender, _MESSAGES.c.text
-        ).where(_MESSAGES.c.id.in_(chunk))
-        rows.update({row.id: row for row in conn.execute(query)})
-    return rows
-
-
-def _conflicts(messages: Sequence[tuple[int, ChatMessage]], stored: dict[str, Any]) -> list[str]:
-    problems = []
-    for number, message in messages:
-        row = stored.get(message.id)
-        if row is None:
-            continue
-        if row.group_id != message.group:
-            problems.append(
-                f"line {number}: id: {message.id!r} is already a message of group {row.group_id!r}"
-            )
-        elif (row.sender, row.text) != (message.sender, message.text):
-            problems.append(
-                f"line {number}: id: {message.id!r} is already stored with another sender or text"
-            )
-    return problems
-
-
-def _count(conn: Connection, group: str) -> int:
-    query = select(func.count()).select_from(_MESSAGES).where(_MESSAGES.c.group_id == group)
-    return int(conn.execute(query).scalar() or 0)
-
-
-def _newest_at(conn: Connection, group: str) -> datetime | None:
-    newest = conn.execute(
-        select(func.max(_MESSAGES.c.created_at)).where(_MESSAGES.c.group_id == group)
-    ).scalar()
-    if not isinstance(newest, datetime):
-        return None
-    return assume_utc(newest)
-
-
-def _too_old(new: Sequence[tuple[int, ChatMessage]], newest: datetime | None) -> list[str]:
-    if newest is None or not new or new[0][1].created_at >= newest:
-        return []
-    number, first = new[0]
-    return [
-        f"line {number}: created_at: {first.created_at.isoformat()} is older than the group's "
-        f"newest message ({newest.isoformat()}); its history is kept in time order: import "
-        "into a new group, or only messages from after that"
-    ]
-
-
-def _batches(items: Sequence[NewReply], size: int) -> Iterable[Sequence[NewReply]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-def import_messages(
-    store: HistoryStore,
-    messages: Sequence[tuple[int, ChatMessage]],
-    *,
-    progress: Progress | None = None,
-) -> ImportResult:
-    """Store ``messages`` (from :func:`parse_lines`) not stored yet, in one transaction.
-
-    Raises:
-        ImportProblems: when an id belongs to another message or the new messages are older
-            than the group's newest; nothing is written then.
-    """
-    group = messages[0][1].group
-    with writing(store.engine) as conn:
-        stored = _stored(conn, [m.id for _, m in messages])
-        new = [(n, m) for n, m in messages if m.id not in stored]
-        problems = _conflicts(messages, stored) + _too_old(new, _newest_at(conn, group))
-        if problems:
-            raise ImportProblems(problems)
-        earlier = _count(conn, group) - (len(messages) - len(new))
-        replies = [
-            NewReply(message=m, meta={"imported": True, "line": n}, status=STATUS) for n, m in new
-        ]
-        seqs: list[int] = []
-        for batch in _batches(replies, 1000):
-            seqs.extend(s.seq for s in store.record_in(conn, batch))
-            if progress is not None:
-                progress(len(seqs), len(replies))
-    return ImportResult(
-        group=group,
-        imported=len(new),
-        already=len(messages) - len(new),
-        first_at=messages[0][1].created_at,
-        last_at=messages[-1][1].created_at,
-        seqs=tuple(seqs),
-        earlier=earlier,
-    )
