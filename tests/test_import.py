@@ -95,9 +95,16 @@ def test_a_good_file_is_stored_in_order_with_its_dates_and_ids(env, tmp_path):
         datetime(2024, 3, 1, 9, 16, 30, tzinfo=UTC),
         datetime(2024, 3, 2, 10, 0, tzinfo=UTC),
     ]
-    assert messages[0].id.startswith("imp-")
-    assert messages[1].id == "chat-2"
+    assert all(m.id.startswith("imp-") for m in messages)
     assert messages[2].text == "Noted."
+
+
+def test_a_line_s_own_id_is_kept_beside_the_stored_one(env, tmp_path):
+    """`arena history --json` shows the id the file gave a line, as the row's file_id."""
+    assert arena("import", "g1", write(tmp_path, jsonl(GOOD[:2]))).exit_code == 0
+    shown = [json.loads(line) for line in arena("history", "g1", "--json").output.splitlines()]
+    assert [row["meta"].get("file_id") for row in shown] == [None, "chat-2"]
+    assert shown[1]["id"] != "chat-2"
 
 
 def test_importing_the_same_file_twice_adds_nothing(env, tmp_path):
@@ -238,8 +245,8 @@ def test_the_future_starts_after_now_plus_the_allowance():
     now = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
     config = ImportSettings(group="g1", zone=UTC, max_bytes=10_000, now=now)
     edge = now + FUTURE_SKEW
-    [(number, message)] = parse_lines(jsonl([_line(created_at=edge.isoformat())]), config)
-    assert (number, message.created_at) == (1, edge)
+    [line] = parse_lines(jsonl([_line(created_at=edge.isoformat())]), config)
+    assert (line.number, line.message.created_at) == (1, edge)
     beyond = (edge + timedelta(microseconds=1)).isoformat()
     with pytest.raises(ImportProblems, match=r"line 1: created_at: .* is in the future"):
         parse_lines(jsonl([_line(created_at=beyond)]), config)
@@ -254,14 +261,63 @@ def test_messages_older_than_the_group_are_refused(env, tmp_path):
     assert len(stored(env)) == 1
 
 
-def test_an_id_of_another_group_is_refused(env, tmp_path):
-    """An explicit id already used elsewhere is named, not silently skipped."""
-    path = write(tmp_path, jsonl(GOOD[:2]))
-    arena("import", "g1", path)
-    result = arena("import", "g2", path)
+def test_one_file_goes_into_two_groups_each_idempotent(env, tmp_path):
+    """Ids given in a file are a group's own: the same export goes into two groups, and
+    again into either adds nothing."""
+    path = write(tmp_path, jsonl([_line(id="L0"), _line(id="L1", text="Then.")]))
+    first = arena("import", "g1", path)
+    assert first.exit_code == 0, first.output
+    second = arena("import", "g2", path)
+    assert second.exit_code == 0, second.output
+    assert "imported 2 messages (0 already there) into group g2" in second.output
+    for group in ("g1", "g2"):
+        again = arena("import", group, path)
+        assert again.exit_code == 0, again.output
+        assert "imported 0 messages (2 already there)" in again.output
+    one, two = stored(env, "g1"), stored(env, "g2")
+    assert [m.text for m in one] == [m.text for m in two] == [GOOD[0]["text"], "Then."]
+    assert not {m.id for m in one} & {m.id for m in two}
+
+
+def test_an_id_stored_as_it_was_is_found_in_its_group(env, tmp_path):
+    """Lines an earlier version stored under their own ids are already there in that group
+    (not stored twice) and another group still takes the file."""
+    engine = make_engine(f"sqlite:///{env['ARENA_DATA_DIR']}/arena.db")
+    try:
+        write_history(
+            engine,
+            ChatMessage(
+                id="chat-2",
+                group="g1",
+                sender="bob",
+                kind=MessageKind.HUMAN,
+                text=GOOD[1]["text"],
+                created_at=datetime(2024, 3, 1, 9, 16, 30, tzinfo=UTC),
+            ),
+            status="imported",
+            meta={"imported": True, "line": 2},
+        )
+    finally:
+        engine.dispose()
+    path = write(tmp_path, jsonl([GOOD[1], GOOD[2]]))
+    result = arena("import", "g1", path)
+    assert result.exit_code == 0, result.output
+    assert "imported 1 messages (1 already there) into group g1" in result.output
+    messages = stored(env)
+    assert [m.sender for m in messages] == ["bob", "helper"]
+    assert messages[0].id == "chat-2"  # the earlier row, left as it was
+    other = arena("import", "g2", path)
+    assert other.exit_code == 0, other.output
+    assert "imported 2 messages (0 already there) into group g2" in other.output
+
+
+def test_an_id_stored_as_it_was_with_other_words_is_refused(env, tmp_path):
+    """A line whose id is a message of the group saying something else is named."""
+    live_message(env, datetime(2024, 3, 1, 7, 0, tzinfo=UTC))
+    result = arena("import", "g1", write(tmp_path, jsonl([_line(id="1709280000000-0")])))
     assert result.exit_code == 1
-    assert "line 2: id: 'chat-2' is already a message of group 'g1'" in result.output
-    assert stored(env, "g2") == []
+    assert "line 1: id: '1709280000000-0' is already stored with another" in result.output
+    assert len(stored(env)) == 1
 
 
 def test_the_summary_catches_up_and_no_agent_replies(env, tmp_path):

@@ -102,8 +102,10 @@ def import_command(settings: Settings, group: str, file: IO[bytes]) -> None:
       text        the message (the rules of `arena post`)
       created_at  ISO 8601; without an offset the time is in ARENA_TZ; not in the future
                   (up to 60 s ahead is allowed for a clock a little ahead of this one)
-      id          optional, a stable id (letters, digits, _ . : @ -); without one an id is
-                  derived from the message and its place, so importing again adds nothing
+      id          optional, a stable id (letters, digits, _ . : @ -); without one the
+                  message and its place in the file identify it. Either way the stored id
+                  is derived from it and GROUP: importing again into GROUP adds nothing,
+                  into another group gives that group its own copy
       kind        optional: human (default) or agent (the sender must be an agent's id)
 
     Every line is checked first: on any problem each bad line is named with its field and

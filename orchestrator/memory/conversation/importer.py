@@ -8,11 +8,17 @@ The file is JSON Lines, one message per line::
 :func:`orchestrator.core.wire.validate_text`); ``created_at`` is ISO 8601, a time without an offset
 being in ``ARENA_TZ``, and not later than now plus :data:`FUTURE_SKEW` (a clock a little
 ahead of ours is believed; a date beyond it would sort the group's history after everything
-said from then on); ``id`` is optional (a safe id, see :data:`ID_RE`): without one, the id
-is derived from the group, sender, text, date and how many identical messages came before in
-the file, so importing the same file again adds nothing. ``kind`` is optional: ``human`` (the
-default) or ``agent``, which only a known agent's id may use as its sender. Blank lines are
-skipped.
+said from then on). ``kind`` is optional: ``human`` (the default) or ``agent``, which only a
+known agent's id may use as its sender. ``id`` is optional (a safe id, see :data:`ID_RE`).
+Blank lines are skipped.
+
+A message is stored under an id of its own, ``imp-`` and 32 hex digits: derived from the group
+and the line's ``id`` (:func:`imported_id`; the line's id is kept in the row's meta as
+``file_id``), or for a line without one from the group, sender, text, date and how many
+identical messages came before in the file. So the same file imported again into the same
+group adds nothing, and into another group gives that group messages of its own. A line whose
+``id`` is the id of a message of the same group (as an earlier version stored a line's id as
+it was) is that message.
 
 Everything is checked before anything is written: each problem is named with its line and
 field, and on any problem nothing is stored. ``created_at`` must not go back in time within
@@ -40,9 +46,11 @@ __all__ = [
     "FIELDS",
     "FUTURE_SKEW",
     "ID_RE",
+    "ImportLine",
     "ImportProblems",
     "ImportSettings",
     "Progress",
+    "imported_id",
     "parse_lines",
 ]
 
@@ -80,6 +88,20 @@ class ImportSettings:
     def __post_init__(self) -> None:
         if self.now.tzinfo is None:
             raise ValueError("now must be timezone-aware")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ImportLine:
+    """A checked line: the message as it is to be stored, and the id the line gave it."""
+
+    number: int
+    message: ChatMessage
+    file_id: str | None = None
+
+    @property
+    def shown_id(self) -> str:
+        """The id to name the line by: its own, else the derived one."""
+        return self.file_id or self.message.id
 
 
 def _created_at(value: Any, zone: tzinfo, now: datetime) -> datetime:
@@ -121,10 +143,21 @@ def _string(data: dict[str, Any], name: str) -> str:
     return value
 
 
+def _digest(key: list[Any]) -> str:
+    text = json.dumps(key, ensure_ascii=False)
+    return "imp-" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
 def _derived_id(group: str, sender: str, text: str, when: datetime, seen: int) -> str:
     """The same message at the same place of the same file gets the same id."""
-    key = json.dumps([group, sender, text, when.isoformat(), seen], ensure_ascii=False)
-    return "imp-" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return _digest([group, sender, text, when.isoformat(), seen])
+
+
+def imported_id(group: str, file_id: str) -> str:
+    """The id under which a line with ``id`` ``file_id`` is stored in ``group``: the same in
+    every import into that group, another in any other group (message ids are unique across
+    groups: replies, memories and the console find a message by its id alone)."""
+    return _digest([group, file_id])
 
 
 @dataclass(slots=True)
@@ -135,7 +168,7 @@ class _Parser:
     identical: Counter[tuple[str, str, datetime]]
     ids: dict[str, int]
 
-    def message(self, data: dict[str, Any]) -> ChatMessage:
+    def line(self, number: int, data: dict[str, Any]) -> ImportLine:
         unknown = sorted(set(data) - set(FIELDS))
         if unknown:
             raise ValidationError(unknown[0], f"unknown field (fields: {', '.join(FIELDS)})")
@@ -143,17 +176,19 @@ class _Parser:
         text = validate_text(_string(data, "text"), self.config.max_bytes)
         when = _created_at(data.get("created_at"), self.config.zone, self.config.now)
         kind = _kind(data.get("kind"), sender, self.config.agents)
+        file_id = None
         if data.get("id") is None:
             seen = self.identical[(sender, text, when)]
             self.identical[(sender, text, when)] += 1
             message_id = _derived_id(self.config.group, sender, text, when, seen)
         else:
-            message_id = _string(data, "id")
-            if not ID_RE.match(message_id):
+            file_id = _string(data, "id")
+            if not ID_RE.match(file_id):
                 raise ValidationError(
-                    "id", f"{message_id[:40]!r} is not a safe id (letters, digits, _ . : @ -)"
+                    "id", f"{file_id[:40]!r} is not a safe id (letters, digits, _ . : @ -)"
                 )
-        return ChatMessage(
+            message_id = imported_id(self.config.group, file_id)
+        message = ChatMessage(
             id=message_id,
             group=self.config.group,
             sender=sender,
@@ -161,6 +196,7 @@ class _Parser:
             text=text,
             created_at=when,
         )
+        return ImportLine(number=number, message=message, file_id=file_id)
 
 
 def _decode(number: int, raw: bytes) -> Any:
@@ -179,8 +215,8 @@ def _decode(number: int, raw: bytes) -> Any:
 
 def parse_lines(
     data: bytes, config: ImportSettings, progress: Progress | None = None
-) -> list[tuple[int, ChatMessage]]:
-    """Check every line of a JSON Lines file; the messages with their line numbers.
+) -> list[ImportLine]:
+    """Check every line of a JSON Lines file; its messages, in file order.
 
     Raises:
         ImportProblems: listing every problem as ``line N: field: problem``.
@@ -189,7 +225,7 @@ def parse_lines(
     data = data.removeprefix(codecs.BOM_UTF8)  # as some editors and exports start a file
     parser = _Parser(config=config, identical=Counter(), ids={})
     problems: list[str] = []
-    messages: list[tuple[int, ChatMessage]] = []
+    checked: list[ImportLine] = []
     lines = data.split(b"\n")
     for number, raw in enumerate(lines, start=1):
         if progress is not None and number % 1000 == 0:
@@ -197,38 +233,36 @@ def parse_lines(
         if not raw.strip():
             continue
         try:
-            message = parser.message(_decode(number, raw))
+            line = parser.line(number, _decode(number, raw))
         except ValidationError as exc:
             where = "" if exc.field == "line" else f"{exc.field}: "
             problems.append(f"line {number}: {where}{exc.problem}")
             continue
-        problems.extend(_order_problems(number, message, parser.ids, messages))
-        parser.ids.setdefault(message.id, number)
-        messages.append((number, message))
+        problems.extend(_order_problems(line, parser.ids, checked))
+        parser.ids.setdefault(line.message.id, number)
+        checked.append(line)
     if progress is not None:
         progress(len(lines), len(lines))
-    if not messages and not problems:
+    if not checked and not problems:
         problems.append("the file holds no messages")
     if problems:
         raise ImportProblems(problems)
-    return messages
+    return checked
 
 
 def _order_problems(
-    number: int,
-    message: ChatMessage,
-    ids: dict[str, int],
-    before: Sequence[tuple[int, ChatMessage]],
+    line: ImportLine, ids: dict[str, int], before: Sequence[ImportLine]
 ) -> list[str]:
     found = []
+    number, message = line.number, line.message
     if message.id in ids:
         found.append(
-            f"line {number}: id: {message.id!r} is already the id of line {ids[message.id]}"
+            f"line {number}: id: {line.shown_id!r} is already the id of line {ids[message.id]}"
         )
-    if before and message.created_at < before[-1][1].created_at:
-        previous, earlier = before[-1]
+    if before and message.created_at < before[-1].message.created_at:
+        previous = before[-1]
         found.append(
-            f"line {number}: created_at: earlier than line {previous}'s "
-            f"({earlier.created_at.isoformat()}); sort the file by time"
+            f"line {number}: created_at: earlier than line {previous.number}'s "
+            f"({previous.message.created_at.isoformat()}); sort the file by time"
         )
     return found
