@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -16,6 +16,12 @@ from orchestrator.background.queue import fetch_job, queue
 from orchestrator.cli.main import main
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.core.wire import inbox_stream, outbox_stream
+from orchestrator.memory.conversation.importer import (
+    FUTURE_SKEW,
+    ImportProblems,
+    ImportSettings,
+    parse_lines,
+)
 from orchestrator.memory.conversation.store import HistoryStore, StoredMessage
 from orchestrator.memory.db import make_engine
 from tests.arena_helpers import set_team_environment
@@ -89,9 +95,16 @@ def test_a_good_file_is_stored_in_order_with_its_dates_and_ids(env, tmp_path):
         datetime(2024, 3, 1, 9, 16, 30, tzinfo=UTC),
         datetime(2024, 3, 2, 10, 0, tzinfo=UTC),
     ]
-    assert messages[0].id.startswith("imp-")
-    assert messages[1].id == "chat-2"
+    assert all(m.id.startswith("imp-") for m in messages)
     assert messages[2].text == "Noted."
+
+
+def test_a_line_s_own_id_is_kept_beside_the_stored_one(env, tmp_path):
+    """`arena history --json` shows the id the file gave a line, as the row's file_id."""
+    assert arena("import", "g1", write(tmp_path, jsonl(GOOD[:2]))).exit_code == 0
+    shown = [json.loads(line) for line in arena("history", "g1", "--json").output.splitlines()]
+    assert [row["meta"].get("file_id") for row in shown] == [None, "chat-2"]
+    assert shown[1]["id"] != "chat-2"
 
 
 def test_importing_the_same_file_twice_adds_nothing(env, tmp_path):
@@ -155,6 +168,18 @@ BAD = {
     "control text": (jsonl([_line(text="a\x1bb")]), "line 1: text: control character 0x1b"),
     "bad date": (jsonl([_line(created_at="yesterday")]), "line 1: created_at: not an ISO 8601"),
     "number date": (jsonl([_line(created_at=5)]), "line 1: created_at: not a string"),
+    "future date": (
+        jsonl([_line(created_at="2099-01-01T00:00:00")]),
+        "line 1: created_at: 2098-12-31T23:00:00+00:00 is in the future (now is ",
+    ),
+    "last date at an offset": (
+        jsonl([_line(created_at="9999-12-31T23:59:59-01:00")]),
+        "line 1: created_at: out of range: '9999-12-31T23:59:59-01:00'",
+    ),
+    "first date in ARENA_TZ": (
+        jsonl([_line(created_at="0001-01-01T00:00:00")]),
+        "line 1: created_at: out of range: '0001-01-01T00:00:00'",
+    ),
     "unknown field": (jsonl([_line(room="x")]), "line 1: room: unknown field"),
     "bad id": (jsonl([_line(id="../x")]), "line 1: id: '../x' is not a safe id"),
     "bad kind": (jsonl([_line(kind="notice")]), "line 1: kind: 'notice' is not"),
@@ -200,6 +225,33 @@ def test_many_bad_lines_are_listed_up_to_twenty(env, tmp_path):
     assert "and 5 more" in result.output
 
 
+def test_a_date_a_little_ahead_is_a_clock_difference_but_more_is_refused(env, tmp_path):
+    """30 s ahead of now is taken as the writer's clock running fast; 2 minutes is refused."""
+    now = datetime.now(UTC)
+    soon = _line(created_at=(now + timedelta(seconds=30)).isoformat())
+    later = _line(text="Later.", created_at=(now + timedelta(minutes=2)).isoformat())
+    refused = arena("import", "g1", write(tmp_path, jsonl([later])))
+    assert refused.exit_code == 1
+    assert "line 1: created_at:" in refused.output
+    assert "is in the future" in refused.output
+    assert stored(env) == []
+    accepted = arena("import", "g1", write(tmp_path, jsonl([soon])))
+    assert accepted.exit_code == 0, accepted.output
+    assert len(stored(env)) == 1
+
+
+def test_the_future_starts_after_now_plus_the_allowance():
+    """A line dated exactly now plus the allowance is accepted; a microsecond later is not."""
+    now = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+    config = ImportSettings(group="g1", zone=UTC, max_bytes=10_000, now=now)
+    edge = now + FUTURE_SKEW
+    [line] = parse_lines(jsonl([_line(created_at=edge.isoformat())]), config)
+    assert (line.number, line.message.created_at) == (1, edge)
+    beyond = (edge + timedelta(microseconds=1)).isoformat()
+    with pytest.raises(ImportProblems, match=r"line 1: created_at: .* is in the future"):
+        parse_lines(jsonl([_line(created_at=beyond)]), config)
+
+
 def test_messages_older_than_the_group_are_refused(env, tmp_path):
     """The history stays in time order: nothing older than the group's newest goes in."""
     arena("import", "g1", write(tmp_path, jsonl([GOOD[2]])))
@@ -209,14 +261,63 @@ def test_messages_older_than_the_group_are_refused(env, tmp_path):
     assert len(stored(env)) == 1
 
 
-def test_an_id_of_another_group_is_refused(env, tmp_path):
-    """An explicit id already used elsewhere is named, not silently skipped."""
-    path = write(tmp_path, jsonl(GOOD[:2]))
-    arena("import", "g1", path)
-    result = arena("import", "g2", path)
+def test_one_file_goes_into_two_groups_each_idempotent(env, tmp_path):
+    """Ids given in a file are a group's own: the same export goes into two groups, and
+    again into either adds nothing."""
+    path = write(tmp_path, jsonl([_line(id="L0"), _line(id="L1", text="Then.")]))
+    first = arena("import", "g1", path)
+    assert first.exit_code == 0, first.output
+    second = arena("import", "g2", path)
+    assert second.exit_code == 0, second.output
+    assert "imported 2 messages (0 already there) into group g2" in second.output
+    for group in ("g1", "g2"):
+        again = arena("import", group, path)
+        assert again.exit_code == 0, again.output
+        assert "imported 0 messages (2 already there)" in again.output
+    one, two = stored(env, "g1"), stored(env, "g2")
+    assert [m.text for m in one] == [m.text for m in two] == [GOOD[0]["text"], "Then."]
+    assert not {m.id for m in one} & {m.id for m in two}
+
+
+def test_an_id_stored_as_it_was_is_found_in_its_group(env, tmp_path):
+    """Lines an earlier version stored under their own ids are already there in that group
+    (not stored twice) and another group still takes the file."""
+    engine = make_engine(f"sqlite:///{env['ARENA_DATA_DIR']}/arena.db")
+    try:
+        write_history(
+            engine,
+            ChatMessage(
+                id="chat-2",
+                group="g1",
+                sender="bob",
+                kind=MessageKind.HUMAN,
+                text=GOOD[1]["text"],
+                created_at=datetime(2024, 3, 1, 9, 16, 30, tzinfo=UTC),
+            ),
+            status="imported",
+            meta={"imported": True, "line": 2},
+        )
+    finally:
+        engine.dispose()
+    path = write(tmp_path, jsonl([GOOD[1], GOOD[2]]))
+    result = arena("import", "g1", path)
+    assert result.exit_code == 0, result.output
+    assert "imported 1 messages (1 already there) into group g1" in result.output
+    messages = stored(env)
+    assert [m.sender for m in messages] == ["bob", "helper"]
+    assert messages[0].id == "chat-2"  # the earlier row, left as it was
+    other = arena("import", "g2", path)
+    assert other.exit_code == 0, other.output
+    assert "imported 2 messages (0 already there) into group g2" in other.output
+
+
+def test_an_id_stored_as_it_was_with_other_words_is_refused(env, tmp_path):
+    """A line whose id is a message of the group saying something else is named."""
+    live_message(env, datetime(2024, 3, 1, 7, 0, tzinfo=UTC))
+    result = arena("import", "g1", write(tmp_path, jsonl([_line(id="1709280000000-0")])))
     assert result.exit_code == 1
-    assert "line 2: id: 'chat-2' is already a message of group 'g1'" in result.output
-    assert stored(env, "g2") == []
+    assert "line 1: id: '1709280000000-0' is already stored with another" in result.output
+    assert len(stored(env)) == 1
 
 
 def test_the_summary_catches_up_and_no_agent_replies(env, tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import IO
 
 import click
@@ -18,13 +19,8 @@ from orchestrator.cli.resources import database
 from orchestrator.core.agents import load_agents
 from orchestrator.core.wire import validate_group
 from orchestrator.errors import OrchestratorError
-from orchestrator.memory.conversation.importer import (
-    ImportResult,
-    ImportSettings,
-    Progress,
-    import_messages,
-    parse_lines,
-)
+from orchestrator.memory.conversation.importer import ImportSettings, Progress, parse_lines
+from orchestrator.memory.conversation.importing import ImportResult, import_messages
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.settings import Settings
 
@@ -104,9 +100,12 @@ def import_command(settings: Settings, group: str, file: IO[bytes]) -> None:
     \b
       sender      who wrote it (letters, digits, spaces and . _ @ -)
       text        the message (the rules of `arena post`)
-      created_at  ISO 8601; without an offset the time is in ARENA_TZ
-      id          optional, a stable id (letters, digits, _ . : @ -); without one an id is
-                  derived from the message and its place, so importing again adds nothing
+      created_at  ISO 8601; without an offset the time is in ARENA_TZ; not in the future
+                  (up to 60 s ahead is allowed for a clock a little ahead of this one)
+      id          optional, a stable id (letters, digits, _ . : @ -); without one the
+                  message and its place in the file identify it. Either way the stored id
+                  is derived from it and GROUP: importing again into GROUP adds nothing,
+                  into another group gives that group its own copy
       kind        optional: human (default) or agent (the sender must be an agent's id)
 
     Every line is checked first: on any problem each bad line is named with its field and
@@ -120,7 +119,11 @@ def import_command(settings: Settings, group: str, file: IO[bytes]) -> None:
     lines = data.count(b"\n") + 1
     agents = frozenset(a.id for a in load_agents(settings.agents_dir))
     config = ImportSettings(
-        group=group, zone=settings.zone, max_bytes=settings.max_message_bytes, agents=agents
+        group=group,
+        zone=settings.zone,
+        max_bytes=settings.max_message_bytes,
+        now=datetime.now(UTC),
+        agents=agents,
     )
     messages = parse_lines(data, config, _reporter("checked line", lines))
     with database(settings) as engine:

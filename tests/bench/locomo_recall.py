@@ -48,7 +48,8 @@ from rich.console import Console
 from rich.table import Table
 from sqlalchemy.engine import Engine
 
-from orchestrator.memory.conversation.importer import ImportSettings, import_messages, parse_lines
+from orchestrator.memory.conversation.importer import ImportSettings, imported_id, parse_lines
+from orchestrator.memory.conversation.importing import import_messages
 from orchestrator.memory.conversation.index import HistoryIndex
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
@@ -175,9 +176,9 @@ class HistoryIngest:
 
     def ingest(self, sample_id: str, group: str, turns: list[Turn]) -> dict[str, set[str]]:
         """Store the turns; each message id -> the dia_ids it stands for."""
-        config = ImportSettings(group=group, zone=UTC, max_bytes=10**6)
+        config = ImportSettings(group=group, zone=UTC, max_bytes=10**6, now=NOW)
         import_messages(self.store, parse_lines(history_file(sample_id, turns), config))
-        return {f"{sample_id}-{t.dia_id}": {t.dia_id} for t in turns}
+        return {imported_id(group, f"{sample_id}-{t.dia_id}"): {t.dia_id} for t in turns}
 
     @staticmethod
     def ranked(result: RecallResult, ids: dict[str, set[str]]) -> list[set[str]]:

@@ -77,6 +77,7 @@ from orchestrator.core.context.tokens import TokenCounter  # noqa: E402
 from orchestrator.core.models import ChatMessage, MessageKind  # noqa: E402
 from orchestrator.core.prompts import Prompts  # noqa: E402
 from orchestrator.core.wire import DEFAULT_SENDER, PARTITIONS, lease_key  # noqa: E402
+from orchestrator.memory.conversation.importer import imported_id  # noqa: E402
 from orchestrator.memory.conversation.store import HistoryStore  # noqa: E402
 from orchestrator.memory.db import make_engine  # noqa: E402
 from orchestrator.runtime.daemon import load_drift, load_team, make_briefing  # noqa: E402
@@ -291,12 +292,13 @@ def chat(conversation: Conversation, redis_url: str) -> dict[str, str]:
 
 
 def import_lines(conversation: Conversation) -> tuple[str, dict[str, str]]:
-    """The conversation as ``arena import`` reads it; dia_id -> message id."""
-    ids = {t.dia_id: f"{conversation.sample_id}-{t.dia_id}" for t in conversation.turns}
+    """The conversation as ``arena import`` reads it; dia_id -> the stored message's id."""
+    own = {t.dia_id: f"{conversation.sample_id}-{t.dia_id}" for t in conversation.turns}
+    ids = {dia_id: imported_id(conversation.group, i) for dia_id, i in own.items()}
     lines = [
         json.dumps(
             {
-                "id": ids[t.dia_id],
+                "id": own[t.dia_id],
                 "sender": t.speaker,
                 "text": t.text,
                 "created_at": t.at.isoformat(),

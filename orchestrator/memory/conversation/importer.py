@@ -6,17 +6,24 @@ The file is JSON Lines, one message per line::
 
 ``sender`` and ``text`` follow the wire's rules (:func:`orchestrator.core.wire.validate_sender`,
 :func:`orchestrator.core.wire.validate_text`); ``created_at`` is ISO 8601, a time without an offset
-being in ``ARENA_TZ``; ``id`` is optional (a safe id, see :data:`ID_RE`): without one, the id
-is derived from the group, sender, text, date and how many identical messages came before in
-the file, so importing the same file again adds nothing. ``kind`` is optional: ``human`` (the
-default) or ``agent``, which only a known agent's id may use as its sender. Blank lines are
-skipped.
+being in ``ARENA_TZ``, and not later than now plus :data:`FUTURE_SKEW` (a clock a little
+ahead of ours is believed; a date beyond it would sort the group's history after everything
+said from then on). ``kind`` is optional: ``human`` (the default) or ``agent``, which only a
+known agent's id may use as its sender. ``id`` is optional (a safe id, see :data:`ID_RE`).
+Blank lines are skipped.
+
+A message is stored under an id of its own, ``imp-`` and 32 hex digits: derived from the group
+and the line's ``id`` (:func:`imported_id`; the line's id is kept in the row's meta as
+``file_id``), or for a line without one from the group, sender, text, date and how many
+identical messages came before in the file. So the same file imported again into the same
+group adds nothing, and into another group gives that group messages of its own. A line whose
+``id`` is the id of a message of the same group (as an earlier version stored a line's id as
+it was) is that message.
 
 Everything is checked before anything is written: each problem is named with its line and
-field, and on any problem nothing is stored. The messages are stored in one transaction, in
-file order, through :class:`HistoryStore` (so they are indexed as every stored message is),
-after the group's existing messages: ``created_at`` must not go back in time, within the file
-or before the group's newest message, so the history's order and its dates agree.
+field, and on any problem nothing is stored. ``created_at`` must not go back in time within
+the file; :func:`orchestrator.memory.conversation.importing.import_messages` stores the
+checked lines after the group's newest message.
 """
 
 from __future__ import annotations
@@ -26,37 +33,31 @@ import hashlib
 import json
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
-from sqlalchemy import func, select
-from sqlalchemy.engine import Connection
-
-from orchestrator.core.models import ChatMessage, MessageKind, assume_utc
+from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.core.wire import validate_group, validate_sender, validate_text
 from orchestrator.errors import OrchestratorError, ValidationError
-from orchestrator.memory.conversation.store import HistoryStore, MessageRow, NewReply
-from orchestrator.memory.transactions import writing
 
 __all__ = [
     "FIELDS",
+    "FUTURE_SKEW",
     "ID_RE",
+    "ImportLine",
     "ImportProblems",
-    "ImportResult",
     "ImportSettings",
     "Progress",
-    "import_messages",
+    "imported_id",
     "parse_lines",
 ]
 
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,199}\Z")
 FIELDS = ("sender", "text", "created_at", "id", "kind")
 SHOWN_PROBLEMS = 20
-STATUS = "imported"
-_CHUNK = 500  # ids looked up per query
-_MESSAGES = MessageRow.__table__  # type: ignore[attr-defined]
+FUTURE_SKEW = timedelta(seconds=60)  # how far ahead of ours the clock that wrote a file may be
 
 Progress = Callable[[int, int], None]
 
@@ -81,30 +82,46 @@ class ImportSettings:
     group: str
     zone: tzinfo
     max_bytes: int
+    now: datetime  # no line may be dated later than this plus FUTURE_SKEW
     agents: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if self.now.tzinfo is None:
+            raise ValueError("now must be timezone-aware")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ImportResult:
-    """What an import did."""
+class ImportLine:
+    """A checked line: the message as it is to be stored, and the id the line gave it."""
 
-    group: str
-    imported: int
-    already: int
-    first_at: datetime | None
-    last_at: datetime | None
-    seqs: tuple[int, ...] = ()  # of the messages stored now, in order
-    earlier: int = 0  # the group's messages from before, not in the file
+    number: int
+    message: ChatMessage
+    file_id: str | None = None
+
+    @property
+    def shown_id(self) -> str:
+        """The id to name the line by: its own, else the derived one."""
+        return self.file_id or self.message.id
 
 
-def _created_at(value: Any, zone: tzinfo) -> datetime:
+def _created_at(value: Any, zone: tzinfo, now: datetime) -> datetime:
     if not isinstance(value, str):
         raise ValidationError("created_at", "not a string (an ISO 8601 date and time)")
     try:
         when = datetime.fromisoformat(value)
+        when = (when if when.tzinfo else when.replace(tzinfo=zone)).astimezone(UTC)
     except ValueError:
         raise ValidationError("created_at", f"not an ISO 8601 date: {value[:40]!r}") from None
-    return (when if when.tzinfo else when.replace(tzinfo=zone)).astimezone(UTC)
+    except OverflowError:  # years 1 and 9999 at an offset from UTC
+        raise ValidationError("created_at", f"out of range: {value[:40]!r}") from None
+    if when > now + FUTURE_SKEW:
+        raise ValidationError(
+            "created_at",
+            f"{when.isoformat()} is in the future (now is "
+            f"{now.astimezone(UTC).isoformat(timespec='seconds')}; a clock at most "
+            f"{FUTURE_SKEW.total_seconds():g} s ahead is allowed)",
+        )
+    return when
 
 
 def _kind(value: Any, sender: str, agents: frozenset[str]) -> MessageKind:
@@ -126,10 +143,21 @@ def _string(data: dict[str, Any], name: str) -> str:
     return value
 
 
+def _digest(key: list[Any]) -> str:
+    text = json.dumps(key, ensure_ascii=False)
+    return "imp-" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
 def _derived_id(group: str, sender: str, text: str, when: datetime, seen: int) -> str:
     """The same message at the same place of the same file gets the same id."""
-    key = json.dumps([group, sender, text, when.isoformat(), seen], ensure_ascii=False)
-    return "imp-" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return _digest([group, sender, text, when.isoformat(), seen])
+
+
+def imported_id(group: str, file_id: str) -> str:
+    """The id under which a line with ``id`` ``file_id`` is stored in ``group``: the same in
+    every import into that group, another in any other group (message ids are unique across
+    groups: replies, memories and the console find a message by its id alone)."""
+    return _digest([group, file_id])
 
 
 @dataclass(slots=True)
@@ -140,25 +168,27 @@ class _Parser:
     identical: Counter[tuple[str, str, datetime]]
     ids: dict[str, int]
 
-    def message(self, data: dict[str, Any]) -> ChatMessage:
+    def line(self, number: int, data: dict[str, Any]) -> ImportLine:
         unknown = sorted(set(data) - set(FIELDS))
         if unknown:
             raise ValidationError(unknown[0], f"unknown field (fields: {', '.join(FIELDS)})")
         sender = validate_sender(_string(data, "sender"))
         text = validate_text(_string(data, "text"), self.config.max_bytes)
-        when = _created_at(data.get("created_at"), self.config.zone)
+        when = _created_at(data.get("created_at"), self.config.zone, self.config.now)
         kind = _kind(data.get("kind"), sender, self.config.agents)
+        file_id = None
         if data.get("id") is None:
             seen = self.identical[(sender, text, when)]
             self.identical[(sender, text, when)] += 1
             message_id = _derived_id(self.config.group, sender, text, when, seen)
         else:
-            message_id = _string(data, "id")
-            if not ID_RE.match(message_id):
+            file_id = _string(data, "id")
+            if not ID_RE.match(file_id):
                 raise ValidationError(
-                    "id", f"{message_id[:40]!r} is not a safe id (letters, digits, _ . : @ -)"
+                    "id", f"{file_id[:40]!r} is not a safe id (letters, digits, _ . : @ -)"
                 )
-        return ChatMessage(
+            message_id = imported_id(self.config.group, file_id)
+        message = ChatMessage(
             id=message_id,
             group=self.config.group,
             sender=sender,
@@ -166,6 +196,7 @@ class _Parser:
             text=text,
             created_at=when,
         )
+        return ImportLine(number=number, message=message, file_id=file_id)
 
 
 def _decode(number: int, raw: bytes) -> Any:
@@ -184,8 +215,8 @@ def _decode(number: int, raw: bytes) -> Any:
 
 def parse_lines(
     data: bytes, config: ImportSettings, progress: Progress | None = None
-) -> list[tuple[int, ChatMessage]]:
-    """Check every line of a JSON Lines file; the messages with their line numbers.
+) -> list[ImportLine]:
+    """Check every line of a JSON Lines file; its messages, in file order.
 
     Raises:
         ImportProblems: listing every problem as ``line N: field: problem``.
@@ -194,7 +225,7 @@ def parse_lines(
     data = data.removeprefix(codecs.BOM_UTF8)  # as some editors and exports start a file
     parser = _Parser(config=config, identical=Counter(), ids={})
     problems: list[str] = []
-    messages: list[tuple[int, ChatMessage]] = []
+    checked: list[ImportLine] = []
     lines = data.split(b"\n")
     for number, raw in enumerate(lines, start=1):
         if progress is not None and number % 1000 == 0:
@@ -202,136 +233,36 @@ def parse_lines(
         if not raw.strip():
             continue
         try:
-            message = parser.message(_decode(number, raw))
+            line = parser.line(number, _decode(number, raw))
         except ValidationError as exc:
             where = "" if exc.field == "line" else f"{exc.field}: "
             problems.append(f"line {number}: {where}{exc.problem}")
             continue
-        problems.extend(_order_problems(number, message, parser.ids, messages))
-        parser.ids.setdefault(message.id, number)
-        messages.append((number, message))
+        problems.extend(_order_problems(line, parser.ids, checked))
+        parser.ids.setdefault(line.message.id, number)
+        checked.append(line)
     if progress is not None:
         progress(len(lines), len(lines))
-    if not messages and not problems:
+    if not checked and not problems:
         problems.append("the file holds no messages")
     if problems:
         raise ImportProblems(problems)
-    return messages
+    return checked
 
 
 def _order_problems(
-    number: int,
-    message: ChatMessage,
-    ids: dict[str, int],
-    before: Sequence[tuple[int, ChatMessage]],
+    line: ImportLine, ids: dict[str, int], before: Sequence[ImportLine]
 ) -> list[str]:
     found = []
+    number, message = line.number, line.message
     if message.id in ids:
         found.append(
-            f"line {number}: id: {message.id!r} is already the id of line {ids[message.id]}"
+            f"line {number}: id: {line.shown_id!r} is already the id of line {ids[message.id]}"
         )
-    if before and message.created_at < before[-1][1].created_at:
-        previous, earlier = before[-1]
+    if before and message.created_at < before[-1].message.created_at:
+        previous = before[-1]
         found.append(
-            f"line {number}: created_at: earlier than line {previous}'s "
-            f"({earlier.created_at.isoformat()}); sort the file by time"
+            f"line {number}: created_at: earlier than line {previous.number}'s "
+            f"({previous.message.created_at.isoformat()}); sort the file by time"
         )
     return found
-
-
-def _stored(conn: Connection, ids: Sequence[str]) -> dict[str, Any]:
-    """The stored rows among ``ids``, by id."""
-    rows: dict[str, Any] = {}
-    for start in range(0, len(ids), _CHUNK):
-        chunk = ids[start : start + _CHUNK]
-        query = select(
-            _MESSAGES.c.id, _MESSAGES.c.group_id, _MESSAGES.c.sender, _MESSAGES.c.text
-        ).where(_MESSAGES.c.id.in_(chunk))
-        rows.update({row.id: row for row in conn.execute(query)})
-    return rows
-
-
-def _conflicts(messages: Sequence[tuple[int, ChatMessage]], stored: dict[str, Any]) -> list[str]:
-    problems = []
-    for number, message in messages:
-        row = stored.get(message.id)
-        if row is None:
-            continue
-        if row.group_id != message.group:
-            problems.append(
-                f"line {number}: id: {message.id!r} is already a message of group {row.group_id!r}"
-            )
-        elif (row.sender, row.text) != (message.sender, message.text):
-            problems.append(
-                f"line {number}: id: {message.id!r} is already stored with another sender or text"
-            )
-    return problems
-
-
-def _count(conn: Connection, group: str) -> int:
-    query = select(func.count()).select_from(_MESSAGES).where(_MESSAGES.c.group_id == group)
-    return int(conn.execute(query).scalar() or 0)
-
-
-def _newest_at(conn: Connection, group: str) -> datetime | None:
-    newest = conn.execute(
-        select(func.max(_MESSAGES.c.created_at)).where(_MESSAGES.c.group_id == group)
-    ).scalar()
-    if not isinstance(newest, datetime):
-        return None
-    return assume_utc(newest)
-
-
-def _too_old(new: Sequence[tuple[int, ChatMessage]], newest: datetime | None) -> list[str]:
-    if newest is None or not new or new[0][1].created_at >= newest:
-        return []
-    number, first = new[0]
-    return [
-        f"line {number}: created_at: {first.created_at.isoformat()} is older than the group's "
-        f"newest message ({newest.isoformat()}); its history is kept in time order: import "
-        "into a new group, or only messages from after that"
-    ]
-
-
-def _batches(items: Sequence[NewReply], size: int) -> Iterable[Sequence[NewReply]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-def import_messages(
-    store: HistoryStore,
-    messages: Sequence[tuple[int, ChatMessage]],
-    *,
-    progress: Progress | None = None,
-) -> ImportResult:
-    """Store ``messages`` (from :func:`parse_lines`) not stored yet, in one transaction.
-
-    Raises:
-        ImportProblems: when an id belongs to another message or the new messages are older
-            than the group's newest; nothing is written then.
-    """
-    group = messages[0][1].group
-    with writing(store.engine) as conn:
-        stored = _stored(conn, [m.id for _, m in messages])
-        new = [(n, m) for n, m in messages if m.id not in stored]
-        problems = _conflicts(messages, stored) + _too_old(new, _newest_at(conn, group))
-        if problems:
-            raise ImportProblems(problems)
-        earlier = _count(conn, group) - (len(messages) - len(new))
-        replies = [
-            NewReply(message=m, meta={"imported": True, "line": n}, status=STATUS) for n, m in new
-        ]
-        seqs: list[int] = []
-        for batch in _batches(replies, 1000):
-            seqs.extend(s.seq for s in store.record_in(conn, batch))
-            if progress is not None:
-                progress(len(seqs), len(replies))
-    return ImportResult(
-        group=group,
-        imported=len(new),
-        already=len(messages) - len(new),
-        first_at=messages[0][1].created_at,
-        last_at=messages[-1][1].created_at,
-        seqs=tuple(seqs),
-        earlier=earlier,
-    )
