@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from datetime import time as clock_time
 from pathlib import Path
@@ -42,7 +38,7 @@ from orchestrator.memory.db import make_engine
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.schema import PersonalDraft
 from orchestrator.settings import Settings, load_settings
-from tests.arena_helpers import REPO, write_team
+from tests.arena_helpers import REPO, worker_process, write_team
 from tests.fakes import FakeMessagesServer
 from tests.history_seed import write_history
 
@@ -332,26 +328,6 @@ def test_summary_enqueued_twice_runs_once(settings, connection):
     assert len(job.results()) == 1
 
 
-@contextlib.contextmanager
-def _worker_process(env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator", "worker"],
-            env={**os.environ, **env},
-            cwd=REPO,
-            stdin=subprocess.DEVNULL,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        yield process
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(10)
-
-
 @pytest.mark.slow
 def test_worker_killed_mid_job_leaves_memory_md_whole(tmp_path, embedded_redis_url, dead_mqtt):
     """kill -9 of a worker mid-distillation leaves the old MEMORY.md and no temp files."""
@@ -367,7 +343,7 @@ def test_worker_killed_mid_job_leaves_memory_md_whole(tmp_path, embedded_redis_u
         env["ARENA_MODEL_MAX_RETRIES"] = "0"
         with (
             redis.Redis.from_url(embedded_redis_url) as connection,
-            _worker_process(env, tmp_path / "worker.log") as worker,
+            worker_process({**os.environ, **env}, tmp_path / "worker.log") as worker,
         ):
             result = enqueue_distill(connection, "ping", DAY, "heartbeat", settings=settings)
             deadline = time.monotonic() + 20
