@@ -1,5 +1,7 @@
 """The ``arena worker`` process: an RQ worker on Agent Arena's queues, and forgetting the
-workers of a crashed run. The jobs it runs are in :mod:`orchestrator.background.jobs`."""
+workers of a crashed run. The jobs it runs are in :mod:`orchestrator.background.jobs`; the jobs
+whose retry is due are moved onto the queue by its :mod:`~orchestrator.background.requeue`
+thread."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from rq.serializers import JSONSerializer
 
 from orchestrator.background import jobs as _jobs  # noqa: F401  (loaded before RQ forks)
 from orchestrator.background.queue import QUEUE_NAMES
+from orchestrator.background.requeue import Requeuer
 
 __all__ = ["forget_workers", "run_worker"]
 
@@ -25,12 +28,10 @@ RECONNECT_CAP_S = 1.0
 
 def _until_redis_answers() -> Retry:
     """The worker's commands wait for Redis as long as it is away, trying again at least once
-    a second; so do those of RQ's scheduler, a process RQ forks with the worker's connection
-    settings. Otherwise redis-py gives up after ten attempts (within about 5 s), and RQ ends
-    the worker, or its scheduler, with a traceback at the first command that fails outside its
-    wait for jobs: after a Redis restart that took a little longer no job would run again (the
-    worker) or no retry would be requeued for 10 minutes (the scheduler). A worker has nothing
-    to do without Redis anyway."""
+    a second. Otherwise redis-py gives up after ten attempts (within about 5 s), and RQ ends
+    the worker with a traceback at the first command that fails outside its wait for jobs:
+    after a Redis restart that took a little longer no job would run again. A worker has
+    nothing to do without Redis anyway."""
     return Retry(ExponentialBackoff(cap=RECONNECT_CAP_S, base=0.05), retries=-1)
 
 
@@ -59,11 +60,12 @@ def run_worker(
 ) -> bool:
     """Run an RQ worker on Agent Arena's queues until it is told to stop (SIGTERM/SIGINT).
 
-    Its commands wait for a Redis that is away (restarting) instead of failing. The worker
-    also runs RQ's scheduler (one per Redis, by lock), which requeues jobs whose retry is due.
-    RQ forks a process per job: the job modules, and the model SDK when ``model_sdk`` (a key
-    is set), are loaded here once, before the forks, so that no job pays for importing them
-    (about a second, and two more for the SDK).
+    Its commands wait for a Redis that is away (restarting) instead of failing. A thread of
+    the worker moves the jobs whose retry is due onto the queue (the thread of one worker per
+    Redis does, by lock: :class:`~orchestrator.background.requeue.Requeuer`). RQ forks a
+    process per job: the job modules, and the model SDK when ``model_sdk`` (a key is set), are
+    loaded here once, before the forks, so that no job pays for importing them (about a
+    second, and two more for the SDK).
 
     Returns:
         True when it did any work (RQ's own answer).
@@ -74,7 +76,13 @@ def run_worker(
     queues = [Queue(q, connection=connection, serializer=JSONSerializer) for q in QUEUE_NAMES]
     worker = Worker(queues, connection=connection, name=name, serializer=JSONSerializer)
     logger.info("worker %s listening on %s", worker.name, ", ".join(QUEUE_NAMES))
+    # In burst mode RQ moves the due jobs once, in this process, as it starts.
+    requeuer = None if burst else Requeuer(redis_url, QUEUE_NAMES)
     try:
-        return bool(worker.work(burst=burst, logging_level="WARNING", with_scheduler=True))
+        if requeuer is not None:
+            requeuer.start()
+        return bool(worker.work(burst=burst, logging_level="WARNING", with_scheduler=burst))
     finally:
+        if requeuer is not None:
+            requeuer.stop()
         connection.close()
