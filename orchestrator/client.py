@@ -17,7 +17,7 @@ from typing import Any, cast
 import redis
 from redis.exceptions import RedisError
 
-from orchestrator.adapters.probes import redis_problem
+from orchestrator.adapters.probes import START_REDIS_HINT, redis_problem
 from orchestrator.adapters.urls import check_tls_files
 from orchestrator.core.wire import (
     DEFAULT_SENDER,
@@ -32,7 +32,7 @@ from orchestrator.settings import Settings, load_settings
 
 __all__ = ["ArenaClient"]
 
-EMBEDDED_HINT = "start the daemon with `arena up` (or `make run`), or set REDIS_URL"
+EMBEDDED_HINT = START_REDIS_HINT
 _CONNECT_TIMEOUT_S = 5.0
 
 

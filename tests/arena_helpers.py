@@ -12,7 +12,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -181,6 +181,28 @@ def spawn_daemon(
             # Its own process group, so that a test can end it and what it started at once.
             start_new_session=True,
         )
+
+
+@contextlib.contextmanager
+def worker_process(env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """``arena worker`` as a process of its own with exactly ``env``, its output in ``log``;
+    it and what it started are killed when the block ends."""
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator", "worker"],
+            env=env,
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        yield process
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(10)
 
 
 class RecordingOutbox:

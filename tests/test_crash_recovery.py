@@ -303,3 +303,60 @@ def test_a_busy_redis_port_is_one_line_naming_the_setting(arena: Arena):
     assert f"{line} (set ARENA_REDIS_PORT or REDIS_URL)" in result.stderr.splitlines()
     assert "Traceback" not in result.output
     assert not (arena.data / "arena-up.pid").exists()  # nothing left claiming the folder
+
+
+def _zombies_of(pid: int) -> list[int]:
+    """The children of ``pid`` that have ended and were not waited for."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if fields[0] == "Z" and int(fields[1]) == pid:
+                found.append(int(stat.parent.name))
+    return found
+
+
+def test_commands_say_when_the_redis_of_a_running_arena_up_is_restarting(arena: Arena):
+    """kill -9 of the embedded redis-server, its restart held back for a while: `arena post`,
+    `status` and `jobs` say in one line that the Redis of the running `arena up` is not
+    answering (not that nothing runs) and exit 1; `arena history` reads on. Once it is back,
+    messages are answered, and `arena up` printed no traceback and its worker left no zombie.
+    With `arena up` stopped, `arena post` says to start it."""
+    running = arena.start()
+    with ArenaClient(arena.url) as client:
+        client.post_and_wait(GROUPS[0], "before", "alex", 60)
+    _wait_until(lambda: len(_workers(arena.url)) == 1, 120, "the worker")
+    record = arena.record()
+    victim, workers = record["redis"], record["workers"]
+    assert isinstance(victim, int)
+    assert isinstance(workers, list)
+    os.kill(running.pid, signal.SIGSTOP)  # it cannot start Redis again
+    try:
+        outage = time.monotonic()
+        os.kill(victim, signal.SIGKILL)
+        _wait_until(lambda: not _alive(victim), 30, "redis-server to exit")
+        socket_url = f"unix://{(arena.data / 'redis.sock').resolve()}"
+        said = f"arena: redis: the Redis of `arena up` (pid {running.pid}) at {socket_url} is"
+        for args in (["post", GROUPS[0], "during"], ["status"], ["jobs"]):
+            result = arena.run(*args)
+            assert result.exit_code == 1, (args, result.output)
+            assert result.stderr.splitlines() == [
+                f"{said} not answering; it may be restarting (try again in a moment)"
+            ], args
+        history = arena.run("history", GROUPS[0])
+        assert history.exit_code == 0
+        assert "before" in history.stdout
+        time.sleep(max(0.0, 7 - (time.monotonic() - outage)))  # longer than redis-py retries
+    finally:
+        os.kill(running.pid, signal.SIGCONT)
+    _wait_until(lambda: arena.record()["redis"] not in (victim, None), 60, "a new redis-server")
+    with ArenaClient(arena.url) as client:
+        _, replies = client.post_and_wait(GROUPS[0], "after", "alex", 60)
+    assert [r.type for r in replies] == ["reply"]
+    assert all(_alive(pid) for pid in workers)
+    assert [_zombies_of(pid) for pid in workers] == [[] for _ in workers]
+    assert _stop(running) == 0
+    assert "Traceback" not in arena.log(0).read_text()
+    stopped = arena.run("post", GROUPS[0], "anyone?")
+    assert stopped.exit_code == 1
+    assert "(start the daemon with `arena up`" in stopped.stderr

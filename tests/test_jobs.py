@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from datetime import time as clock_time
 from pathlib import Path
@@ -20,7 +16,8 @@ from typing import Any
 import aiomqtt
 import pytest
 import redis
-from rq import SimpleWorker
+from click.testing import CliRunner
+from rq import SimpleWorker, Worker
 from rq.job import JobStatus
 from rq.serializers import JSONSerializer
 
@@ -35,6 +32,7 @@ from orchestrator.background.queue import (
     queue,
     summary_job_id,
 )
+from orchestrator.cli.main import main
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.core.wire import growth_topic
 from orchestrator.memory.conversation.store import HistoryStore
@@ -42,9 +40,10 @@ from orchestrator.memory.db import make_engine
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.schema import PersonalDraft
 from orchestrator.settings import Settings, load_settings
-from tests.arena_helpers import REPO, write_team
+from tests.arena_helpers import REPO, worker_process, write_team
 from tests.fakes import FakeMessagesServer
 from tests.history_seed import write_history
+from tests.waiting import block_until
 
 DAY = date(2025, 3, 14)
 FAST = JobPolicy(retries=2, retry_intervals_s=(0,), timeout_s=30)
@@ -332,26 +331,6 @@ def test_summary_enqueued_twice_runs_once(settings, connection):
     assert len(job.results()) == 1
 
 
-@contextlib.contextmanager
-def _worker_process(env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator", "worker"],
-            env={**os.environ, **env},
-            cwd=REPO,
-            stdin=subprocess.DEVNULL,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        yield process
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(10)
-
-
 @pytest.mark.slow
 def test_worker_killed_mid_job_leaves_memory_md_whole(tmp_path, embedded_redis_url, dead_mqtt):
     """kill -9 of a worker mid-distillation leaves the old MEMORY.md and no temp files."""
@@ -367,7 +346,7 @@ def test_worker_killed_mid_job_leaves_memory_md_whole(tmp_path, embedded_redis_u
         env["ARENA_MODEL_MAX_RETRIES"] = "0"
         with (
             redis.Redis.from_url(embedded_redis_url) as connection,
-            _worker_process(env, tmp_path / "worker.log") as worker,
+            worker_process({**os.environ, **env}, tmp_path / "worker.log") as worker,
         ):
             result = enqueue_distill(connection, "ping", DAY, "heartbeat", settings=settings)
             deadline = time.monotonic() + 20
@@ -383,3 +362,46 @@ def test_worker_killed_mid_job_leaves_memory_md_whole(tmp_path, embedded_redis_u
     assert memory_md.read_text(encoding="utf-8") == old
     leftovers = [p.name for p in memory_md.parent.rglob("*") if p.name.endswith(".tmp")]
     assert leftovers == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_second_worker_requeues_the_retries_once_the_first_stops(
+    tmp_path, embedded_redis_url, dead_mqtt
+):
+    """Two workers: when the one that requeues due retries stops, the other takes its place,
+    so a heartbeat that fails afterwards is still retried when due."""
+    env = _env(tmp_path, embedded_redis_url, dead_mqtt)
+    (tmp_path / "data").mkdir()
+    settings = load_settings(**{k.removeprefix("ARENA_").lower(): v for k, v in env.items()})
+    today = datetime.now(settings.zone).date()
+    write_log(settings, "ping", today, "Ask for the expected load first")
+    with FakeMessagesServer() as model:
+        env |= {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": model.base_url}
+        env = {**os.environ, **env, "ARENA_MODEL_MAX_RETRIES": "0"}
+        with (
+            redis.Redis.from_url(embedded_redis_url) as connection,
+            worker_process(env, tmp_path / "first.log") as first,
+        ):
+            arena = queue(connection)
+            block_until(lambda: arena.scheduler_pid is not None, timeout_s=60, what="a scheduler")
+            with worker_process(env, tmp_path / "second.log") as second:
+
+                def second_idle() -> bool:
+                    workers = Worker.all(connection=connection, serializer=JSONSerializer)
+                    return any(w.pid == second.pid and w.get_state() == "idle" for w in workers)
+
+                block_until(second_idle, timeout_s=60, what="the second worker")
+                first.send_signal(signal.SIGTERM)
+                assert first.wait(30) == 0
+                model.script(status=500)  # the first attempt fails: a retry in 10 s
+                said = CliRunner().invoke(main, ["heartbeat", "ping"], env=env)
+                assert said.exit_code == 0, said.output
+                job_id = distill_job_id("ping", today)
+
+                def finished() -> bool:
+                    job = fetch_job(connection, job_id)
+                    return job is not None and job.get_status() is JobStatus.FINISHED
+
+                block_until(finished, timeout_s=60, what="the retry to run")
+    assert len(model.requests) == 2

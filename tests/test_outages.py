@@ -1,23 +1,48 @@
 """Outages: with the MQTT broker unreachable, messages are still answered, and the queued
-events are published once it can be reached again."""
+events are published once it can be reached again; after a Redis restart the daemon answers
+and the worker's background jobs go on."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
+import os
+import signal
+import sys
+import time
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 
 import aiomqtt
+import pytest
+import redis
+from click.testing import CliRunner
+from rq.job import JobStatus
+from rq.scheduler import RQScheduler
 
 from orchestrator.adapters.redis_server import RedisServer
 from orchestrator.adapters.urls import mqtt_client_args
+from orchestrator.background.queue import distill_job_id, fetch_job, queue
+from orchestrator.cli.main import main
 from orchestrator.client import ArenaClient
 from orchestrator.core.wire import group_topic
-from tests.arena_helpers import make_settings, outbox, running_daemon
+from orchestrator.memory.personal import PersonalLog
+from orchestrator.memory.schema import PersonalDraft
+from tests.arena_helpers import (
+    environment,
+    make_settings,
+    outbox,
+    running_daemon,
+    worker_process,
+)
 from tests.fakes import FakeMessagesServer
-from tests.waiting import wait_until
+from tests.waiting import block_until, wait_until
+
+# Longer than redis-py's own attempts to reconnect (ten, backing off up to about 5 s in all),
+# as when a loaded machine restarts Redis slowly.
+OUTAGE_S = 7
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -108,5 +133,86 @@ async def test_redis_restart_loses_nothing(tmp_path: Path, embedded_mqtt_url: st
             ("reply", second),
             ("done", second),
         ]
+    finally:
+        server.stop()
+
+
+def _zombies_of(pid: int) -> list[int]:
+    """The children of ``pid`` that have ended and were not waited for."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if fields[0] == "Z" and int(fields[1]) == pid:
+                found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_retry_due_after_a_redis_restart_runs(tmp_path: Path, free_port: int):
+    """kill -9 of Redis for a while, then a restart on its socket and AOF (as `arena up` does):
+    a heartbeat that failed before and waits for its retry runs when due, the worker prints no
+    traceback and leaves no zombie, and on SIGTERM lets go of the scheduler lock."""
+    server = RedisServer(tmp_path / "redis", unix_socket=tmp_path / "redis" / "r.sock")
+    server.start()
+    try:
+        with FakeMessagesServer() as model:
+            settings = make_settings(
+                tmp_path, server.url, f"mqtt://127.0.0.1:{free_port}", model.base_url
+            )
+            now = datetime.now(settings.zone)
+            note = PersonalDraft(content="Ask for the load", type="lesson")
+            PersonalLog(settings.workspaces_dir, settings.zone).append(
+                "ping", note, source="demo/m", now=now
+            )
+            env = {
+                "PATH": os.environ.get("PATH", ""),
+                **environment(settings),
+                "ANTHROPIC_API_KEY": "test",
+                "ANTHROPIC_BASE_URL": model.base_url,
+                "ARENA_MODEL_MAX_RETRIES": "0",
+            }
+            log = tmp_path / "worker.log"
+            with (
+                redis.Redis.from_url(server.url) as connection,
+                worker_process(env, log) as worker,
+            ):
+                arena = queue(connection)
+                block_until(
+                    lambda: arena.scheduler_pid is not None,
+                    timeout_s=60,
+                    what="the scheduler's lock",
+                )
+                model.script(status=500)  # the first attempt fails: a retry in 10 s
+                said = CliRunner().invoke(main, ["heartbeat", "ping"], env=env)
+                assert said.exit_code == 0, said.output
+                job_id = distill_job_id("ping", now.date())
+
+                def status() -> JobStatus | None:
+                    job = fetch_job(connection, job_id)
+                    return job.get_status() if job is not None else None
+
+                block_until(
+                    lambda: status() is JobStatus.SCHEDULED,
+                    timeout_s=60,
+                    what="the failed first attempt",
+                )
+                assert server.pid is not None
+                before = log.stat().st_size  # the model's error was told, with its traceback
+                os.kill(server.pid, signal.SIGKILL)
+                time.sleep(OUTAGE_S)
+                server.start()
+                block_until(
+                    lambda: status() is JobStatus.FINISHED, timeout_s=60, what="the retry to run"
+                )
+                assert len(model.requests) == 2
+                assert _zombies_of(worker.pid) == []
+                worker.send_signal(signal.SIGTERM)
+                assert worker.wait(30) == 0
+                assert connection.get(RQScheduler.get_locking_key(arena.name)) is None
+        since = log.read_bytes()[before:].decode()
+        assert "Traceback" not in since, since
     finally:
         server.stop()

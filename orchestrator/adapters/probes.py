@@ -20,9 +20,11 @@ import redis.asyncio
 from orchestrator.adapters.urls import check_tls_files, display_path, mqtt_address
 from orchestrator.errors import ConfigError, ServiceError
 
-__all__ = ["ping_mqtt", "ping_redis", "redis_problem"]
+__all__ = ["START_REDIS_HINT", "ping_mqtt", "ping_redis", "redis_problem"]
 
 _START_HINT = "start the daemon with `arena up` (or `make run`), or set {name}"
+START_REDIS_HINT = _START_HINT.format(name="REDIS_URL")
+"""The hint of a Redis on a unix socket, or an embedded one, that does not answer."""
 _TLS_HINT = "name the authority that signed the server's certificate: {name}=…?ssl_ca_certs=PATH"
 
 
@@ -72,7 +74,7 @@ async def ping_redis(url: str, timeout_s: float) -> None:
     check_tls_files("REDIS_URL", url)
     if socket_path is not None and not socket_path.exists():
         problem = f"no Redis is listening at {display_path(socket_path)}"
-        raise ServiceError("redis", problem, _START_HINT.format(name="REDIS_URL"))
+        raise ServiceError("redis", problem, START_REDIS_HINT)
     try:
         client = redis.asyncio.Redis.from_url(
             url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s
@@ -97,7 +99,7 @@ def redis_problem(url: str, exc: BaseException, timeout_s: float) -> tuple[str, 
     if parts.scheme == "unix":
         where = display_path(Path(unquote(parts.path)))
         unreachable = f"no Redis is listening at {where}"
-        hint = _START_HINT.format(name="REDIS_URL")
+        hint = START_REDIS_HINT
     else:
         where = f"{parts.hostname}:{parts.port or 6379}"
         unreachable = f"cannot reach Redis at {where}"

@@ -1,5 +1,7 @@
 """The ``arena worker`` process: an RQ worker on Agent Arena's queues, and forgetting the
-workers of a crashed run. The jobs it runs are in :mod:`orchestrator.background.jobs`."""
+workers of a crashed run. The jobs it runs are in :mod:`orchestrator.background.jobs`; the jobs
+whose retry is due are moved onto the queue by its :mod:`~orchestrator.background.requeue`
+thread."""
 
 from __future__ import annotations
 
@@ -8,15 +10,29 @@ import socket
 from collections.abc import Collection
 
 import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 from rq import Queue, Worker
 from rq.serializers import JSONSerializer
 
 from orchestrator.background import jobs as _jobs  # noqa: F401  (loaded before RQ forks)
 from orchestrator.background.queue import QUEUE_NAMES
+from orchestrator.background.requeue import Requeuer
 
 __all__ = ["forget_workers", "run_worker"]
 
 logger = logging.getLogger(__name__)
+
+RECONNECT_CAP_S = 1.0
+
+
+def _until_redis_answers() -> Retry:
+    """The worker's commands wait for Redis as long as it is away, trying again at least once
+    a second. Otherwise redis-py gives up after ten attempts (within about 5 s), and RQ ends
+    the worker with a traceback at the first command that fails outside its wait for jobs:
+    after a Redis restart that took a little longer no job would run again. A worker has
+    nothing to do without Redis anyway."""
+    return Retry(ExponentialBackoff(cap=RECONNECT_CAP_S, base=0.05), retries=-1)
 
 
 def forget_workers(redis_url: str, pids: Collection[int]) -> list[str]:
@@ -44,21 +60,29 @@ def run_worker(
 ) -> bool:
     """Run an RQ worker on Agent Arena's queues until it is told to stop (SIGTERM/SIGINT).
 
-    The worker also runs RQ's scheduler (one per Redis, by lock), which requeues jobs whose
-    retry is due. RQ forks a process per job: the job modules, and the model SDK when
-    ``model_sdk`` (a key is set), are loaded here once, before the forks, so that no job pays
-    for importing them (about a second, and two more for the SDK).
+    Its commands wait for a Redis that is away (restarting) instead of failing. A thread of
+    the worker moves the jobs whose retry is due onto the queue (the thread of one worker per
+    Redis does, by lock: :class:`~orchestrator.background.requeue.Requeuer`). RQ forks a
+    process per job: the job modules, and the model SDK when ``model_sdk`` (a key is set), are
+    loaded here once, before the forks, so that no job pays for importing them (about a
+    second, and two more for the SDK).
 
     Returns:
         True when it did any work (RQ's own answer).
     """
     if model_sdk:
         from orchestrator.adapters import llm  # noqa: F401  (the SDK, only with a key)
-    connection = redis.Redis.from_url(redis_url)
+    connection = redis.Redis.from_url(redis_url, retry=_until_redis_answers())
     queues = [Queue(q, connection=connection, serializer=JSONSerializer) for q in QUEUE_NAMES]
     worker = Worker(queues, connection=connection, name=name, serializer=JSONSerializer)
     logger.info("worker %s listening on %s", worker.name, ", ".join(QUEUE_NAMES))
+    # In burst mode RQ moves the due jobs once, in this process, as it starts.
+    requeuer = None if burst else Requeuer(redis_url, QUEUE_NAMES)
     try:
-        return bool(worker.work(burst=burst, logging_level="WARNING", with_scheduler=True))
+        if requeuer is not None:
+            requeuer.start()
+        return bool(worker.work(burst=burst, logging_level="WARNING", with_scheduler=burst))
     finally:
+        if requeuer is not None:
+            requeuer.stop()
         connection.close()

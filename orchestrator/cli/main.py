@@ -24,8 +24,8 @@ import click
 
 from orchestrator.cli import chat, serve, status
 from orchestrator.cli.output import fail
-from orchestrator.errors import OrchestratorError
-from orchestrator.settings import load_settings
+from orchestrator.errors import OrchestratorError, ServiceError
+from orchestrator.settings import Settings, load_settings
 
 __all__ = ["ArenaGroup", "main"]
 
@@ -107,9 +107,19 @@ class ArenaGroup(click.Group):
         try:
             return super().invoke(ctx)
         except OrchestratorError as exc:
-            fail(str(exc))
+            fail(str(_for_people(ctx, exc)))
         except KeyboardInterrupt:
             sys.exit(130)
+
+
+def _for_people(ctx: click.Context, exc: OrchestratorError) -> OrchestratorError:
+    """A service not answering is told in the light of who runs on the data folder."""
+    if isinstance(exc, ServiceError) and isinstance(ctx.obj, Settings):
+        # Imported on this path only: `arena --help` and `arena post` stay quick.
+        from orchestrator.cli.occupant import while_up
+
+        return while_up(ctx.obj, exc)
+    return exc
 
 
 @click.group(cls=ArenaGroup, context_settings={"help_option_names": ["-h", "--help"]})

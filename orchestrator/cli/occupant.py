@@ -1,7 +1,8 @@
 """Who runs on a data folder: ``data/arena-up.pid`` records the ``arena up`` there, its
 redis-server and workers, and its embedded MQTT broker's address, so a start after a crash stops
-what the crashed run left behind instead of refusing, and commands run from another shell find
-the broker."""
+what the crashed run left behind instead of refusing, commands run from another shell find
+the broker, and a command that finds the embedded Redis silent while ``arena up`` runs says
+that it is restarting rather than that nothing runs."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.adapters.probes import START_REDIS_HINT
 from orchestrator.errors import ServiceError
 from orchestrator.files import write_atomic
 from orchestrator.settings import Settings
@@ -24,6 +26,8 @@ __all__ = [
     "claim_data_dir",
     "release_data_dir",
     "running_mqtt_url",
+    "running_up",
+    "while_up",
     "write_record",
 ]
 
@@ -158,12 +162,32 @@ def write_record(settings: Settings, up: int, redis: int | None, workers: list[i
     write_atomic(_record_path(settings), json.dumps(record) + "\n")
 
 
+def running_up(settings: Settings) -> int | None:
+    """The pid of the live ``arena up`` running on the data folder (not this process), if any."""
+    record = _read_record(_record_path(settings))
+    return next((pid for pid in _pids(record.get("up")) if _is_arena_up(pid)), None)
+
+
 def running_mqtt_url(settings: Settings) -> str | None:
     """The embedded broker of the ``arena up`` running on the data folder, if one is."""
-    record = _read_record(_record_path(settings))
-    mqtt = record.get("mqtt")
-    live = any(_is_arena_up(pid) for pid in _pids(record.get("up")))
-    return mqtt if live and isinstance(mqtt, str) else None
+    mqtt = _read_record(_record_path(settings)).get("mqtt")
+    return mqtt if isinstance(mqtt, str) and running_up(settings) is not None else None
+
+
+def while_up(settings: Settings, exc: ServiceError) -> ServiceError:
+    """``exc`` as it should read given who runs on the data folder: the embedded Redis not
+    answering while an ``arena up`` runs there is that Redis restarting (or stopping), not a
+    daemon to start."""
+    if exc.service != "redis" or exc.hint != START_REDIS_HINT or settings.redis_url:
+        return exc
+    pid = running_up(settings)
+    if pid is None:
+        return exc
+    problem = (
+        f"the Redis of `arena up` (pid {pid}) at {settings.effective_redis_url} is not"
+        " answering; it may be restarting"
+    )
+    return ServiceError("redis", problem, hint="try again in a moment")
 
 
 def release_data_dir(settings: Settings) -> None:
