@@ -235,6 +235,7 @@ async def run(
             # returns None, so messages are handled with or without it.
             schedule = await start_schedule(settings, engine, [a.id for a in team.agents])
             await publish_caps(redis, caps.limits)  # what `arena budget` elsewhere shows
+            await bus.record_team(consumer.agents)  # who clients refuse as a person's sender
             logger.info(
                 "daemon %s: %d agents (%s), model provider %s",
                 settings.consumer,
