@@ -5,6 +5,7 @@ agent's id or name, a reserved name, or a look-alike of one, is refused at every
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import httpx
@@ -17,7 +18,14 @@ from orchestrator.client import ArenaClient
 from orchestrator.core.wire import deadletter_stream, inbox_stream
 from orchestrator.errors import ValidationError
 from orchestrator.settings import Settings
-from tests.arena_helpers import environment, make_settings, outbox, running_daemon, wait_for
+from tests.arena_helpers import (
+    environment,
+    make_settings,
+    outbox,
+    running_daemon,
+    set_team_environment,
+    wait_for,
+)
 from tests.web_helpers import console_server, console_settings
 
 # The test team is helper, ping and pong (named Helper, Ping and Pong).
@@ -113,3 +121,38 @@ def test_console_refuses_an_agents_name(
         assert _inbox(embedded_redis_url) == 0
         posted = api.post("/api/groups/demo/messages", json={"text": "hi", "sender": "Hel per2"})
         assert posted.status_code == 202
+
+
+def test_import_refuses_a_persons_line_under_an_agents_name(tmp_path: Path, monkeypatch):
+    """`arena import`: a human line as an agent or the arena names its line and writes nothing;
+    the same sender with kind agent (an agent's own message) is imported."""
+    env = set_team_environment(tmp_path, monkeypatch, REDIS_URL="redis://127.0.0.1:1/0")
+    at = "2024-03-01T09:15:00+00:00"
+    lines = [
+        {"sender": "alice", "text": "Ship it.", "created_at": at},
+        {"sender": "Pong", "text": "I am pong.", "created_at": at},
+        {"sender": "helper", "text": "Me too.", "created_at": at, "kind": "human"},
+        {"sender": "System", "text": "Restarting.", "created_at": at},
+    ]
+    refused = _import(tmp_path, lines)
+    assert refused.exit_code == 1
+    assert f"line 2: sender: 'Pong' is {AS_AGENT}" in refused.output
+    assert f"line 3: sender: 'helper' is {AS_AGENT}" in refused.output
+    assert "line 4: sender: 'System' reads as 'system'" in refused.output
+    assert "nothing imported: 3 problem(s)" in refused.output
+    assert not (Path(env["ARENA_DATA_DIR"]) / "arena.db").exists()  # checked before opened
+    agents_own = [lines[0], {**lines[2], "kind": "agent"}]
+    imported = _import(tmp_path, agents_own)
+    assert imported.exit_code == 0, imported.output
+    assert _count(env) == 2
+
+
+def _import(tmp_path: Path, lines: list[dict[str, str]]) -> Result:
+    path = tmp_path / "chat.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return CliRunner().invoke(main, ["import", "demo", str(path)])
+
+
+def _count(env: dict[str, str]) -> int:
+    with sqlite3.connect(Path(env["ARENA_DATA_DIR"]) / "arena.db") as db:
+        return int(db.execute("SELECT count(*) FROM messages").fetchone()[0])

@@ -35,7 +35,7 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
 from orchestrator.core.models import ChatMessage, MessageKind, assume_utc
-from orchestrator.core.wire import validate_group, validate_sender, validate_text
+from orchestrator.core.wire import validate_group, validate_person, validate_sender, validate_text
 from orchestrator.errors import OrchestratorError, ValidationError
 from orchestrator.memory.conversation.store import HistoryStore, MessageRow, NewReply
 from orchestrator.memory.transactions import writing
@@ -82,6 +82,7 @@ class ImportSettings:
     zone: tzinfo
     max_bytes: int
     agents: frozenset[str] = frozenset()
+    team: frozenset[str] = frozenset()  # every agent's id and name: no person's line's sender
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -126,6 +127,15 @@ def _string(data: dict[str, Any], name: str) -> str:
     return value
 
 
+def _sender(data: dict[str, Any], team: frozenset[str]) -> str:
+    """The line's sender: a person's line (kind ``human``) is refused under an agent's id or
+    name or a reserved name, as a person's post is (:func:`validate_person`)."""
+    sender = validate_sender(_string(data, "sender"))
+    if data.get("kind") in (None, "human"):
+        validate_person(sender, team)
+    return sender
+
+
 def _derived_id(group: str, sender: str, text: str, when: datetime, seen: int) -> str:
     """The same message at the same place of the same file gets the same id."""
     key = json.dumps([group, sender, text, when.isoformat(), seen], ensure_ascii=False)
@@ -144,7 +154,7 @@ class _Parser:
         unknown = sorted(set(data) - set(FIELDS))
         if unknown:
             raise ValidationError(unknown[0], f"unknown field (fields: {', '.join(FIELDS)})")
-        sender = validate_sender(_string(data, "sender"))
+        sender = _sender(data, self.config.team)
         text = validate_text(_string(data, "text"), self.config.max_bytes)
         when = _created_at(data.get("created_at"), self.config.zone)
         kind = _kind(data.get("kind"), sender, self.config.agents)
