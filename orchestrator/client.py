@@ -25,6 +25,8 @@ from orchestrator.core.wire import (
     deadletter_stream,
     inbox_stream,
     outbox_stream,
+    team_key,
+    validate_person,
     validate_post,
 )
 from orchestrator.errors import BusError, ConfigError, ValidationError
@@ -117,6 +119,9 @@ class ArenaClient:
     def post(self, group: str, text: str, sender: str = DEFAULT_SENDER) -> str:
         """Validate and post a message; returns its id (the stream entry id).
 
+        The sender must be a person's: not a reserved name, nor the id or name of an agent
+        of the team the running daemon answers as (the daemon refuses those too).
+
         Raises:
             ValidationError: when the group, text or sender is not acceptable.
             BusError: when Redis cannot be reached.
@@ -124,10 +129,15 @@ class ArenaClient:
         post = validate_post(group, text, sender, self.max_message_bytes)
         fields: dict[Any, Any] = {"group": post.group, "text": post.text, "sender": post.sender}
         try:
+            validate_person(post.sender, self._team())
             entry_id = self._redis.xadd(inbox_stream(), fields)
         except RedisError as exc:
             raise self._fail(exc) from None
         return _text(cast(bytes, entry_id))
+
+    def _team(self) -> set[str]:
+        """The ids and names of the agents the last daemon started answers as."""
+        return {_text(name) for name in cast(set[bytes], self._redis.smembers(team_key()))}
 
     def follow(
         self, group: str, after: str = "$", block_ms: int = 1000

@@ -184,10 +184,11 @@ def connection(embedded_redis_url: str) -> Iterator[redis.Redis]:
 
 @contextlib.contextmanager
 def _amqtt_in_thread(port: int) -> Iterator[str]:
-    """Run ``MqttBroker`` in a thread with its own event loop; tests' loops are per function."""
+    """Run ``MqttBroker`` in a thread with its own event loop; tests' loops are per function.
+    Its URL carries the arena's login, so that daemons given it publish as the arena."""
+    broker = MqttBroker(host="127.0.0.1", port=port)
 
     async def serve(stop: asyncio.Event, ready: Callable[[], None]) -> None:
-        broker = MqttBroker(host="127.0.0.1", port=port)
         await broker.start()
         ready()
         try:
@@ -196,7 +197,7 @@ def _amqtt_in_thread(port: int) -> Iterator[str]:
             await broker.stop()
 
     with loop_in_thread(serve, "amqtt-broker", _START_TIMEOUT_S):
-        yield f"mqtt://127.0.0.1:{port}"
+        yield broker.publisher_url
 
 
 def _wait_for_tcp(process: subprocess.Popen[bytes], port: int, log: Path) -> None:

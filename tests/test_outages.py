@@ -73,8 +73,9 @@ async def test_broker_unreachable_does_not_block_and_events_follow(
 ):
     """The daemon's broker address refuses connections: the reply is still stored and on the
     stream. Once the address forwards to a broker, the queued events are published."""
-    unreachable = f"mqtt://127.0.0.1:{free_port}"
-    broker_port = int(embedded_mqtt_url.rsplit(":", 1)[1])
+    # The same broker and login (the arena's: only it may publish there), at a closed port.
+    address, _, broker_port = embedded_mqtt_url.rpartition(":")
+    unreachable = f"{address}:{free_port}"
     with FakeMessagesServer() as fake:
         settings = make_settings(tmp_path, embedded_redis_url, unreachable, fake.base_url)
         async with (
@@ -89,7 +90,7 @@ async def test_broker_unreachable_does_not_block_and_events_follow(
             client.close()
             assert [r.type for r in replies] == ["reply"]
             seen: list[dict] = []
-            async with tcp_proxy(free_port, broker_port), asyncio.timeout(45):
+            async with tcp_proxy(free_port, int(broker_port)), asyncio.timeout(45):
                 async for event in sub.messages:
                     seen.append(json.loads(event.payload))  # type: ignore[arg-type]
                     if seen[-1]["type"] == "done":

@@ -5,7 +5,7 @@ streams look like for ``arena status`` is read in :mod:`orchestrator.adapters.st
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from redis.asyncio import Redis
@@ -22,6 +22,7 @@ from orchestrator.core.wire import (
     partition_stream,
     published_key,
     stats_key,
+    team_key,
 )
 from orchestrator.errors import BusError
 
@@ -108,6 +109,14 @@ class Bus:
             except ResponseError as exc:
                 if "BUSYGROUP" not in str(exc):
                     raise BusError(f"cannot create consumer group: {exc}") from exc
+
+    async def record_team(self, names: Iterable[str]) -> None:
+        """Record the team's ids and names (``team_key``), replacing the last daemon's, so that
+        clients refuse a person's post under one of them before sending it."""
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.delete(team_key())
+        pipe.sadd(team_key(), *sorted(names))
+        await pipe.execute()
 
     async def read_new(self, streams: list[str], count: int, block_ms: int) -> list[Entry]:
         """Entries of ``streams`` never delivered to any consumer."""

@@ -24,6 +24,7 @@ import aiomqtt
 from sqlalchemy.engine import Engine
 
 from orchestrator.adapters.metrics import record_job
+from orchestrator.adapters.mqtt_broker import publisher_url
 from orchestrator.adapters.providers import build_llm
 from orchestrator.adapters.urls import mqtt_client_args
 from orchestrator.background.distill import run_distillation
@@ -152,7 +153,7 @@ async def _publish_growth(settings: Settings, agent_id: str, result: dict[str, A
     payload["at"] = datetime.now(UTC).isoformat()
     try:
         async with asyncio.timeout(PUBLISH_TIMEOUT_S):
-            async with aiomqtt.Client(**mqtt_client_args(settings.effective_mqtt_url)) as client:
+            async with aiomqtt.Client(**mqtt_client_args(publisher_url(settings))) as client:
                 await client.publish(growth_topic(agent_id), json.dumps(payload), qos=1)
     except Exception as exc:  # any failure: the job itself has succeeded
         logger.warning("growth event for %s not published: %r", agent_id, exc)

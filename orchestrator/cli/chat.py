@@ -38,7 +38,12 @@ def _print_item(item: Outbound) -> None:
 @click.command()
 @click.argument("group")
 @click.argument("text")
-@click.option("--sender", default=DEFAULT_SENDER, show_default=True, help="Who is speaking.")
+@click.option(
+    "--sender",
+    default=DEFAULT_SENDER,
+    show_default=True,
+    help="Who is speaking: a person's name, never an agent's, 'arena' or 'system'.",
+)
 @click.option(
     "--wait",
     "wait_s",

@@ -17,7 +17,7 @@ from orchestrator.background.summary import MAX_MESSAGES
 from orchestrator.cli.output import err, out
 from orchestrator.cli.resources import database
 from orchestrator.core.agents import load_agents
-from orchestrator.core.wire import validate_group
+from orchestrator.core.wire import agent_names, validate_group
 from orchestrator.errors import OrchestratorError
 from orchestrator.memory.conversation.importer import ImportSettings, Progress, parse_lines
 from orchestrator.memory.conversation.importing import ImportResult, import_messages
@@ -98,7 +98,8 @@ def import_command(settings: Settings, group: str, file: IO[bytes]) -> None:
     One message per line, for example:
       {"sender": "alice", "text": "Ship Friday.", "created_at": "2024-03-01T09:15:00+01:00"}
     \b
-      sender      who wrote it (letters, digits, spaces and . _ @ -)
+      sender      who wrote it (letters, digits, spaces and . _ @ -); a person's line
+                  may not be under an agent's id or name, nor arena or system
       text        the message (the rules of `arena post`)
       created_at  ISO 8601; without an offset the time is in ARENA_TZ; not in the future
                   (up to 60 s ahead is allowed for a clock a little ahead of this one)
@@ -117,13 +118,15 @@ def import_command(settings: Settings, group: str, file: IO[bytes]) -> None:
     validate_group(group)
     data = file.read()
     lines = data.count(b"\n") + 1
-    agents = frozenset(a.id for a in load_agents(settings.agents_dir))
+    team = load_agents(settings.agents_dir)
+    agents = frozenset(a.id for a in team)
     config = ImportSettings(
         group=group,
         zone=settings.zone,
         max_bytes=settings.max_message_bytes,
         now=datetime.now(UTC),
         agents=agents,
+        team=agent_names(team),
     )
     messages = parse_lines(data, config, _reporter("checked line", lines))
     with database(settings) as engine:

@@ -21,7 +21,7 @@ import socket
 import sys
 from collections.abc import Callable
 
-from orchestrator.adapters.mqtt_broker import MqttBroker
+from orchestrator.adapters.mqtt_broker import MqttBroker, login_file
 from orchestrator.adapters.redis_server import RedisServer
 from orchestrator.adapters.spawn import check_port_free, die_with_parent
 from orchestrator.adapters.urls import redact_url
@@ -197,7 +197,9 @@ async def serve(
             record()
         await _forget_workers(settings, previous)
         if settings.mqtt_url is None:
-            broker = MqttBroker(settings.mqtt_host, settings.mqtt_port)
+            # Its publishing login is kept in the data folder for the daemon and the workers.
+            keep = login_file(settings.data_dir)
+            broker = MqttBroker(settings.mqtt_host, settings.mqtt_port, keep_login=keep)
             await broker.start()
         workers = await _start_workers(settings, settings.effective_redis_url)
         record()

@@ -1,5 +1,6 @@
 """Input validation: the one rule for text from outside (people's messages on the wire, agents'
-memories at the gate), and the checks of a post's group, sender and text.
+memories at the gate), and the checks of a post's group, sender and text, including the one rule
+for who a person may not post as (an agent, or the arena itself).
 
 Part of the wire format (:mod:`orchestrator.core.wire`, which re-exports these names); it
 changes when what we accept changes, not when a stream or topic does.
@@ -8,19 +9,30 @@ changes when what we accept changes, not when a stream or topic does.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from orchestrator.core.models import GROUP_ID_RE, SENDER_RE
+from orchestrator.core.models import GROUP_ID_RE, SENDER_RE, AgentSpec
 from orchestrator.errors import ValidationError
 
 __all__ = [
+    "NOTICE_SENDER",
+    "RESERVED_SENDERS",
     "Post",
+    "agent_names",
     "character_problem",
+    "sender_key",
     "validate_group",
+    "validate_person",
     "validate_post",
     "validate_sender",
     "validate_text",
 ]
+
+# Who the arena's own notices are from (a failed answer, the hop limit, a cap).
+NOTICE_SENDER = "arena"
+# Names no person may post under, besides the agents' own: they speak for the arena.
+RESERVED_SENDERS = (NOTICE_SENDER, "system")
 
 # C0 and C1 controls but tab, line feed and carriage return; lone surrogates (not UTF-8); the
 # bidirectional embeddings, overrides and isolates, which make text display in another order
@@ -54,6 +66,44 @@ def validate_sender(sender: str) -> str:
             "starting with a letter or digit, at most 64 characters)",
         )
     return sender
+
+
+def sender_key(name: str) -> str:
+    """What a name comes to when letter case, spaces and punctuation are ignored: names with the
+    same key look alike to a reader (``Architect``, ``architect ``, ``ARCH-itect``)."""
+    return "".join(char for char in name.casefold() if char.isalnum())
+
+
+def agent_names(agents: Iterable[AgentSpec]) -> frozenset[str]:
+    """Every agent's id and name: the names only that agent may speak under."""
+    return frozenset(name for agent in agents for name in (agent.id, agent.name))
+
+
+def validate_person(sender: str, agents: Iterable[str] = ()) -> str:
+    """Return ``sender`` if a person may post under it: neither a reserved name
+    (:data:`RESERVED_SENDERS`) nor one of ``agents``, nor a look-alike of one
+    (:func:`sender_key`), so that no person's message reads as an agent's or the arena's.
+
+    Args:
+        sender: the sender name of a person's message.
+        agents: the team's agents' ids and names (:func:`agent_names`).
+
+    Raises:
+        ValidationError: naming the reserved name or the agent it looks like.
+    """
+    key = sender_key(sender)
+    for reserved in RESERVED_SENDERS:
+        if key == sender_key(reserved):
+            raise _taken(sender, reserved, "reserved for the arena's own messages")
+    for name in sorted(agents, key=lambda name: (name != sender, name)):  # itself first
+        if key == sender_key(name):
+            raise _taken(sender, name, "an agent's name: a person cannot post as an agent")
+    return sender
+
+
+def _taken(sender: str, name: str, what: str) -> ValidationError:
+    said = repr(sender) if sender == name else f"{sender!r} reads as {name!r}, which"
+    return ValidationError("sender", f"{said} is {what}")
 
 
 def character_problem(text: str) -> str | None:
@@ -104,8 +154,11 @@ class Post:
     sender: str
 
 
-def validate_post(group: str, text: str, sender: str, max_bytes: int) -> Post:
-    """Validate the three parts of a post.
+def validate_post(
+    group: str, text: str, sender: str, max_bytes: int, *, agents: Iterable[str] = ()
+) -> Post:
+    """Validate the three parts of a post; the sender must be a person's
+    (:func:`validate_person`, against ``agents``: the team's agents' ids and names).
 
     Raises:
         ValidationError: for the first part that is not acceptable.
@@ -113,5 +166,5 @@ def validate_post(group: str, text: str, sender: str, max_bytes: int) -> Post:
     return Post(
         group=validate_group(group),
         text=validate_text(text, max_bytes),
-        sender=validate_sender(sender),
+        sender=validate_person(validate_sender(sender), agents),
     )

@@ -8,7 +8,9 @@ are UTF-8 strings:
             no control character but tab, line feed and carriage return, and no bidirectional
             embedding, override or isolate (U+202A-U+202E, U+2066-U+2069; see
             :func:`character_problem`, which the memory gate applies too)
-    sender  optional, who wrote it (default ``user``)
+    sender  optional, who wrote it (default ``user``); never an agent's id or name nor a
+            reserved name (``arena``, ``system``), in any case or spacing
+            (:func:`validate_person`)
 
 Outbound (``arena:group:{group}:outbox``, one stream per group) and MQTT
 (``arena/groups/{group}/messages``, QoS 1, the same fields as a JSON object):
@@ -30,6 +32,9 @@ The checks of inbound text live in :mod:`orchestrator.core.validation` and are r
 here. Rejected inbound entries go to ``arena:deadletter`` with ``entry_id``, ``reason`` and the
 original fields.
 
+Each daemon records its team's ids and names in the set ``arena:team`` as it starts, so that
+clients refuse a post under an agent's name before sending it; the daemon refuses it anyway.
+
 A new version of an agent's ``MEMORY.md`` is announced on ``arena/agents/{agent}/growth``
 (QoS 1, JSON): ``agent``, ``day``, ``trigger``, ``version``, ``tokens`` and ``at`` (ISO 8601).
 """
@@ -38,16 +43,21 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.core.validation import (
+    NOTICE_SENDER,
+    RESERVED_SENDERS,
     Post,
+    agent_names,
     character_problem,
+    sender_key,
     validate_group,
+    validate_person,
     validate_post,
     validate_sender,
     validate_text,
@@ -58,9 +68,12 @@ __all__ = [
     "CONSUMER_GROUP",
     "DEFAULT_SENDER",
     "INBOX",
+    "NOTICE_SENDER",
     "PARTITIONS",
+    "RESERVED_SENDERS",
     "Outbound",
     "Post",
+    "agent_names",
     "budget_topic",
     "caps_key",
     "character_problem",
@@ -81,10 +94,13 @@ __all__ = [
     "partition_stream",
     "published_key",
     "schedule_key",
+    "sender_key",
     "spend_key",
     "stats_key",
     "summary_counter_key",
+    "team_key",
     "validate_group",
+    "validate_person",
     "validate_post",
     "validate_sender",
     "validate_text",
@@ -190,6 +206,12 @@ def budget_topic() -> str:
     return "arena/budget"
 
 
+def team_key() -> str:
+    """The set of the ids and names of the agents the last daemon started answers as: no
+    person may post under one (clients read it to refuse such a post before sending it)."""
+    return "arena:team"
+
+
 def schedule_key() -> str:
     """The hash of the daemon's next fire times (``arena jobs`` reads it from another process)."""
     return "arena:schedule"
@@ -222,9 +244,21 @@ def decode_fields(raw: Mapping[bytes, bytes] | Mapping[str, str]) -> dict[str, s
 
 
 def parse_inbound(
-    entry_id: str, raw: Mapping[bytes, bytes] | Mapping[str, str], max_bytes: int, now: datetime
+    entry_id: str,
+    raw: Mapping[bytes, bytes] | Mapping[str, str],
+    max_bytes: int,
+    now: datetime,
+    *,
+    agents: Iterable[str] = (),
 ) -> ChatMessage:
     """Turn an inbound stream entry into a person's message.
+
+    Args:
+        entry_id: the entry's id, the message's id.
+        raw: the entry's fields.
+        max_bytes: the largest text accepted, in bytes of UTF-8.
+        now: the message's time when the id holds none.
+        agents: the team's agents' ids and names, which no person may post under.
 
     Raises:
         ValidationError: when the entry is missing a field or a field is not acceptable.
@@ -233,9 +267,8 @@ def parse_inbound(
     for name in ("group", "text"):
         if name not in fields:
             raise ValidationError(name, "missing field")
-    post = validate_post(
-        fields["group"], fields["text"], fields.get("sender") or DEFAULT_SENDER, max_bytes
-    )
+    sender = fields.get("sender") or DEFAULT_SENDER
+    post = validate_post(fields["group"], fields["text"], sender, max_bytes, agents=agents)
     return ChatMessage(
         id=entry_id,
         group=post.group,

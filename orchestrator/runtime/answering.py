@@ -21,6 +21,7 @@ from orchestrator.core.models import AgentSpec, ChatMessage, Completion, Message
 from orchestrator.core.prompts import Prompts
 from orchestrator.core.tools import ToolCall, ToolResult, describe, schemas
 from orchestrator.core.turns import LLM, ToolRunner, TurnResult, run_turn
+from orchestrator.core.wire import NOTICE_SENDER
 from orchestrator.errors import LLMError
 from orchestrator.memory.conversation.meta import (
     MarkerMeta,
@@ -35,11 +36,9 @@ from orchestrator.memory.tools import MemoryTools, ToolTurn
 from orchestrator.memory.writer import MemoryWriter, Origin, WriteReport, marker_meta
 from orchestrator.runtime.briefing import Briefing
 
-__all__ = ["NOTICE_SENDER", "Answerer", "Counters", "Draft", "Team"]
+__all__ = ["Answerer", "Counters", "Draft", "Team"]
 
 logger = logging.getLogger(__name__)
-
-NOTICE_SENDER = "arena"
 
 
 class Counters(Protocol):

@@ -24,7 +24,13 @@ from redis.exceptions import RedisError
 from orchestrator.adapters.bus import Bus, Entry
 from orchestrator.adapters.metrics import FailureReason
 from orchestrator.core.models import ChatMessage
-from orchestrator.core.wire import PARTITIONS, parse_inbound, partition_of, partition_stream
+from orchestrator.core.wire import (
+    PARTITIONS,
+    agent_names,
+    parse_inbound,
+    partition_of,
+    partition_stream,
+)
 from orchestrator.errors import ValidationError
 from orchestrator.runtime.coordinator import Coordinator
 from orchestrator.runtime.dispatch import GroupDispatcher
@@ -80,6 +86,8 @@ class Consumer:
         self.pipeline = pipeline
         self.settings = settings
         self.metrics = metrics
+        # No person may post under an agent's name: such entries are rejected like bad ones.
+        self.agents = agent_names(pipeline.team.agents)
         self.dispatcher: GroupDispatcher[_Work] = GroupDispatcher(
             self._handle, settings.max_inflight
         )
@@ -179,7 +187,11 @@ class Consumer:
         message_id = fields.pop(b"id", entry.id.encode()).decode("utf-8", errors="replace")
         try:
             message = parse_inbound(
-                message_id, fields, self.settings.max_message_bytes, datetime.now(UTC)
+                message_id,
+                fields,
+                self.settings.max_message_bytes,
+                datetime.now(UTC),
+                agents=self.agents,
             )
         except ValidationError as exc:
             logger.warning("message %s rejected: %s", message_id, exc)

@@ -17,6 +17,7 @@ from orchestrator.adapters.bus import Bus
 from orchestrator.adapters.events import MqttPublisher
 from orchestrator.adapters.leases import Leases
 from orchestrator.adapters.metrics import MetricsRecorder
+from orchestrator.adapters.mqtt_broker import publisher_url
 from orchestrator.adapters.probes import ping_redis
 from orchestrator.adapters.providers import build_llm
 from orchestrator.adapters.spend import publish_caps
@@ -184,7 +185,7 @@ async def run(
         )
     )
     provider = llm or build_llm(settings)
-    publisher = MqttPublisher(settings.effective_mqtt_url)
+    publisher = MqttPublisher(publisher_url(settings))
     bus = Bus(redis, settings.consumer)
     drift = load_drift(settings)
     loaded = drift.snapshot()
@@ -235,6 +236,7 @@ async def run(
             # returns None, so messages are handled with or without it.
             schedule = await start_schedule(settings, engine, [a.id for a in team.agents])
             await publish_caps(redis, caps.limits)  # what `arena budget` elsewhere shows
+            await bus.record_team(consumer.agents)  # who clients refuse as a person's sender
             logger.info(
                 "daemon %s: %d agents (%s), model provider %s",
                 settings.consumer,

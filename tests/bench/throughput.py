@@ -49,6 +49,7 @@ import multiprocessing
 import os
 import platform
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -225,12 +226,12 @@ def _environment(
 # ---------------------------------------------------------------------------------- processes
 
 
-def _serve_mqtt(port: int, ready: Any) -> None:
+def _serve_mqtt(port: int, password: str, ready: Any) -> None:
     """The embedded broker, in a process of its own (started with ``spawn``)."""
     os.setsid()  # Ctrl-C reaches only the bench, which stops this process itself
 
     async def serve() -> None:
-        async with MqttBroker("127.0.0.1", port):
+        async with MqttBroker("127.0.0.1", port, password=password):
             ready.set()
             await asyncio.Event().wait()
 
@@ -241,16 +242,19 @@ def _serve_mqtt(port: int, ready: Any) -> None:
 def _broker() -> Iterator[str]:
     """An MQTT broker on a free port, in its own process so that it never waits for ours."""
     port = _free_port()
+    password = secrets.token_urlsafe(16)
     context = multiprocessing.get_context("spawn")
     ready = context.Event()
-    proc = context.Process(target=_serve_mqtt, args=(port, ready), name="bench-mqtt", daemon=True)
+    args = (port, password, ready)
+    proc = context.Process(target=_serve_mqtt, args=args, name="bench-mqtt", daemon=True)
     proc.start()
     try:
         deadline = time.monotonic() + READY_TIMEOUT_S
         while not ready.wait(0.1):
             if not proc.is_alive() or time.monotonic() > deadline:
                 raise RuntimeError("the MQTT broker did not start")
-        yield f"mqtt://127.0.0.1:{port}"
+        # The daemons publish as the arena (the broker drops anyone else's replies).
+        yield MqttBroker("127.0.0.1", port, password=password).publisher_url
     finally:
         proc.terminate()
         proc.join(timeout=5)

@@ -39,7 +39,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
 from orchestrator.core.models import ChatMessage, MessageKind
-from orchestrator.core.wire import validate_group, validate_sender, validate_text
+from orchestrator.core.wire import validate_group, validate_person, validate_sender, validate_text
 from orchestrator.errors import OrchestratorError, ValidationError
 
 __all__ = [
@@ -84,6 +84,7 @@ class ImportSettings:
     max_bytes: int
     now: datetime  # no line may be dated later than this plus FUTURE_SKEW
     agents: frozenset[str] = frozenset()
+    team: frozenset[str] = frozenset()  # every agent's id and name: no person's line's sender
 
     def __post_init__(self) -> None:
         if self.now.tzinfo is None:
@@ -148,6 +149,15 @@ def _digest(key: list[Any]) -> str:
     return "imp-" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
+def _sender(data: dict[str, Any], team: frozenset[str]) -> str:
+    """The line's sender: a person's line (kind ``human``) is refused under an agent's id or
+    name or a reserved name, as a person's post is (:func:`validate_person`)."""
+    sender = validate_sender(_string(data, "sender"))
+    if data.get("kind") in (None, "human"):
+        validate_person(sender, team)
+    return sender
+
+
 def _derived_id(group: str, sender: str, text: str, when: datetime, seen: int) -> str:
     """The same message at the same place of the same file gets the same id."""
     return _digest([group, sender, text, when.isoformat(), seen])
@@ -172,7 +182,7 @@ class _Parser:
         unknown = sorted(set(data) - set(FIELDS))
         if unknown:
             raise ValidationError(unknown[0], f"unknown field (fields: {', '.join(FIELDS)})")
-        sender = validate_sender(_string(data, "sender"))
+        sender = _sender(data, self.config.team)
         text = validate_text(_string(data, "text"), self.config.max_bytes)
         when = _created_at(data.get("created_at"), self.config.zone, self.config.now)
         kind = _kind(data.get("kind"), sender, self.config.agents)
