@@ -1,5 +1,6 @@
 """The console's ASGI app: :func:`create_app` puts the pages, the JSON API, the events, the
-metrics and the login form behind :class:`~orchestrator.web.security.SecurityMiddleware`.
+metrics and the login form behind :class:`~orchestrator.web.security.SecurityMiddleware`, and
+every request's body within its route's limit (:mod:`orchestrator.web.bodies`).
 
 The app opens what its handlers share (:class:`~orchestrator.web.state.Console`: the
 database, the client and an async Redis) when it starts, and closes them when it stops.
@@ -39,6 +40,7 @@ from orchestrator.web import (
     metrics,
     pages,
 )
+from orchestrator.web.bodies import BodyLimitMiddleware
 from orchestrator.web.feeds import RoomFeeds
 from orchestrator.web.rooms import Rooms
 from orchestrator.web.security import Guard, SecurityMiddleware
@@ -109,6 +111,9 @@ def create_app(settings: Settings, *, keepalive_s: float = 15.0) -> FastAPI:
         swagger_ui_oauth2_redirect_url=None,
     )
     app.state.guard = Guard(settings.web_token)
+    limits = (*api.body_limits(settings.max_message_bytes), *api_agents.BODY_LIMITS)
+    app.add_middleware(BodyLimitMiddleware, limits=(*limits, *api_memory.BODY_LIMITS))
+    # Added last, so outermost: a refused request's body is never read, and a 413 has the headers.
     app.add_middleware(SecurityMiddleware, guard=app.state.guard)
     app.mount("/static", StaticFiles(directory=pages.STATIC_DIR), name="static")
     for module in (login, pages, metrics, api, events, api_memory, api_summary, api_agents):
