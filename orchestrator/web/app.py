@@ -1,6 +1,7 @@
 """The console's ASGI app: :func:`create_app` puts the pages, the JSON API, the events, the
 metrics and the login form behind :class:`~orchestrator.web.security.SecurityMiddleware`, and
-every request's body within its route's limit (:mod:`orchestrator.web.bodies`).
+every request's body within its route's limit (:mod:`orchestrator.web.bodies`); ``HEAD`` is
+answered as ``GET`` without the body.
 
 The app opens what its handlers share (:class:`~orchestrator.web.state.Console`: the
 database, the client and an async Redis) when it starts, and closes them when it stops.
@@ -22,6 +23,7 @@ from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment
 from redis.asyncio import Redis
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from orchestrator.client import ArenaClient
 from orchestrator.core.agents import load_agents
@@ -113,8 +115,9 @@ def create_app(settings: Settings, *, keepalive_s: float = 15.0) -> FastAPI:
     app.state.guard = Guard(settings.web_token)
     limits = (*api.body_limits(settings.max_message_bytes), *api_agents.BODY_LIMITS)
     app.add_middleware(BodyLimitMiddleware, limits=(*limits, *api_memory.BODY_LIMITS))
-    # Added last, so outermost: a refused request's body is never read, and a 413 has the headers.
+    # Added after, so outside: a refused request's body is never read, a 413 has the headers.
     app.add_middleware(SecurityMiddleware, guard=app.state.guard)
+    app.add_middleware(_HeadAsGet)
     app.mount("/static", StaticFiles(directory=pages.STATIC_DIR), name="static")
     for module in (login, pages, metrics, api, events, api_memory, api_summary, api_agents):
         app.include_router(module.router)
@@ -123,6 +126,26 @@ def create_app(settings: Settings, *, keepalive_s: float = 15.0) -> FastAPI:
     _errors(app)
     app.add_api_route("/docs", _docs_page(app), include_in_schema=False)
     return app
+
+
+class _HeadAsGet:
+    """``HEAD`` answered as ``GET`` is, without the body: FastAPI's routes answer only the
+    methods they name (a plain Starlette route adds HEAD to GET by itself)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def headers_only(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                message = {**message, "body": b""}
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, headers_only)
 
 
 def _docs_page(app: FastAPI) -> Any:
