@@ -57,14 +57,28 @@
       el("td", {class: "num"}, arena.number(g.outbox_length))))));
   }
 
+  /* A hand edit of MEMORY.md is a person's, never a heartbeat: said as what came of it. */
+  const HAND_EDIT = {written: "saved", rejected: "refused", conflict: "conflicted"};
+
+  function handEdit(edit) {
+    if (!edit) return "–";
+    const version = edit.version ? " (v" + edit.version + ")" : "";
+    return "hand edit " + (HAND_EDIT[edit.status] || edit.status) + " " + arena.when(edit.at) + version +
+      (edit.reason ? ": " + edit.reason : "");
+  }
+
   function agents(list) {
-    return card("Agents", table(["agent", "role", "model", "MEMORY.md", "last heartbeat"], list.map((a) => {
-      if (a.error) return el("tr", {}, el("td", {colspan: 5, class: "error"}, a.error));
+    const headers = ["agent", "role", "model", "MEMORY.md", "last heartbeat", "last hand edit"];
+    return card("Agents", table(headers, list.map((a) => {
+      if (a.error) return el("tr", {}, el("td", {colspan: headers.length, class: "error"}, a.error));
       const beat = a.heartbeat || {};
       const last = beat.last_failed ? "failed " + arena.when(beat.last_failed.at) + ": " + beat.last_failed.reason
         : beat.last_ok ? "ok " + arena.when(beat.last_ok.at) : "never";
-      return el("tr", {}, el("td", {}, a.name + (a.default ? " (default)" : "")), el("td", {}, a.role),
-        el("td", {}, a.model), el("td", {}, beat.memory_md_version ? "v" + beat.memory_md_version : "–"), el("td", {}, last));
+      const edit = beat.last_hand_edit;
+      return el("tr", {dataset: {agent: a.id}}, el("td", {}, a.name + (a.default ? " (default)" : "")), el("td", {}, a.role),
+        el("td", {}, a.model), el("td", {}, beat.memory_md_version ? "v" + beat.memory_md_version : "–"),
+        el("td", {class: "heartbeat" + (beat.last_failed ? " error" : "")}, last),
+        el("td", {class: "hand-edit" + (edit && edit.status !== "written" ? " error" : "")}, handEdit(edit)));
     })));
   }
 
