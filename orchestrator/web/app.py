@@ -59,9 +59,9 @@ _DOCS = Environment(autoescape=True).from_string(
 <link rel="stylesheet" href="/static/console.css"></head><body><main class="docs">
 <h1>{{ title }} API</h1><p>The schema: <a href="/openapi.json">/openapi.json</a> (OpenAPI
 {{ version }}). Send the token as <code>Authorization: Bearer …</code> when one is set.</p>
-<table><thead><tr><th>method</th><th>path</th><th>what</th></tr></thead><tbody>
-{% for method, path, summary in rows %}<tr><td>{{ method }}</td><td><code>{{ path }}</code></td>
-<td>{{ summary }}</td></tr>{% endfor %}</tbody></table></main></body></html>"""
+<div class="scroll"><table class="list"><thead><tr><th>method</th><th>path</th><th>what</th></tr>
+</thead><tbody>{% for method, path, summary in rows %}<tr><td>{{ method }}</td><td><code>{{ path
+}}</code></td><td>{{ summary }}</td></tr>{% endfor %}</tbody></table></div></main></body></html>"""
 )
 
 
