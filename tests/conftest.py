@@ -650,6 +650,7 @@ def store(engine: Engine) -> HistoryStore:
 _LONGEST_FIRST = (
     "test_web_browser.py",
     "test_daemon.py",
+    "test_web_layout.py",
     "test_auth_tls.py",
     "test_cli.py",
     "test_crash_recovery.py",

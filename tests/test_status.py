@@ -124,6 +124,7 @@ def test_status_reports_sizes_and_heartbeats(env):
         "last_failed": None,
         "memory_md_version": None,
         "memory_md_at": None,
+        "last_hand_edit": None,
     }
 
     text = CliRunner().invoke(main, ["status"])
@@ -131,6 +132,48 @@ def test_status_reports_sizes_and_heartbeats(env):
     assert "storage: database" in text.output
     assert "2 messages, 3 memories (1 superseded or archived), workspaces 1.2 KB" in text.output
     assert "MEMORY.md version 1; failed since:" in text.output
+
+
+def _hand_edit(tmp_path: Path, text: str, base_version: int) -> int:
+    """`arena memory-md set pong` with ``text``: its exit code."""
+    source = tmp_path / "MEMORY.md"
+    source.write_text(text, encoding="utf-8")
+    args = ["memory-md", "set", "pong", str(source), "--base-version", str(base_version)]
+    return CliRunner().invoke(main, args).exit_code
+
+
+def _pong_line(output: str) -> str:
+    return next(line for line in output.splitlines() if line.strip().startswith("pong:"))
+
+
+def test_a_refused_hand_edit_is_reported_as_one_not_as_a_failed_heartbeat(env, tmp_path):
+    """After its last good heartbeat, pong's MEMORY.md is edited by hand, then edited again
+    with a key in it (refused by the gate): `arena status` says "hand edit saved", then "hand
+    edit refused" with the reason, in text and JSON; its heartbeat has not failed."""
+    seed(env)
+    assert _hand_edit(tmp_path, "- [decision] we use JWT\n", base_version=0) == 0
+    saved = json.loads(CliRunner().invoke(main, ["status", "--json"]).output)
+    beat = next(a["heartbeat"] for a in saved["agents"] if a["id"] == "pong")
+    assert beat["last_ok"]["trigger"] == "heartbeat"  # a hand edit is no heartbeat
+    assert beat["last_hand_edit"]["status"] == "written"
+    assert "; hand edit saved " in _pong_line(CliRunner().invoke(main, ["status"]).output)
+
+    key = "sk-ant-api03-" + "a1B2c3D4" * 8
+    assert _hand_edit(tmp_path, f"- [fact] the key is {key}\n", base_version=1) == 1
+    result = CliRunner().invoke(main, ["status", "--json"])
+    assert result.exit_code == 0, result.output
+    beat = next(a["heartbeat"] for a in json.loads(result.output)["agents"] if a["id"] == "pong")
+    assert beat["last_failed"] is None
+    assert beat["last_ok"]["status"] == "skipped"
+    refused = beat["last_hand_edit"]
+    assert (refused["status"], refused["trigger"]) == ("rejected", "hand edit")
+    assert refused["reason"].startswith("secret: looks like a credential")
+
+    line = _pong_line(CliRunner().invoke(main, ["status"]).output)
+    assert "; hand edit refused " in line
+    assert ": secret: looks like a credential" in line
+    assert "failed" not in line
+    assert key not in line
 
 
 def _queue_old_job(connection: redis.Redis, settings: Settings, age: timedelta) -> None:

@@ -453,6 +453,22 @@ def test_openapi_and_docs(api: httpx.Client):
     assert "<script" not in docs.text
 
 
+@pytest.mark.parametrize(
+    "path",
+    ["/", "/status", "/agents", "/agents/ping", "/memory", "/context", "/groups/demo", "/docs",
+     "/api/groups", "/api/agents", "/openapi.json", "/metrics", "/static/console.css"],
+)  # fmt: skip
+def test_head_answers_as_get_without_a_body(api: httpx.Client, path: str):
+    """HEAD of a page, the API, the metrics or a static file: GET's status and headers, no
+    body."""
+    get, head = api.get(path), api.head(path)
+    assert (head.status_code, get.status_code) == (200, 200), head.text
+    assert head.content == b""
+    assert head.headers["content-type"] == get.headers["content-type"]
+    if path != "/metrics":  # its numbers move between the two requests
+        assert head.headers["content-length"] == str(len(get.content))
+
+
 def test_pages_use_the_group_and_seq_index(served: Served, group: str, tmp_path: Path):
     """The page query is answered from the (group_id, seq) index: no scan, no sort."""
     store(served.engine, [NewReply(message=chat_message(group, f"{group}-1", "a", "x"))])

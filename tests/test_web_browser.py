@@ -139,6 +139,8 @@ def test_a_hand_edit_is_a_version_arena_growth_lists(grown: Console, page) -> No
 
 
 def test_a_hand_edit_carrying_a_key_is_refused_with_the_reason(grown: Console, page) -> None:
+    """Refused with the reason, nothing written; the status page says the hand edit was
+    refused, not that the architect's heartbeat failed."""
     expect = playwright.expect
     before = _growth(grown.env)
     page.goto(f"{grown.url}/agents/architect")
@@ -148,6 +150,13 @@ def test_a_hand_edit_carrying_a_key_is_refused_with_the_reason(grown: Console, p
     expect(page.locator("#edit-error")).to_be_visible()
     assert "sk-ant" not in page.locator("#edit-error").inner_text()
     assert _growth(grown.env) == before
+
+    page.goto(f"{grown.url}/status")
+    row = page.locator('#status tr[data-agent="architect"]')
+    expect(row.locator("td.hand-edit")).to_contain_text("hand edit refused")
+    expect(row.locator("td.hand-edit")).to_contain_text("secret: looks like a credential")
+    expect(row.locator("td.heartbeat")).to_contain_text("ok")
+    expect(row.locator("td.heartbeat")).not_to_contain_text("failed")
 
 
 def test_a_memory_is_corrected_forgotten_and_restored(grown: Console, page) -> None:

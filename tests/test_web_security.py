@@ -1,9 +1,11 @@
 """The console's door: the token on every path (bearer or the login cookie), never in the query
-string or the log; cross-site POSTs refused; security headers on every response; no console
-beyond loopback without a token; a busy port is one line."""
+string or the log; cross-site POSTs refused; security headers on every response; every body held
+to its route's limit, chunked or not; no console beyond loopback without a token; a busy port is
+one line."""
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
 import uuid
@@ -17,6 +19,9 @@ from click.testing import CliRunner
 from orchestrator.cli.main import main
 from orchestrator.errors import ConfigError, ServiceError
 from orchestrator.settings import Settings
+from orchestrator.web.api_agents import MAX_EDIT_BYTES
+from orchestrator.web.api_memory import MAX_PATCH_BYTES
+from orchestrator.web.bodies import DEFAULT_BODY_BYTES
 from orchestrator.web.listening import listen
 from orchestrator.web.security import COOKIE, CSP
 from tests.arena_helpers import set_team_environment, write_team
@@ -172,6 +177,95 @@ def test_the_token_never_reaches_the_log(base: str, caplog: pytest.LogCaptureFix
     ours = [r for r in caplog.records if r.name.startswith(("uvicorn", "orchestrator"))]
     assert any(r.name == "uvicorn.access" for r in ours)
     assert all(TOKEN not in r.getMessage() for r in ours)
+
+
+_BEARER = {"Authorization": f"Bearer {TOKEN}"}
+_LIMITED = [  # method, path, the route's limit, headers
+    ("PUT", "/api/agents/ping/memory-md", MAX_EDIT_BYTES, _BEARER),
+    ("PATCH", "/api/memories/1", MAX_PATCH_BYTES, _BEARER),
+    ("POST", "/api/groups/demo/messages", 4 * 32 * 1024 + 4096, _BEARER),
+    ("POST", "/login", DEFAULT_BODY_BYTES, {}),  # open to anyone
+]
+
+
+def _raw_request(base: str, head: list[str], chunks: list[bytes]) -> tuple[bytes, bytes]:
+    """Send a request's head and ``chunks`` as they are over a socket, then read the answer
+    until the console closes the connection: its head and its body."""
+    url = httpx.URL(base)
+    with socket.create_connection((url.host, url.port), timeout=5) as sock:
+        sock.sendall("\r\n".join([*head, f"Host: {url.host}:{url.port}", "", ""]).encode())
+        for chunk in chunks:
+            sock.sendall(chunk)
+        answer = b""
+        while data := sock.recv(65536):
+            answer += data
+    answer_head, _, body = answer.partition(b"\r\n\r\n")
+    return answer_head, body
+
+
+def _chunks(total: int, size: int = 16 * 1024) -> list[bytes]:
+    """``total`` bytes of a chunked body, without its last (empty) chunk: the body never ends."""
+    sizes = [size] * (total // size) + ([total % size] if total % size else [])
+    return [b"%x\r\n%b\r\n" % (n, b"x" * n) for n in sizes]
+
+
+@pytest.mark.parametrize(("method", "path", "limit", "headers"), _LIMITED)
+def test_a_chunked_body_is_refused_as_soon_as_it_passes_the_limit(
+    base: str, method: str, path: str, limit: int, headers: dict[str, str]
+):
+    """One byte over the route's limit, sent chunked and never finished: 413 at once, one
+    line, and the connection closed; the route never had the whole body (it was never sent),
+    and nothing was written."""
+    head = [f"{method} {path} HTTP/1.1", "Transfer-Encoding: chunked"]
+    head += ["Content-Type: application/json", *(f"{k}: {v}" for k, v in headers.items())]
+    answer, body = _raw_request(base, head, _chunks(limit + 1))
+    assert answer.startswith(b"HTTP/1.1 413 "), answer
+    assert b"connection: close" in answer.lower()
+    reason = json.loads(body)["error"]
+    assert f"the request is over {limit} bytes" in reason
+    assert "\n" not in reason
+    growth = httpx.get(f"{base}/api/agents/ping/growth", headers=_BEARER, timeout=5).json()
+    assert growth["versions"] == []
+    assert growth["attempts"] == []
+
+
+@pytest.mark.parametrize(("method", "path", "limit", "headers"), _LIMITED)
+def test_a_declared_length_over_the_limit_is_refused_before_the_body(
+    base: str, method: str, path: str, limit: int, headers: dict[str, str]
+):
+    """A ``Content-Length`` one over the limit, and no body sent at all: 413 without waiting
+    for it."""
+    head = [f"{method} {path} HTTP/1.1", f"Content-Length: {limit + 1}"]
+    head += [f"{k}: {v}" for k, v in headers.items()]
+    answer, body = _raw_request(base, head, [])
+    assert answer.startswith(b"HTTP/1.1 413 "), answer
+    assert json.loads(body)["error"].startswith(("text: ", "content: ", "body: "))
+    assert f"the request is {limit + 1} bytes" in json.loads(body)["error"]
+
+
+def test_a_refused_request_closes_without_reading_its_body(base: str):
+    """Without the token, a chunked body not sent yet: 401 at once and the connection closed,
+    without waiting for the body to drain it."""
+    head = ["POST /api/groups/demo/messages HTTP/1.1", "Transfer-Encoding: chunked"]
+    answer, body = _raw_request(base, head, [])
+    assert answer.startswith(b"HTTP/1.1 401 "), answer
+    assert b"connection: close" in answer.lower()
+    assert json.loads(body) == {"error": "a token is needed (ARENA_WEB_TOKEN)"}
+
+
+def test_a_chunked_post_within_the_limit_is_posted(base: str):
+    """A message sent chunked, and ended, is read whole and posted (202)."""
+    text = json.dumps({"text": "y" * 30_000}).encode()
+    head = ["POST /api/groups/demo/messages HTTP/1.1", "Transfer-Encoding: chunked"]
+    head += [
+        "Content-Type: application/json",
+        "Connection: close",
+        f"Authorization: Bearer {TOKEN}",
+    ]
+    chunks = [b"%x\r\n%b\r\n" % (len(part), part) for part in (text[:1000], text[1000:])]
+    answer, body = _raw_request(base, head, [*chunks, b"0\r\n\r\n"])
+    assert answer.startswith(b"HTTP/1.1 202 "), answer + body
+    assert "id" in json.loads(body)
 
 
 def test_without_a_token_only_loopback_names_are_answered(tmp_path: Path, embedded_redis_url):

@@ -105,7 +105,7 @@ def _print_daemons(streams: Streams) -> None:
 
 
 def _heartbeat_line(beat: Heartbeat) -> str:
-    ok, failed = beat.last_ok, beat.last_failed
+    ok, failed, edit = beat.last_ok, beat.last_failed, beat.last_hand_edit
     line = "no heartbeat yet"
     if ok is not None:
         line = f"last heartbeat {ok.at} ({ok.status}, {ok.trigger})"
@@ -113,7 +113,18 @@ def _heartbeat_line(beat: Heartbeat) -> str:
         line += f"; MEMORY.md version {beat.memory_md_version}"
     if failed is not None:
         line += f"; failed since: {failed.at} ({failed.status}: {failed.reason})"
+    if edit is not None:
+        line += f"; {_HAND_EDIT_OUTCOMES.get(edit.status, edit.status)}"
+        line += f" {edit.at}" + (f" (version {edit.version})" if edit.version else "")
+        line += f": {edit.reason}" if edit.reason else ""
     return line
+
+
+_HAND_EDIT_OUTCOMES = {
+    "written": "hand edit saved",
+    "rejected": "hand edit refused",
+    "conflict": "hand edit conflicted",
+}
 
 
 def _size(n: int | None) -> str:

@@ -1,5 +1,6 @@
-"""What ``arena status`` reports, as values: the streams, groups, agents with their heartbeats,
-workers, background jobs and storage, and :func:`stuck`, what has made no progress.
+"""What ``arena status`` reports, as values: the streams, groups, agents with their heartbeats
+(and their last hand edit of ``MEMORY.md``), workers, background jobs and storage, and
+:func:`stuck`, what has made no progress.
 
 :mod:`orchestrator.status.survey` gathers a :class:`Status`, its :class:`Streams` as
 :func:`orchestrator.adapters.stream_stats.stream_stats` reads them; :meth:`Status.as_dict` is
@@ -55,13 +56,18 @@ class RunSummary:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Heartbeat:
-    """An agent's last successful distillation, its last failed one when that is newer, and
-    its MEMORY.md's latest version."""
+    """An agent's last successful heartbeat (a distillation of its MEMORY.md), its last failed
+    one when that is newer, its MEMORY.md's latest version, and the last hand edit of it.
+
+    A hand edit is a person's, not a heartbeat: one the gate refused (``status`` "rejected")
+    or that came too late (``"conflict"``) is ``last_hand_edit``, never ``last_failed``.
+    """
 
     last_ok: RunSummary | None = None
     last_failed: RunSummary | None = None
     memory_md_version: int | None = None
     memory_md_at: str | None = None
+    last_hand_edit: RunSummary | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

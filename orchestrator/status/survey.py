@@ -28,6 +28,7 @@ from orchestrator.core.wire import outbox_stream
 from orchestrator.errors import BusError, OrchestratorError
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import open_engine
+from orchestrator.memory.hand_edit import HAND_EDIT
 from orchestrator.memory.session.store import SessionMemory
 from orchestrator.memory.versions import Run, VersionStore
 from orchestrator.settings import Settings
@@ -154,18 +155,22 @@ def _stored(settings: Settings, agent_ids: Sequence[str]) -> _Stored:
 
 
 def _heartbeat(versions: VersionStore, agent: str) -> Heartbeat:
-    """The agent's last successful distillation, and its last failed one if that is newer."""
+    """The agent's last successful distillation, its last failed one if that is newer, and its
+    last hand edit (a person's attempt: never a heartbeat, whatever came of it)."""
     runs = versions.runs("memory_md", agent)
-    ok = next((r for r in reversed(runs) if r.status in ("written", "skipped")), None)
-    failed = next((r for r in reversed(runs) if r.status in _FAILED_RUNS), None)
+    beats = [r for r in reversed(runs) if r.trigger != HAND_EDIT]
+    ok = next((r for r in beats if r.status in ("written", "skipped")), None)
+    failed = next((r for r in beats if r.status in _FAILED_RUNS), None)
     if failed is not None and ok is not None and failed.created_at <= ok.created_at:
         failed = None
+    hand_edit = next((r for r in reversed(runs) if r.trigger == HAND_EDIT), None)
     latest = versions.latest("memory_md", agent)
     return Heartbeat(
         last_ok=_run(ok),
         last_failed=_run(failed),
         memory_md_version=latest.version if latest else None,
         memory_md_at=latest.created_at.isoformat() if latest else None,
+        last_hand_edit=_run(hand_edit),
     )
 
 

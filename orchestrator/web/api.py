@@ -11,17 +11,18 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Query
 from pydantic import BaseModel, Field
 
 from orchestrator.core.routing import route as decide
 from orchestrator.core.wire import DEFAULT_SENDER
 from orchestrator.errors import ValidationError
 from orchestrator.status import survey
+from orchestrator.web.bodies import BodyLimit
 from orchestrator.web.state import Console, console
 from orchestrator.web.views import agent_view
 
-__all__ = ["ENTRY_ID", "router"]
+__all__ = ["ENTRY_ID", "body_limits", "router"]
 
 router = APIRouter(prefix="/api", tags=["api"])
 
@@ -44,16 +45,17 @@ class Posted(BaseModel):
     id: str
 
 
-def bounded(request: Request, running: Running) -> None:
-    """Refuse a body far larger than any acceptable message before reading it."""
-    length = request.headers.get("content-length", "")
-    cap = 4 * running.client.max_message_bytes + 4096  # JSON escapes, the sender
-    if length.isdigit() and int(length) > cap:
-        raise HTTPException(
-            413,
-            f"text: the request is {length} bytes; a message is at most "
-            f"{running.client.max_message_bytes} bytes",
-        )
+def body_limits(max_message_bytes: int) -> tuple[BodyLimit, ...]:
+    """A post's body: refused far beyond any acceptable message, before it is all read."""
+    return (
+        BodyLimit(
+            method="POST",
+            path=f"{router.prefix}/groups/{{group}}/messages",
+            max_bytes=4 * max_message_bytes + 4096,  # JSON escapes, the sender
+            what="text",
+            note=f"a message is at most {max_message_bytes} bytes",
+        ),
+    )
 
 
 @router.get("/groups", summary="Every group, newest activity first")
@@ -83,9 +85,7 @@ def messages(
     summary="Post a message, as `arena post` does",
     responses={400: {}, 413: {}, 422: {}},
 )
-def post(
-    group: str, body: NewPost, running: Running, _: Annotated[None, Depends(bounded)]
-) -> Posted:
+def post(group: str, body: NewPost, running: Running) -> Posted:
     """Validate and post ``text`` to ``group``: the daemon answers it (follow the events)."""
     try:
         return Posted(id=running.client.post(group, body.text, body.sender))

@@ -15,7 +15,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, HTTPException, Query
 from fastapi import Path as PathParam
 from pydantic import BaseModel, Field
 
@@ -34,14 +34,23 @@ from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.versioned_file import VersionedFile
 from orchestrator.memory.versions import Version, VersionStore
 from orchestrator.web.api_memory import WEB_ACTOR, Running, engine_of
+from orchestrator.web.bodies import BodyLimit
 from orchestrator.web.views import agent_view
 
-__all__ = ["MAX_EDIT_BYTES", "router"]
+__all__ = ["BODY_LIMITS", "MAX_EDIT_BYTES", "router"]
 
 router = APIRouter(prefix="/api/agents", tags=["agents"])
 
 MAX_EDIT_BYTES = 256 * 1024
-"""A hand edit's request is refused (413) beyond this many bytes, before it is read."""
+"""A hand edit's request is refused (413) beyond this many bytes, before it is all read."""
+BODY_LIMITS = (
+    BodyLimit(
+        method="PUT",
+        path=f"{router.prefix}/{{agent_id}}/memory-md",
+        max_bytes=MAX_EDIT_BYTES,
+        what="text",
+    ),
+)
 
 _SOURCE_RE = re.compile(r"\(source: ([^/()\s]+)/([^()\s]+)\)\s*$")
 _COUNTER = TokenCounter()
@@ -152,12 +161,6 @@ def version(
     return {**_version_row(found), "text": found.text, "diff": "".join(diff)}
 
 
-def _bounded(request: Request) -> None:
-    length = request.headers.get("content-length", "")
-    if length.isdigit() and int(length) > MAX_EDIT_BYTES:
-        raise HTTPException(413, f"text: the request is {length} bytes, at most {MAX_EDIT_BYTES}")
-
-
 @router.put(
     "/{agent_id}/memory-md",
     summary="Save a hand edit of MEMORY.md (`arena memory-md set`)",
@@ -167,7 +170,6 @@ def set_memory_md(
     agent_id: AgentId,
     body: MemoryMdEdit,
     running: Running,
-    _: Annotated[None, Depends(_bounded)],
 ) -> dict[str, Any]:
     """A new version, trigger "hand edit" by "web"; 409 when the file is no longer at
     ``base_version``, 422 with the reason when the text breaks a rule."""

@@ -11,7 +11,7 @@ import difflib
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Query
 from pydantic import BaseModel, Field
 from sqlalchemy.engine import Engine
 
@@ -26,10 +26,11 @@ from orchestrator.memory.corrections import (
 )
 from orchestrator.memory.gate import GateConfig
 from orchestrator.memory.versions import VersionStore, summary_path
+from orchestrator.web.bodies import BodyLimit
 from orchestrator.web.memory_search import search_memories
 from orchestrator.web.state import Console, console
 
-__all__ = ["WEB_ACTOR", "Running", "engine_of", "router"]
+__all__ = ["BODY_LIMITS", "WEB_ACTOR", "Running", "engine_of", "router"]
 
 router = APIRouter(prefix="/api", tags=["memory"])
 
@@ -37,6 +38,14 @@ WEB_ACTOR = "web"
 """Who the audit says made a change from the console."""
 
 MAX_PATCH_BYTES = 64 * 1024
+BODY_LIMITS = (
+    BodyLimit(
+        method="PATCH",
+        path=f"{router.prefix}/memories/{{entry_id}}",
+        max_bytes=MAX_PATCH_BYTES,
+        what="content",
+    ),
+)
 Running = Annotated[Console, Depends(console)]
 Status = Literal["active", "superseded", "archived", "any"]
 WrittenBy = Literal["agent", "job", "import", "person"]
@@ -126,22 +135,12 @@ def _known(corrections: Corrections, entry_id: int) -> Any:
         raise HTTPException(404, str(exc)) from None
 
 
-def _bounded(request: Request) -> None:
-    length = request.headers.get("content-length", "")
-    if length.isdigit() and int(length) > MAX_PATCH_BYTES:
-        raise HTTPException(
-            413, f"content: the request is {length} bytes, at most {MAX_PATCH_BYTES}"
-        )
-
-
 @router.patch(
     "/memories/{entry_id}",
     summary="Correct a memory: a new entry supersedes it (`arena memory edit`)",
     responses={404: {}, 409: {}, 413: {}, 422: {}},
 )
-def edit(
-    entry_id: int, body: MemoryEdit, running: Running, _: Annotated[None, Depends(_bounded)]
-) -> dict[str, Any]:
+def edit(entry_id: int, body: MemoryEdit, running: Running) -> dict[str, Any]:
     """The old entry (now superseded) and the new one; 422 with the gate's reason."""
     try:
         edited = _corrections(running).edit(

@@ -1,5 +1,7 @@
 """The console's ASGI app: :func:`create_app` puts the pages, the JSON API, the events, the
-metrics and the login form behind :class:`~orchestrator.web.security.SecurityMiddleware`.
+metrics and the login form behind :class:`~orchestrator.web.security.SecurityMiddleware`, and
+every request's body within its route's limit (:mod:`orchestrator.web.bodies`); ``HEAD`` is
+answered as ``GET`` without the body.
 
 The app opens what its handlers share (:class:`~orchestrator.web.state.Console`: the
 database, the client and an async Redis) when it starts, and closes them when it stops.
@@ -21,6 +23,7 @@ from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment
 from redis.asyncio import Redis
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from orchestrator.client import ArenaClient
 from orchestrator.core.agents import load_agents
@@ -39,6 +42,7 @@ from orchestrator.web import (
     metrics,
     pages,
 )
+from orchestrator.web.bodies import BodyLimitMiddleware
 from orchestrator.web.feeds import RoomFeeds
 from orchestrator.web.rooms import Rooms
 from orchestrator.web.security import Guard, SecurityMiddleware
@@ -55,9 +59,9 @@ _DOCS = Environment(autoescape=True).from_string(
 <link rel="stylesheet" href="/static/console.css"></head><body><main class="docs">
 <h1>{{ title }} API</h1><p>The schema: <a href="/openapi.json">/openapi.json</a> (OpenAPI
 {{ version }}). Send the token as <code>Authorization: Bearer …</code> when one is set.</p>
-<table><thead><tr><th>method</th><th>path</th><th>what</th></tr></thead><tbody>
-{% for method, path, summary in rows %}<tr><td>{{ method }}</td><td><code>{{ path }}</code></td>
-<td>{{ summary }}</td></tr>{% endfor %}</tbody></table></main></body></html>"""
+<div class="scroll"><table class="list"><thead><tr><th>method</th><th>path</th><th>what</th></tr>
+</thead><tbody>{% for method, path, summary in rows %}<tr><td>{{ method }}</td><td><code>{{ path
+}}</code></td><td>{{ summary }}</td></tr>{% endfor %}</tbody></table></div></main></body></html>"""
 )
 
 
@@ -109,7 +113,11 @@ def create_app(settings: Settings, *, keepalive_s: float = 15.0) -> FastAPI:
         swagger_ui_oauth2_redirect_url=None,
     )
     app.state.guard = Guard(settings.web_token)
+    limits = (*api.body_limits(settings.max_message_bytes), *api_agents.BODY_LIMITS)
+    app.add_middleware(BodyLimitMiddleware, limits=(*limits, *api_memory.BODY_LIMITS))
+    # Added after, so outside: a refused request's body is never read, a 413 has the headers.
     app.add_middleware(SecurityMiddleware, guard=app.state.guard)
+    app.add_middleware(_HeadAsGet)
     app.mount("/static", StaticFiles(directory=pages.STATIC_DIR), name="static")
     for module in (login, pages, metrics, api, events, api_memory, api_summary, api_agents):
         app.include_router(module.router)
@@ -118,6 +126,26 @@ def create_app(settings: Settings, *, keepalive_s: float = 15.0) -> FastAPI:
     _errors(app)
     app.add_api_route("/docs", _docs_page(app), include_in_schema=False)
     return app
+
+
+class _HeadAsGet:
+    """``HEAD`` answered as ``GET`` is, without the body: FastAPI's routes answer only the
+    methods they name (a plain Starlette route adds HEAD to GET by itself)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def headers_only(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                message = {**message, "body": b""}
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, headers_only)
 
 
 def _docs_page(app: FastAPI) -> Any:

@@ -171,6 +171,7 @@ async def _respond(
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(payload)).encode()),
+                (b"connection", b"close"),  # its body, if any, is not read
                 *extra,
                 *_HEADERS,
             ],

@@ -96,7 +96,7 @@
     });
     (growth.attempts || []).slice().reverse().forEach((a) => rows.push(el("tr", {class: "failed-row"},
       el("td", {}, "—"), el("td", {}, arena.when(a.at)), el("td", {}, a.trigger),
-      el("td", {colspan: 3, class: "error"}, a.status + ": " + a.reason))));
+      el("td", {colspan: 3, class: "error text"}, a.status + ": " + a.reason))));
     body.replaceChildren(...(rows.length ? rows : [el("tr", {class: "empty"}, el("td", {colspan: 6}, "No versions yet."))]));
   }
 

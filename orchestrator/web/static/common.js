@@ -21,8 +21,28 @@ arena.el = function (tag, attrs, ...children) {
   return node;
 };
 
+/* While any request is out, the page's <main> is aria-busy (assistive technology waits for it).
+ * It stays busy until the task ends: a request made on the answer of another keeps it busy. */
+arena.pending = 0;
+arena.busy = function (change) {
+  arena.pending += change;
+  const main = document.querySelector("main");
+  if (!main) return;
+  if (arena.pending > 0) main.setAttribute("aria-busy", "true");
+  else window.setTimeout(() => { if (arena.pending === 0) main.removeAttribute("aria-busy"); }, 0);
+};
+
 /* A JSON request; throws an Error whose message is the server's one-line reason. */
 arena.api = async function (path, options) {
+  arena.busy(+1);
+  try {
+    return await arena.request(path, options);
+  } finally {
+    arena.busy(-1);
+  }
+};
+
+arena.request = async function (path, options) {
   const init = Object.assign({headers: {"Accept": "application/json"}, credentials: "same-origin"}, options || {});
   if (init.json !== undefined) {
     init.method = init.method || "POST";

@@ -28,9 +28,9 @@
         el("td", {class: "num"}, budget === undefined ? "–" : arena.number(budget)),
         el("td", {}, budget !== undefined && used > budget ? "over" : "")));
     });
-    const table = el("table", {class: "list"},
+    const table = el("div", {class: "scroll"}, el("table", {class: "list"},
       el("thead", {}, el("tr", {}, el("th", {}, "layer"), el("th", {}, "tokens"), el("th", {}, "budget"), el("th", {}, ""))),
-      el("tbody", {}, ...rows));
+      el("tbody", {}, ...rows)));
     const facts = el("p", {class: "hint"}, `${arena.number(tokens.total)} tokens of a ${arena.number(report.window)}-token window ` +
       `(${arena.number(report.reserved_output)} kept for the answer); ${report.history_messages} messages of history`);
     return [bar, facts, table];
@@ -43,7 +43,7 @@
     const rows = (report.recall || []).map((item) => el("tr", {},
       el("td", {}, label(item)), el("td", {}, trust.get(key(item)) || ""), el("td", {class: "ok"}, "kept")));
     (report.recall_dropped || []).forEach((d) => rows.push(el("tr", {class: "dropped"},
-      el("td", {}, label(d.id)), el("td", {}, ""), el("td", {}, `left out (${d.layer}): ${d.reason}`))));
+      el("td", {}, label(d.id)), el("td", {}, ""), el("td", {class: "text"}, `left out (${d.layer}): ${d.reason}`))));
     return rows.length ? rows : [el("tr", {class: "empty"}, el("td", {colspan: 3}, "Nothing recalled."))];
   }
 

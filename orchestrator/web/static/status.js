@@ -14,16 +14,26 @@
   const budgetHint = document.getElementById("budget-hint");
   const budgetReset = document.getElementById("budget-reset");
   const budgetError = document.getElementById("budget-error");
+  const budgetCount = document.getElementById("budget-count");
   const el = arena.el;
+  const TALL = 10; // rows: a longer table scrolls in its own box
 
+  /* A table in a box of its own: wide, it scrolls sideways; long, it scrolls down. */
   function table(headers, rows) {
-    return el("table", {class: "list"},
+    return el("div", {class: rows.length > TALL ? "scroll tall" : "scroll"}, el("table", {class: "list"},
       el("thead", {}, el("tr", {}, ...headers.map((h) => el("th", {}, h)))),
-      el("tbody", {}, ...(rows.length ? rows : [el("tr", {class: "empty"}, el("td", {colspan: headers.length}, "none"))])));
+      el("tbody", {}, ...(rows.length ? rows : [el("tr", {class: "empty"}, el("td", {colspan: headers.length}, "none"))]))));
   }
 
+  /* A card of the grid; a wide one (tables of many columns) takes a whole row. */
   function card(title, ...content) {
     return el("div", {class: "card"}, el("h2", {}, title), ...content);
+  }
+
+  function wideCard(title, ...content) {
+    const made = card(title, ...content);
+    made.classList.add("wide");
+    return made;
   }
 
   function facts(pairs) {
@@ -51,25 +61,39 @@
   }
 
   function groups(list) {
-    return card("Groups", table(["group", "messages", "last activity", "outbox"], list.map((g) => el("tr", {},
+    return wideCard("Groups", table(["group", "messages", "last activity", "outbox"], list.map((g) => el("tr", {},
       el("td", {}, el("a", {href: "/groups/" + encodeURIComponent(g.group)}, g.group)),
       el("td", {class: "num"}, arena.number(g.messages)), el("td", {}, arena.when(g.last_at)),
       el("td", {class: "num"}, arena.number(g.outbox_length))))));
   }
 
+  /* A hand edit of MEMORY.md is a person's, never a heartbeat: said as what came of it. */
+  const HAND_EDIT = {written: "saved", rejected: "refused", conflict: "conflicted"};
+
+  function handEdit(edit) {
+    if (!edit) return "–";
+    const version = edit.version ? " (v" + edit.version + ")" : "";
+    return "hand edit " + (HAND_EDIT[edit.status] || edit.status) + " " + arena.when(edit.at) + version +
+      (edit.reason ? ": " + edit.reason : "");
+  }
+
   function agents(list) {
-    return card("Agents", table(["agent", "role", "model", "MEMORY.md", "last heartbeat"], list.map((a) => {
-      if (a.error) return el("tr", {}, el("td", {colspan: 5, class: "error"}, a.error));
+    const headers = ["agent", "role", "model", "MEMORY.md", "last heartbeat", "last hand edit"];
+    return wideCard("Agents", table(headers, list.map((a) => {
+      if (a.error) return el("tr", {}, el("td", {colspan: headers.length, class: "error"}, a.error));
       const beat = a.heartbeat || {};
       const last = beat.last_failed ? "failed " + arena.when(beat.last_failed.at) + ": " + beat.last_failed.reason
         : beat.last_ok ? "ok " + arena.when(beat.last_ok.at) : "never";
-      return el("tr", {}, el("td", {}, a.name + (a.default ? " (default)" : "")), el("td", {}, a.role),
-        el("td", {}, a.model), el("td", {}, beat.memory_md_version ? "v" + beat.memory_md_version : "–"), el("td", {}, last));
+      const edit = beat.last_hand_edit;
+      return el("tr", {dataset: {agent: a.id}}, el("td", {}, a.name + (a.default ? " (default)" : "")), el("td", {}, a.role),
+        el("td", {}, a.model), el("td", {}, beat.memory_md_version ? "v" + beat.memory_md_version : "–"),
+        el("td", {class: "text heartbeat" + (beat.last_failed ? " error" : "")}, last),
+        el("td", {class: "text hand-edit" + (edit && edit.status !== "written" ? " error" : "")}, handEdit(edit)));
     })));
   }
 
   function background(workers, jobs) {
-    return card("Background work",
+    return wideCard("Background work",
       facts([
         ["queued", arena.number(jobs.queued) + (jobs.oldest_queued_s ? " (oldest " + jobs.oldest_queued_s.toFixed(0) + " s)" : "")],
         ["running", arena.number(jobs.running)], ["retrying", arena.number(jobs.retrying)], ["failed", arena.number(jobs.failed)],
@@ -143,6 +167,9 @@
       const rows = report.rows || [];
       budgetBody.replaceChildren(...(rows.length ? rows.map(budgetRow)
         : [el("tr", {class: "empty"}, el("td", {colspan: 7}, "No model calls counted in the last " + report.days + " days."))]));
+      const marked = budgetBody.querySelectorAll("tr.budget-near, tr.budget-over").length;
+      arena.show(budgetCount, rows.length > TALL ? arena.number(rows.length) + " rows; " +
+        (marked ? marked + " of them at 80 % or more of a cap (marked)." : "none near a cap.") : "");
       budgetReset.textContent = "Caps reset " + arena.when(report.resets_at) + ".";
       arena.show(budgetHint, report.caps_set ? "" : "No caps set: no model call is refused. An ARENA_CAP_… setting or an agent's caps: sets one.");
       arena.show(budgetError, "");
@@ -177,7 +204,7 @@
       }
     });
     return el("tr", {}, el("td", {}, letter.id), el("td", {}, letter.group || ""), el("td", {}, letter.sender || ""),
-      el("td", {class: "text"}, letter.text || ""), el("td", {}, letter.reason || ""), el("td", {}, button));
+      el("td", {class: "text"}, letter.text || ""), el("td", {class: "text"}, letter.reason || ""), el("td", {}, button));
   }
 
   routeForm.addEventListener("submit", async (event) => {
