@@ -352,3 +352,22 @@ def test_arena_up_refuses_in_one_line_before_starting_anything(
     assert result.stderr.count("\n") == 1, result.stderr
     assert wanted in result.stderr
     assert not (tmp_path / "data" / "redis.sock").exists()
+
+
+def test_arena_web_on_a_database_it_cannot_open_says_so_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, free_port: int, embedded_redis_url: str
+):
+    """`arena web` whose data folder does not exist: one line naming the database, exit 1,
+    no server traceback."""
+    set_team_environment(
+        tmp_path,
+        monkeypatch,
+        ARENA_DATA_DIR=str(tmp_path / "no-such-folder"),
+        ARENA_WEB_PORT=str(free_port),
+        REDIS_URL=embedded_redis_url,
+    )
+    result = CliRunner().invoke(main, ["web"])
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith("arena: database: cannot open sqlite:"), result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "Traceback" not in result.output

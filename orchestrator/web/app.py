@@ -22,11 +22,13 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment
 from redis.asyncio import Redis
+from sqlalchemy.engine import Engine
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from orchestrator.client import ArenaClient
 from orchestrator.core.agents import load_agents
+from orchestrator.core.models import AgentSpec
 from orchestrator.errors import OrchestratorError, ServiceError
 from orchestrator.memory.db import make_engine
 from orchestrator.settings import Settings
@@ -65,12 +67,38 @@ _DOCS = Environment(autoescape=True).from_string(
 )
 
 
-def create_app(settings: Settings, *, keepalive_s: float = 15.0) -> FastAPI:
+def _console(
+    settings: Settings, agents: tuple[AgentSpec, ...], engine: Engine, keepalive_s: float
+) -> Console:
+    """What the handlers share while the console runs: its clients over ``engine`` and Redis."""
+    client = ArenaClient.from_settings(settings)
+    # An event stream's XREAD blocks up to keepalive_s: the socket waits longer.
+    redis = Redis.from_url(
+        settings.effective_redis_url, socket_timeout=keepalive_s + 10, socket_connect_timeout=5
+    )
+    rooms = Rooms(engine, agents, hop_limit=settings.hop_limit)
+    feeds = RoomFeeds(redis, events.renderer(rooms, agents), keepalive_s=keepalive_s)
+    return Console(
+        settings=settings,
+        agents=agents,
+        rooms=rooms,
+        client=client,
+        redis=redis,
+        feeds=feeds,
+        keepalive_s=keepalive_s,
+    )
+
+
+def create_app(
+    settings: Settings, *, keepalive_s: float = 15.0, engine: Engine | None = None
+) -> FastAPI:
     """The console for ``settings``' services; it opens them when it starts.
 
     Args:
         settings: where Redis and the database are, the agents, the token.
         keepalive_s: how long an idle event stream waits before a keep-alive comment.
+        engine: the database, opened by the caller (who disposes of it); else the console
+            opens it as it starts (a failure then is the server's, with its traceback).
 
     Raises:
         OrchestratorError: when the agent files are not valid.
@@ -79,30 +107,25 @@ def create_app(settings: Settings, *, keepalive_s: float = 15.0) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        engine = make_engine(settings.effective_database_url)
-        client = ArenaClient.from_settings(settings)
-        # An event stream's XREAD blocks up to keepalive_s: the socket waits longer.
-        redis = Redis.from_url(
-            settings.effective_redis_url, socket_timeout=keepalive_s + 10, socket_connect_timeout=5
-        )
-        rooms = Rooms(engine, agents, hop_limit=settings.hop_limit)
-        feeds = RoomFeeds(redis, events.renderer(rooms, agents), keepalive_s=keepalive_s)
-        app.state.console = Console(
-            settings=settings,
-            agents=agents,
-            rooms=rooms,
-            client=client,
-            redis=redis,
-            feeds=feeds,
-            keepalive_s=keepalive_s,
-        )
+        async with _database(engine) as opened:
+            app.state.console = _console(settings, agents, opened, keepalive_s)
+            try:
+                yield
+            finally:
+                await app.state.console.feeds.close()
+                await app.state.console.redis.aclose()
+                app.state.console.client.close()
+
+    @contextlib.asynccontextmanager
+    async def _database(given: Engine | None) -> AsyncIterator[Engine]:
+        if given is not None:
+            yield given
+            return
+        opened = make_engine(settings.effective_database_url)
         try:
-            yield
+            yield opened
         finally:
-            await feeds.close()
-            await redis.aclose()
-            client.close()
-            engine.dispose()
+            opened.dispose()
 
     app = FastAPI(
         title="Agent Arena",

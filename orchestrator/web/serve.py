@@ -15,8 +15,10 @@ import socket
 from collections.abc import Callable, Iterator
 
 import uvicorn
+from fastapi import FastAPI
 
 from orchestrator.errors import ServiceError
+from orchestrator.memory.db import make_engine
 from orchestrator.settings import Settings
 from orchestrator.web.app import create_app
 
@@ -71,8 +73,33 @@ async def serve(
     Raises:
         ServiceError: when the console could not start.
     """
+    try:
+        # Opened here, not as the app starts: a database that cannot be opened is one clear
+        # error (uvicorn would print the app's traceback and exit).
+        engine = make_engine(settings.effective_database_url)
+    except Exception:
+        sock.close()
+        if failed is not None:
+            failed.set()
+        raise
+    try:
+        app = create_app(settings, keepalive_s=keepalive_s, engine=engine)
+        await _serve(app, stop, sock, ready=ready, failed=failed)
+    finally:
+        engine.dispose()
+
+
+async def _serve(
+    app: FastAPI,
+    stop: asyncio.Event,
+    sock: socket.socket,
+    *,
+    ready: Callable[[], None],
+    failed: asyncio.Event | None,
+) -> None:
+    """uvicorn serving ``app`` on ``sock`` (see :func:`serve`)."""
     config = uvicorn.Config(
-        create_app(settings, keepalive_s=keepalive_s),
+        app,
         log_config=None,
         access_log=True,
         lifespan="on",
