@@ -195,6 +195,23 @@ def test_duplicate_name_across_files(tmp_path):
     assert (caught.value.path, caught.value.field) == (str(second), "name")
 
 
+@pytest.mark.parametrize(
+    ("document", "field", "reads_as"),
+    [
+        ({**GOOD, "id": "arena", "name": "Arena Bot"}, "id", "arena"),
+        ({**GOOD, "name": "System"}, "name", "system"),
+        ({**GOOD, "name": "U-S-E-R"}, "name", "user"),
+    ],
+)
+def test_an_agent_cannot_be_named_as_the_arena_or_a_person(tmp_path, document, field, reads_as):
+    """An agent called `arena`, `system` or `user` (in any case or spacing) is refused, naming
+    the file and field: its replies would read as the arena's notices or a person's words."""
+    path = write(tmp_path, f"{document['id']}.yaml", document)
+    with pytest.raises(AgentDefinitionError, match=f"reads as {reads_as!r}") as caught:
+        load_agents(tmp_path)
+    assert (caught.value.path, caught.value.field) == (str(path), field)
+
+
 def test_more_than_one_default(tmp_path):
     """Only one agent may be the default."""
     write(tmp_path, "architect.yaml", {**GOOD, "default": True})

@@ -27,9 +27,9 @@ which is also the order that breaks routing ties. Every field but ``id``, ``name
           agents: [architect]       # who answers; default: this agent
 
 A rule matches when every condition it has holds; it needs at least one. Ids and names must be
-unique across files, ignoring case and spaces, so every ``@mention`` names one agent. A key
-given twice in one mapping is an error rather than silently overridden. Mistakes raise
-``AgentDefinitionError`` naming the file and the field, e.g.
+unique across files, ignoring case and spaces, so every ``@mention`` names one agent, and not
+read as ``arena``, ``system`` or ``user``. A key given twice in one mapping is an error.
+Mistakes raise ``AgentDefinitionError`` naming the file and the field, e.g.
 ``agents/developer.yaml: routing.rules[0].patterns[1]: invalid regular expression: ...``.
 
 Each agent's folder ``workspaces/<id>/`` holds ``CLAUDE.md`` (its role) and ``SOUL.md`` (its soul).
@@ -44,12 +44,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 from pydantic import ValidationError as PydanticValidationError
 
 from orchestrator.core.caps import MAX_TOKENS_PER_DAY, MAX_USD_PER_DAY
 from orchestrator.core.models import AGENT_ID_RE, AgentSpec, RoutingRule
 from orchestrator.core.tools import TOOL_NAMES, ToolName
+from orchestrator.core.validation import agent_handle
 from orchestrator.errors import AgentDefinitionError, ValidationError
 
 __all__ = ["load_agents", "read_identity", "workspace_dir"]
@@ -58,7 +59,6 @@ logger = logging.getLogger(__name__)
 
 MAX_FILE_BYTES = 256 * 1024
 IDENTITY_FILES = ("CLAUDE.md", "SOUL.md")
-
 # A non-blank string, and a non-blank single line; both are stripped.
 _Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 _Line = Annotated[
@@ -139,8 +139,8 @@ class _CapsModel(_Model):
 
 
 class _AgentModel(_Model):
-    id: str
-    name: _Line
+    id: Annotated[str, AfterValidator(agent_handle)]
+    name: Annotated[_Line, AfterValidator(agent_handle)]
     role: _Line
     description: str = ""
     model: _Line
@@ -252,7 +252,7 @@ def _validate(where: str, document: dict[object, object]) -> _AgentModel:
     except PydanticValidationError as exc:
         error = exc.errors()[0]
         loc = error["loc"]
-        problem = _PROBLEMS.get(error["type"], error["msg"])
+        problem = _PROBLEMS.get(error["type"], error["msg"].removeprefix("Value error, "))
         if loc and loc[-1] == "[key]":  # pydantic's marker for a bad mapping key
             loc, problem = loc[:-1], f"key {problem}"
         raise AgentDefinitionError(where, _field_path(loc), problem) from None

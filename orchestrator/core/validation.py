@@ -16,9 +16,11 @@ from orchestrator.core.models import GROUP_ID_RE, SENDER_RE, AgentSpec
 from orchestrator.errors import ValidationError
 
 __all__ = [
+    "DEFAULT_SENDER",
     "NOTICE_SENDER",
     "RESERVED_SENDERS",
     "Post",
+    "agent_handle",
     "agent_names",
     "character_problem",
     "sender_key",
@@ -33,6 +35,8 @@ __all__ = [
 NOTICE_SENDER = "arena"
 # Names no person may post under, besides the agents' own: they speak for the arena.
 RESERVED_SENDERS = (NOTICE_SENDER, "system")
+# Who a person's message is from when no sender is given: no agent may be called so either.
+DEFAULT_SENDER = "user"
 
 # C0 and C1 controls but tab, line feed and carriage return; lone surrogates (not UTF-8); the
 # bidirectional embeddings, overrides and isolates, which make text display in another order
@@ -77,6 +81,19 @@ def sender_key(name: str) -> str:
 def agent_names(agents: Iterable[AgentSpec]) -> frozenset[str]:
     """Every agent's id and name: the names only that agent may speak under."""
     return frozenset(name for agent in agents for name in (agent.id, agent.name))
+
+
+def agent_handle(name: str) -> str:
+    """Return ``name`` if an agent may be called so: it must not read as a name the arena or a
+    person speaks under (:data:`RESERVED_SENDERS`, :data:`DEFAULT_SENDER`; :func:`sender_key`).
+
+    Raises:
+        ValueError: naming the name it reads as.
+    """
+    for taken in (*RESERVED_SENDERS, DEFAULT_SENDER):
+        if sender_key(name) == sender_key(taken):
+            raise ValueError(f"{name!r} reads as {taken!r}, which is not an agent's: pick another")
+    return name
 
 
 def validate_person(sender: str, agents: Iterable[str] = ()) -> str:

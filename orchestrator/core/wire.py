@@ -50,6 +50,7 @@ from typing import Literal
 
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.core.validation import (
+    DEFAULT_SENDER,
     NOTICE_SENDER,
     RESERVED_SENDERS,
     Post,
@@ -111,7 +112,6 @@ CONSUMER_GROUP = "arena"
 # How many partition streams the inbox is split into: at most this many daemons share the work.
 # Part of the wire format: changing it reorders groups between partitions.
 PARTITIONS = 16
-DEFAULT_SENDER = "user"
 
 
 def inbox_stream() -> str:
