@@ -10,7 +10,7 @@ with ArenaClient() as arena:  # where the settings say; or ArenaClient("redis://
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Any, cast
 
@@ -36,6 +36,7 @@ __all__ = ["ArenaClient"]
 
 EMBEDDED_HINT = START_REDIS_HINT
 _CONNECT_TIMEOUT_S = 5.0
+_OUTAGE_POLL_S = 1.0  # how often `follow` tries a Redis that does not answer
 
 
 def _text(value: bytes | str) -> str:
@@ -140,25 +141,58 @@ class ArenaClient:
         return {_text(name) for name in cast(set[bytes], self._redis.smembers(team_key()))}
 
     def follow(
-        self, group: str, after: str = "$", block_ms: int = 1000
+        self,
+        group: str,
+        after: str = "$",
+        block_ms: int = 1000,
+        *,
+        outage: Callable[[BusError | None], None] | None = None,
     ) -> Iterator[Outbound | None]:
-        """Yield the group's outbound items as they arrive (``None`` on every idle poll)."""
+        """Yield the group's outbound items as they arrive (``None`` on every idle poll).
+
+        Args:
+            group: the group to follow.
+            after: the stream entry id to follow from (``$``: what comes next).
+            block_ms: how long one poll waits.
+            outage: when given, Redis not answering does not end the following: ``outage`` is
+                called with the problem once, then with None once Redis answers again, and
+                the following goes on where it was (nothing published meanwhile is missed).
+        """
         last = after
         if last == "$":
             last = self.last_reply_id(group)
+        down = False
         while True:
-            try:
-                response = self._redis.xread({outbox_stream(group): last}, block=block_ms)
-            except RedisError as exc:
-                raise self._fail(exc) from None
-            if not response:
+            response = self._poll(group, last, block_ms, resume=outage is not None)
+            if isinstance(response, BusError):
+                if not down and outage is not None:
+                    outage(response)
+                down = True
+                time.sleep(_OUTAGE_POLL_S)
                 yield None
                 continue
-            streams = cast(list[Any], response)
-            for _stream, items in streams:
+            if down and outage is not None:
+                outage(None)
+            down = False
+            for _stream, items in response:
                 for entry_id, fields in items:
                     last = _text(entry_id)
                     yield Outbound.from_fields({_text(k): _text(v) for k, v in fields.items()})
+            if not response:
+                yield None
+
+    def _poll(self, group: str, last: str, block_ms: int, *, resume: bool) -> Any:
+        """One read of the group's outbox after ``last``: its entries by stream (``[]`` if
+        none came); when ``resume``, a Redis that does not answer is returned as the
+        :class:`BusError`, not raised."""
+        try:
+            return self._redis.xread({outbox_stream(group): last}, block=block_ms) or []
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            if resume and not isinstance(exc, redis.AuthenticationError):
+                return self._fail(exc)
+            raise self._fail(exc) from None
+        except RedisError as exc:
+            raise self._fail(exc) from None
 
     def replies(
         self, group: str, message_id: str, timeout_s: float, *, after: str = "0-0"

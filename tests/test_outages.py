@@ -27,14 +27,17 @@ from orchestrator.adapters.urls import mqtt_client_args
 from orchestrator.background.queue import distill_job_id, fetch_job, queue
 from orchestrator.cli.main import main
 from orchestrator.client import ArenaClient
-from orchestrator.core.wire import group_topic
+from orchestrator.core.wire import Outbound, group_topic, outbox_stream
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.schema import PersonalDraft
 from tests.arena_helpers import (
     environment,
     make_settings,
     outbox,
+    read_until,
     running_daemon,
+    start_background,
+    stop_process,
     worker_process,
 )
 from tests.fakes import FakeMessagesServer
@@ -220,4 +223,42 @@ def test_a_retry_due_after_a_redis_restart_runs(tmp_path: Path, free_port: int):
         since = log.read_bytes()[before:].decode()
         assert "Traceback" not in since, since
     finally:
+        server.stop()
+
+
+@pytest.mark.slow
+def test_tail_waits_out_a_redis_restart_and_goes_on(tmp_path: Path):
+    """`arena tail` while its Redis is killed and restarted: it says Redis is not answering,
+    then that it answers again, and prints the reply published after the restart."""
+    server = RedisServer(tmp_path / "redis", unix_socket=tmp_path / "redis" / "r.sock")
+    server.start()
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "REDIS_URL": server.url,
+        "ARENA_DATA_DIR": str(tmp_path / "data"),
+    }
+    tail = start_background([sys.executable, "-m", "orchestrator", "tail", "restarts"], env)
+    try:
+        read_until(tail, "following group restarts", timeout_s=60)
+        assert server.pid is not None
+        os.kill(server.pid, signal.SIGKILL)
+        read_until(tail, "Redis is not answering", timeout_s=30)
+        server.start()
+        read_until(tail, "Redis answers again; following group restarts", timeout_s=30)
+        reply = Outbound(
+            type="reply",
+            id="1-0:1:ping",
+            group="restarts",
+            in_reply_to="1-0",
+            sender="ping",
+            kind="agent",
+            text="after the restart",
+        )
+        with redis.Redis.from_url(server.url) as raw:
+            raw.xadd(outbox_stream("restarts"), reply.fields())
+        printed = read_until(tail, "after the restart", timeout_s=30)
+        assert tail.poll() is None
+        assert not any("Traceback" in line for line in printed)
+    finally:
+        stop_process(tail)
         server.stop()

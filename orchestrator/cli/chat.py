@@ -16,7 +16,7 @@ from rich.markup import escape
 
 from orchestrator.cli.output import err, fail, json_text, out
 from orchestrator.core.wire import DEFAULT_SENDER, Outbound, validate_group
-from orchestrator.errors import ValidationError
+from orchestrator.errors import BusError, ValidationError
 from orchestrator.settings import Settings
 
 __all__ = ["dead_letters", "history", "post", "retry", "route", "tail"]
@@ -125,7 +125,8 @@ def _print_tool_calls(meta: dict[str, Any]) -> None:
 @click.argument("group")
 @click.pass_obj
 def tail(settings: Settings, group: str) -> None:
-    """Follow GROUP's replies as they are published (Ctrl-C to stop)."""
+    """Follow GROUP's replies as they are published (Ctrl-C to stop); while Redis does not
+    answer (a restart), it says so and waits, then goes on where it was."""
     from orchestrator.client import ArenaClient
 
     validate_group(group)
@@ -133,8 +134,15 @@ def tail(settings: Settings, group: str) -> None:
         client.ping()
         after = client.last_reply_id(group)
         err.print(f"arena: following group {group}; Ctrl-C to stop")
+
+        def outage(problem: BusError | None) -> None:
+            if problem is None:
+                err.print(f"arena: Redis answers again; following group {group}")
+            else:
+                err.print(f"arena: Redis is not answering ({problem.problem}); waiting for it")
+
         try:
-            for item in client.follow(group, after=after):
+            for item in client.follow(group, after=after, outage=outage):
                 if item is not None and item.type != "done":
                     _print_item(item)
         except KeyboardInterrupt:
