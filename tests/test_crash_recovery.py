@@ -260,7 +260,7 @@ def test_restart_cleans_up_a_crashed_run_refuses_a_live_one_and_restarts_a_kille
     redis-server still running is stopped, its gone worker no longer counted; a second
     `arena up` on a folder in use is refused with one line. kill -9 of the embedded
     redis-server: `arena up` starts it again, says so once, and a message posted afterwards is
-    answered."""
+    answered. kill -9 of its worker: another is started, and runs a background job."""
     arena.data.mkdir()
     orphan = RedisServer(arena.data, unix_socket=arena.data / "redis.sock")
     orphan.start()
@@ -293,8 +293,20 @@ def test_restart_cleans_up_a_crashed_run_refuses_a_live_one_and_restarts_a_kille
         with ArenaClient(arena.url) as client:
             _, replies = client.post_and_wait(GROUPS[0], "still there?", "alex", 60)
         assert [r.type for r in replies] == ["reply"]
+
+        def workers() -> list[int]:
+            return list(arena.record()["workers"])  # type: ignore[call-overload]
+
+        (worker,) = workers()
+        os.kill(worker, signal.SIGKILL)
+        _wait_until(lambda: [p for p in workers() if p != worker and _alive(p)], 60, "a worker")
+        heartbeat = arena.run("heartbeat", "ping", "--wait", "60")  # a worker answers it
+        assert heartbeat.exit_code == 0, heartbeat.output
+        assert "ping: " in heartbeat.stdout
         assert _stop(running) == 0
-        assert arena.log(0).read_text().count("starting it again") == 1
+        said = arena.log(0).read_text()
+        assert said.count("starting it again") == 1
+        assert f"worker {worker} exited with code -9; starting another" in said
     finally:
         orphan.stop()
 

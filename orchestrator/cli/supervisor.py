@@ -7,7 +7,7 @@ on SIGINT/SIGTERM, after the daemon has finished the messages in hand.
 The children never outlive it: on Linux they get SIGTERM when it dies, however it dies (Redis
 then flushes its AOF). ``data/arena-up.pid`` records who runs on the data folder, so a start
 after a crash stops what the crashed run left behind instead of refusing; and a Redis child
-that dies while ``arena up`` runs is started again.
+or a worker that ends while ``arena up`` runs is started again.
 """
 
 from __future__ import annotations
@@ -42,6 +42,10 @@ from orchestrator.web.listening import listen
 __all__ = ["describe", "serve", "stop_on_signals"]
 
 logger = logging.getLogger(__name__)
+
+# A worker that ends is started again, but not sooner than this after its last start: one
+# that cannot start (Redis away) is tried again every few seconds, not in a tight loop.
+WORKER_RESTART_S = 5.0
 
 
 def describe(settings: Settings) -> list[tuple[str, str]]:
@@ -92,25 +96,50 @@ def stop_on_signals(stop: asyncio.Event) -> None:
 
 
 async def _start_workers(settings: Settings, redis_url: str) -> list[asyncio.subprocess.Process]:
+    return [await _start_worker(settings, redis_url) for _ in range(settings.workers)]
+
+
+async def _start_worker(settings: Settings, redis_url: str) -> asyncio.subprocess.Process:
     env = dict(os.environ)
     env["REDIS_URL"] = redis_url
     env["ARENA_DATA_DIR"] = str(settings.data_dir.resolve())
-    workers = []
-    for _ in range(settings.workers):
-        workers.append(
-            await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "orchestrator",
-                "worker",
-                env=env,
-                stdin=asyncio.subprocess.DEVNULL,
-                start_new_session=True,
-                # Spawned by the event loop's thread, which lives as long as `arena up`.
-                preexec_fn=die_with_parent(signal.SIGTERM),
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "orchestrator",
+        "worker",
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        start_new_session=True,
+        # Spawned by the event loop's thread, which lives as long as `arena up`.
+        preexec_fn=die_with_parent(signal.SIGTERM),
+    )
+
+
+async def _keep_workers(
+    settings: Settings,
+    workers: list[asyncio.subprocess.Process],
+    stop: asyncio.Event,
+    record: Callable[[], None],
+) -> None:
+    """Start a worker again whenever one ends before ``stop`` is set (killed, or refused by a
+    Redis that was restarting as it started), at most once per ``WORKER_RESTART_S`` for each:
+    without one, no background job would run again."""
+    started = [asyncio.get_running_loop().time()] * len(workers)
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(1):
+                await stop.wait()
+        now = asyncio.get_running_loop().time()
+        for slot, proc in enumerate(workers):
+            if stop.is_set() or proc.returncode is None or now - started[slot] < WORKER_RESTART_S:
+                continue
+            logger.warning(
+                "worker %d exited with code %d; starting another", proc.pid, proc.returncode
             )
-        )
-    return workers
+            workers[slot] = await _start_worker(settings, settings.effective_redis_url)
+            started[slot] = now
+            record()
 
 
 def _signal_workers(workers: list[asyncio.subprocess.Process]) -> None:
@@ -132,9 +161,11 @@ async def _stop_workers(workers: list[asyncio.subprocess.Process], timeout_s: fl
             await proc.wait()
 
 
-async def _signal_when(stop: asyncio.Event, workers: list[asyncio.subprocess.Process]) -> None:
+async def _signal_when(
+    stop: asyncio.Event, children: Callable[[], list[asyncio.subprocess.Process]]
+) -> None:
     await stop.wait()
-    _signal_workers(workers)
+    _signal_workers(children())
 
 
 async def _start_redis(server: RedisServer, timeout_s: float = 30) -> None:
@@ -207,8 +238,10 @@ async def serve(
             console = await console_process.start(settings, web, settings.effective_redis_url)
             web.close()  # the console's now
             say(await console_process.wait_ready(console))
-        children = [*workers, console] if console is not None else workers
-        await _run_daemon(settings, stop, say, children, redis_server, record)
+        consoles = [console] if console is not None else []
+        await _run_daemon(
+            settings, stop, say, workers, lambda: [*workers, *consoles], redis_server, record
+        )
     finally:
         if web is not None:
             web.close()
@@ -245,12 +278,16 @@ async def _run_daemon(
     stop: asyncio.Event,
     say: Callable[[str], None],
     workers: list[asyncio.subprocess.Process],
+    children: Callable[[], list[asyncio.subprocess.Process]],
     redis_server: RedisServer | None,
     record: Callable[[], None],
 ) -> None:
     # Workers (and the console) get SIGTERM as soon as stopping begins, so they finish their
     # current job while the daemon finishes the messages in hand.
-    helpers = [asyncio.create_task(_signal_when(stop, workers))]
+    helpers = [
+        asyncio.create_task(_signal_when(stop, children)),
+        asyncio.create_task(_keep_workers(settings, workers, stop, record)),
+    ]
     if redis_server is not None:
         helpers.append(asyncio.create_task(_keep_redis(redis_server, stop, record)))
     try:
