@@ -360,3 +360,14 @@ def llm_request(text: str, *, at: datetime, tools: tuple[dict[str, Any], ...] = 
         temperature=0.5,
         tools=tools,
     )
+
+
+def zombies_of(pid: int) -> list[int]:
+    """The children of ``pid`` that have ended and were not waited for."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if fields[0] == "Z" and int(fields[1]) == pid:
+                found.append(int(stat.parent.name))
+    return found

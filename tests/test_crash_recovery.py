@@ -27,7 +27,7 @@ from orchestrator.background.queue import queue
 from orchestrator.cli.main import main
 from orchestrator.client import ArenaClient
 from orchestrator.core.wire import outbox_stream
-from tests.arena_helpers import REPO, write_team
+from tests.arena_helpers import REPO, write_team, zombies_of
 from tests.ports import free_port
 
 pytestmark = [
@@ -324,17 +324,6 @@ def test_a_busy_redis_port_is_one_line_naming_the_setting(arena: Arena):
     assert not (arena.data / "arena-up.pid").exists()  # nothing left claiming the folder
 
 
-def _zombies_of(pid: int) -> list[int]:
-    """The children of ``pid`` that have ended and were not waited for."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError):
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            if fields[0] == "Z" and int(fields[1]) == pid:
-                found.append(int(stat.parent.name))
-    return found
-
-
 def test_commands_say_when_the_redis_of_a_running_arena_up_is_restarting(arena: Arena):
     """kill -9 of the embedded redis-server, its restart held back for a while: `arena post`,
     `status` and `jobs` say in one line that the Redis of the running `arena up` is not
@@ -373,7 +362,7 @@ def test_commands_say_when_the_redis_of_a_running_arena_up_is_restarting(arena: 
         _, replies = client.post_and_wait(GROUPS[0], "after", "alex", 60)
     assert [r.type for r in replies] == ["reply"]
     assert all(_alive(pid) for pid in workers)
-    assert [_zombies_of(pid) for pid in workers] == [[] for _ in workers]
+    assert [zombies_of(pid) for pid in workers] == [[] for _ in workers]
     assert _stop(running) == 0
     assert "Traceback" not in arena.log(0).read_text()
     stopped = arena.run("post", GROUPS[0], "anyone?")

@@ -39,6 +39,7 @@ from tests.arena_helpers import (
     start_background,
     stop_process,
     worker_process,
+    zombies_of,
 )
 from tests.fakes import FakeMessagesServer
 from tests.waiting import block_until, wait_until
@@ -141,17 +142,6 @@ async def test_redis_restart_loses_nothing(tmp_path: Path, embedded_mqtt_url: st
         server.stop()
 
 
-def _zombies_of(pid: int) -> list[int]:
-    """The children of ``pid`` that have ended and were not waited for."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError):
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            if fields[0] == "Z" and int(fields[1]) == pid:
-                found.append(int(stat.parent.name))
-    return found
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -215,7 +205,7 @@ def test_a_retry_due_after_a_redis_restart_runs(tmp_path: Path, free_port: int):
                 # A job's forked process may end a moment before the worker waits for it; a
                 # zombie that stays (RQ's own scheduler process, once it had died) is the fault.
                 block_until(
-                    lambda: _zombies_of(worker.pid) == [], timeout_s=10, what="no zombie child"
+                    lambda: zombies_of(worker.pid) == [], timeout_s=10, what="no zombie child"
                 )
                 worker.send_signal(signal.SIGTERM)
                 assert worker.wait(30) == 0
