@@ -11,8 +11,8 @@ from pathlib import Path
 
 import aiomqtt
 
+from orchestrator.adapters.mqtt import mqtt_client_args
 from orchestrator.adapters.redis_server import RedisServer
-from orchestrator.adapters.urls import mqtt_client_args
 from orchestrator.client import ArenaClient
 from orchestrator.core.wire import group_topic
 from tests.arena_helpers import make_settings, outbox, running_daemon

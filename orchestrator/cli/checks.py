@@ -11,7 +11,8 @@ from datetime import UTC, datetime
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from orchestrator.adapters.probes import ping_mqtt, ping_redis
+from orchestrator.adapters.mqtt import ping_mqtt
+from orchestrator.adapters.probes import ping_redis
 from orchestrator.adapters.spend import enforced_caps
 from orchestrator.cli.occupant import running_mqtt_url
 from orchestrator.cli.resources import database
