@@ -27,6 +27,7 @@ from orchestrator.core.turns import LLM
 from orchestrator.core.wire import Outbound, outbox_stream
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.runtime import daemon
+from orchestrator.runtime.briefing import load_team, make_briefing
 from orchestrator.runtime.pipeline import Pipeline
 from orchestrator.settings import Settings, load_settings
 
@@ -237,7 +238,7 @@ def make_pipeline(
     """The daemon's pipeline for the team of ``settings`` over ``store``, with ``options`` (e.g.
     ``memory``, ``clock``); what it publishes is kept by the outbox and events returned."""
     outbox, events = RecordingOutbox(), RecordingEvents()
-    team = daemon.load_team(settings)
+    team = load_team(settings)
     pipeline = Pipeline(
         team=team,
         store=store,
@@ -245,7 +246,7 @@ def make_pipeline(
         events=events,
         llm=llm,
         prompts=Prompts(settings.prompts_dir),
-        briefing=daemon.make_briefing(settings, store.engine, team),
+        briefing=make_briefing(settings, store.engine, team),
         counter=TokenCounter(),
         **options,
     )

@@ -20,7 +20,7 @@ import aiomqtt
 import pytest
 from click.testing import CliRunner, Result
 
-from orchestrator.adapters.urls import mqtt_client_args
+from orchestrator.adapters.mqtt import mqtt_client_args
 from orchestrator.cli.main import main
 from orchestrator.client import ArenaClient
 from orchestrator.core.wire import group_topic

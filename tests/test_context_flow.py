@@ -24,7 +24,7 @@ from orchestrator.errors import ConfigError
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
 from orchestrator.runtime import daemon
-from orchestrator.runtime.daemon import load_drift, load_team, make_briefing
+from orchestrator.runtime.briefing import load_drift, load_team, make_briefing
 from tests.arena_helpers import REPO, make_settings, running_daemon, set_environment
 from tests.fakes import FakeMessagesServer
 from tests.history_seed import write_history

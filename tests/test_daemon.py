@@ -11,7 +11,7 @@ import aiomqtt
 import redis
 from click.testing import CliRunner
 
-from orchestrator.adapters.urls import mqtt_client_args
+from orchestrator.adapters.mqtt import mqtt_client_args
 from orchestrator.cli.main import main
 from orchestrator.client import ArenaClient
 from orchestrator.core.wire import deadletter_stream, group_topic, inbox_stream

@@ -19,7 +19,8 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orchestrator.adapters.probes import ping_mqtt, ping_redis
+from orchestrator.adapters.mqtt import ping_mqtt
+from orchestrator.adapters.probes import ping_redis
 from orchestrator.cli.main import main
 from orchestrator.cli.supervisor import describe
 from orchestrator.core.agents import load_agents

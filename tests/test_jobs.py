@@ -21,7 +21,7 @@ from rq import SimpleWorker, Worker
 from rq.job import JobStatus
 from rq.serializers import JSONSerializer
 
-from orchestrator.adapters.urls import mqtt_client_args
+from orchestrator.adapters.mqtt import mqtt_client_args
 from orchestrator.background.listing import list_jobs, store_schedule
 from orchestrator.background.queue import (
     JobPolicy,

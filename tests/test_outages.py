@@ -22,8 +22,8 @@ from click.testing import CliRunner
 from rq.job import JobStatus
 from rq.scheduler import RQScheduler
 
+from orchestrator.adapters.mqtt import mqtt_client_args
 from orchestrator.adapters.redis_server import RedisServer
-from orchestrator.adapters.urls import mqtt_client_args
 from orchestrator.background.queue import distill_job_id, fetch_job, queue
 from orchestrator.cli.main import main
 from orchestrator.client import ArenaClient

@@ -162,6 +162,13 @@ def test_multi_word_keyword_allows_any_spacing():
     assert route("unit testing", agents).reason is RouteReason.DEFAULT
 
 
+def test_multi_word_keyword_found_after_a_match_inside_a_word():
+    """A keyword matched inside a longer word earlier still counts where it stands whole."""
+    agents = (agent("tester", rule("tester", keywords=("unit test",))), agent("other"))
+    assert route("the junit test, then a unit test", agents).agents == ("tester",)
+    assert route("the junit tests", agents).reason is RouteReason.DEFAULT
+
+
 def test_patterns_are_case_insensitive_regexes():
     """Patterns use re.search with IGNORECASE; keywords and patterns must both hold."""
     agents = (

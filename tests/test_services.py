@@ -18,10 +18,11 @@ import aiomqtt
 import pytest
 import redis
 
+from orchestrator.adapters.mqtt import mqtt_client_args, ping_mqtt
 from orchestrator.adapters.mqtt_broker import MqttBroker
-from orchestrator.adapters.probes import ping_mqtt, ping_redis
+from orchestrator.adapters.probes import ping_redis
 from orchestrator.adapters.redis_server import RedisServer, find_redis_executable
-from orchestrator.adapters.urls import mqtt_client_args, redact_url
+from orchestrator.adapters.urls import redact_url
 from orchestrator.errors import ConfigError, ServiceError
 
 PASSWORD = "s3cret-Pa55word"

@@ -14,7 +14,7 @@ from collections import deque
 
 import aiomqtt
 
-from orchestrator.adapters.urls import mqtt_address
+from orchestrator.adapters.mqtt import mqtt_address
 
 __all__ = ["MqttPublisher"]
 

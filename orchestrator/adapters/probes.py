@@ -1,8 +1,10 @@
-"""Health probes: is the configured Redis or MQTT broker there and willing to talk to us?
+"""Health probes: is the configured Redis there and willing to talk to us?
 
-:func:`ping_redis` and :func:`ping_mqtt` back ``arena check`` and every command's start;
-:func:`redis_problem` says what went wrong talking to Redis, for people. Messages name the
-socket or host and port only, never the credentials.
+:func:`ping_redis` backs ``arena check`` and every command's start; :func:`redis_problem`
+says what went wrong talking to Redis, for people; :func:`reason` and :func:`scrub` word a
+failure for both probes (the MQTT broker's is in :mod:`orchestrator.adapters.mqtt`, apart so
+that commands talking to Redis alone do not import the MQTT client). Messages name the socket
+or host and port only, never the credentials.
 """
 
 from __future__ import annotations
@@ -13,46 +15,26 @@ import ssl
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-import aiomqtt
 import redis
 import redis.asyncio
 
-from orchestrator.adapters.urls import check_tls_files, display_path, mqtt_address
+from orchestrator.adapters.urls import check_tls_files, display_path
 from orchestrator.errors import ConfigError, ServiceError
 
-__all__ = ["START_REDIS_HINT", "ping_mqtt", "ping_redis", "redis_problem"]
+__all__ = [
+    "START_HINT",
+    "START_REDIS_HINT",
+    "TLS_HINT",
+    "ping_redis",
+    "reason",
+    "redis_problem",
+    "scrub",
+]
 
-_START_HINT = "start the daemon with `arena up` (or `make run`), or set {name}"
-START_REDIS_HINT = _START_HINT.format(name="REDIS_URL")
+START_HINT = "start the daemon with `arena up` (or `make run`), or set {name}"
+START_REDIS_HINT = START_HINT.format(name="REDIS_URL")
 """The hint of a Redis on a unix socket, or an embedded one, that does not answer."""
-_TLS_HINT = "name the authority that signed the server's certificate: {name}=…?ssl_ca_certs=PATH"
-
-
-async def ping_mqtt(url: str, timeout_s: float) -> None:
-    """Connect to the broker at ``url`` and disconnect.
-
-    Raises:
-        ServiceError: the broker is unreachable, silent or refuses the connection. The message
-            names host and port only, never the credentials.
-    """
-    address = mqtt_address(url)
-    try:
-        async with (
-            asyncio.timeout(timeout_s),
-            aiomqtt.Client(**address.client_args(), timeout=timeout_s),
-        ):
-            pass
-    except aiomqtt.MqttCodeError as exc:
-        problem = f"the MQTT broker at {address.where} refused the connection: {exc}"
-        hint = "check the user name and password in MQTT_URL"
-        raise ServiceError("mqtt", _scrub(problem, address.password), hint) from exc
-    except (aiomqtt.MqttError, OSError, TimeoutError) as exc:
-        reason = _reason(exc, timeout_s)
-        problem = f"cannot reach the MQTT broker at {address.where}: {reason}"
-        hint = _TLS_HINT if reason.startswith("TLS") else _START_HINT
-        raise ServiceError(
-            "mqtt", _scrub(problem, address.password), hint.format(name="MQTT_URL")
-        ) from exc
+TLS_HINT = "name the authority that signed the server's certificate: {name}=…?ssl_ca_certs=PATH"
 
 
 async def ping_redis(url: str, timeout_s: float) -> None:
@@ -80,7 +62,7 @@ async def ping_redis(url: str, timeout_s: float) -> None:
             url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s
         )
     except ValueError as exc:  # redis-py's own checks, e.g. of query arguments
-        raise ConfigError("REDIS_URL", _scrub(f"not a valid Redis URL: {exc}", password)) from None
+        raise ConfigError("REDIS_URL", scrub(f"not a valid Redis URL: {exc}", password)) from None
     try:
         async with asyncio.timeout(timeout_s):
             await client.ping()
@@ -117,13 +99,14 @@ def redis_problem(url: str, exc: BaseException, timeout_s: float) -> tuple[str, 
             f"set REDIS_URL={scheme}://:PASSWORD@{where}",
         )
     password = unquote(parts.password) if parts.password else None
-    reason = _reason(exc, timeout_s)
-    if reason.startswith("TLS"):
-        hint = _TLS_HINT.format(name="REDIS_URL")
-    return _scrub(f"{unreachable}: {reason}", password), hint
+    why = reason(exc, timeout_s)
+    if why.startswith("TLS"):
+        hint = TLS_HINT.format(name="REDIS_URL")
+    return scrub(f"{unreachable}: {why}", password), hint
 
 
-def _reason(exc: BaseException, timeout_s: float) -> str:
+def reason(exc: BaseException, timeout_s: float) -> str:
+    """Why talking to a service failed, in a few words (the socket error, TLS, a timeout)."""
     if isinstance(exc, TimeoutError | redis.TimeoutError):
         return f"no answer within {timeout_s:g} s"
     for candidate in (exc, exc.__cause__, exc.__context__):
@@ -138,6 +121,7 @@ def _reason(exc: BaseException, timeout_s: float) -> str:
     return str(exc) or type(exc).__name__
 
 
-def _scrub(text: str, secret: str | None) -> str:
+def scrub(text: str, secret: str | None) -> str:
+    """``text`` with ``secret`` (a password) replaced by ``***``."""
     # Foreign error texts are not ours to trust: make sure no password slips through.
     return text.replace(secret, "***") if secret else text

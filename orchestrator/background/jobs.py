@@ -24,9 +24,9 @@ import aiomqtt
 from sqlalchemy.engine import Engine
 
 from orchestrator.adapters.metrics import record_job
+from orchestrator.adapters.mqtt import mqtt_client_args
 from orchestrator.adapters.mqtt_broker import publisher_url
 from orchestrator.adapters.providers import build_llm
-from orchestrator.adapters.urls import mqtt_client_args
 from orchestrator.background.distill import run_distillation
 from orchestrator.background.retention import prune
 from orchestrator.background.summary import run_summary

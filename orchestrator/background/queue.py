@@ -2,7 +2,9 @@
 when a job with a taken id may run again.
 
 Three kinds of job run on the ``arena`` queue, all with the JSON serializer (their bodies are
-in :mod:`orchestrator.background.jobs`):
+in :mod:`orchestrator.background.jobs`, named here by the dotted path RQ records and the
+worker imports: enqueuing a job, or reading the queue for ``arena status``, does not import
+what runs it):
 
     distill_{agent}_{YYYY-MM-DD}   a heartbeat: the day's log and MEMORY.md → a new MEMORY.md
     summary_{group}_{upto}         a group's rolling summary, up to message ``upto`` (or
@@ -21,7 +23,6 @@ RQ's failed registry with their traceback, and ``arena jobs`` shows them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
@@ -32,13 +33,15 @@ from rq.exceptions import DuplicateJobError, NoSuchJobError
 from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
 
-from orchestrator.background.jobs import distill_job, prune_job, summary_job
 from orchestrator.core.wire import job_guard_key, validate_group
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.settings import Settings
 
 __all__ = [
+    "DISTILL_JOB",
+    "PRUNE_JOB",
     "QUEUE_NAMES",
+    "SUMMARY_JOB",
     "EnqueueResult",
     "JobPolicy",
     "distill_job_id",
@@ -62,6 +65,10 @@ _BUSY = {
     JobStatus.CREATED: "being enqueued",
 }
 _ENDED = (JobStatus.FINISHED, JobStatus.FAILED, JobStatus.STOPPED, JobStatus.CANCELED)
+_JOBS = "orchestrator.background.jobs"
+DISTILL_JOB = f"{_JOBS}.distill_job"
+SUMMARY_JOB = f"{_JOBS}.summary_job"
+PRUNE_JOB = f"{_JOBS}.prune_job"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,7 +110,7 @@ class EnqueueResult:
 class _Request:
     """One job to enqueue once: what runs, under which id, and what decides a rerun."""
 
-    func: Callable[..., dict[str, Any]]
+    func: str  # the job function's dotted path
     args: tuple[Any, ...]
     job_id: str
     meta: dict[str, Any]
@@ -166,7 +173,7 @@ def enqueue_distill(
         revision = "0"
     meta = {"kind": "distill", "target": agent_id, "day": day.isoformat()}
     request = _Request(
-        func=distill_job,
+        func=DISTILL_JOB,
         args=(agent_id, day.isoformat(), trigger),
         job_id=distill_job_id(agent_id, day),
         meta=meta | {"trigger": trigger, "revision": revision},
@@ -199,7 +206,7 @@ def enqueue_summary(
     revision = None if upto_seq is None else str(upto_seq)
     meta = {"kind": "summary", "target": group, "upto": upto_seq}
     request = _Request(
-        func=summary_job,
+        func=SUMMARY_JOB,
         args=(group, upto_seq, trigger),
         job_id=summary_job_id(group, upto_seq),
         meta=meta | {"trigger": trigger, "revision": revision},
@@ -225,7 +232,7 @@ def enqueue_prune(
     """
     meta = {"kind": "prune", "target": "storage", "day": day.isoformat()}
     request = _Request(
-        func=prune_job,
+        func=PRUNE_JOB,
         args=(day.isoformat(), trigger),
         job_id=prune_job_id(day),
         meta=meta | {"trigger": trigger, "revision": day.isoformat()},

@@ -11,7 +11,8 @@ from datetime import UTC, datetime
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from orchestrator.adapters.probes import ping_mqtt, ping_redis
+from orchestrator.adapters.mqtt import ping_mqtt
+from orchestrator.adapters.probes import ping_redis
 from orchestrator.adapters.spend import enforced_caps
 from orchestrator.cli.occupant import running_mqtt_url
 from orchestrator.cli.resources import database
@@ -44,25 +45,25 @@ class CheckResult:
     detail: str
 
 
-def _check_agents(settings: Settings) -> CheckResult:
+def _check_agents(settings: Settings) -> tuple[tuple[AgentSpec, ...] | None, CheckResult]:
+    """The agents (None when their files do not load: read once for every check) and what
+    the agents line says."""
     try:
         agents = load_agents(settings.agents_dir)
     except OrchestratorError as exc:
-        return CheckResult(name="agents", ok=False, detail=str(exc))
+        return None, CheckResult(name="agents", ok=False, detail=str(exc))
     default = next((a.id for a in agents if a.default), agents[0].id)
     ids = ", ".join(a.id for a in agents)
-    return CheckResult(name="agents", ok=True, detail=f"{ids} (default: {default})")
+    return agents, CheckResult(name="agents", ok=True, detail=f"{ids} (default: {default})")
 
 
 # What a check that needs the agents says when they do not load (the agents line says why).
 _AGENTS_FIRST = "not checked: the agent files do not load"
 
 
-def _check_caps(settings: Settings) -> CheckResult:
+def _check_caps(settings: Settings, agents: tuple[AgentSpec, ...] | None) -> CheckResult:
     """The daily caps set, and models a dollar cap would price at the dearest listed row."""
-    try:
-        agents = load_agents(settings.agents_dir)
-    except OrchestratorError:  # the agents line says what is wrong
+    if agents is None:  # the agents line says what is wrong
         return CheckResult(name="caps", ok=False, detail=_AGENTS_FIRST)
     problem = unpriced_dollar_cap(settings, agents)
     if problem is not None:
@@ -105,7 +106,9 @@ def _per_day(tokens: float | None, usd: float | None) -> str:
     return " and ".join(amounts)
 
 
-async def _check_enforced(settings: Settings) -> CheckResult | None:
+async def _check_enforced(
+    settings: Settings, agents: tuple[AgentSpec, ...] | None
+) -> CheckResult | None:
     """The caps the running daemon enforces, when they differ from this shell's."""
     try:
         redis = Redis.from_url(settings.effective_redis_url, socket_timeout=3)
@@ -119,24 +122,19 @@ async def _check_enforced(settings: Settings) -> CheckResult | None:
         await redis.aclose()
     if enforced is None:
         return None
-    try:
-        local = cap_limits(settings, load_agents(settings.agents_dir))
-    except OrchestratorError:
-        local = None
+    local = cap_limits(settings, agents) if agents is not None else None
     if local is not None and local.as_json() == enforced.as_json():
         return None
     detail = f"the running daemon enforces other caps: {_describe_caps(enforced)}"
     return CheckResult(name="enforced", ok=True, detail=detail)
 
 
-def _check_templates(settings: Settings) -> CheckResult:
+def _check_templates(settings: Settings, agents: tuple[AgentSpec, ...] | None) -> CheckResult:
     prompts = Prompts(settings.prompts_dir)
     names = prompts.names()
     if not names:
         return CheckResult(name="templates", ok=False, detail=f"none in {settings.prompts_dir}")
-    try:
-        agents = load_agents(settings.agents_dir)
-    except OrchestratorError:  # the agents line says what is wrong
+    if agents is None:  # the agents line says what is wrong
         return CheckResult(name="templates", ok=False, detail=_AGENTS_FIRST)
     try:
         sample = ChatMessage(
@@ -237,14 +235,15 @@ def _check_database(settings: Settings) -> CheckResult:
 
 async def run_checks(settings: Settings) -> list[CheckResult]:
     """Check the configuration, agent files, templates and services."""
+    agents, agents_line = _check_agents(settings)
     results = [
         CheckResult(name="settings", ok=True, detail=f"data in {settings.data_dir.resolve()}"),
-        _check_agents(settings),
-        _check_templates(settings),
-        _check_caps(settings),
+        agents_line,
+        _check_templates(settings, agents),
+        _check_caps(settings, agents),
         await asyncio.to_thread(_check_database, settings),
         await _check_service("redis", ping_redis(settings.effective_redis_url, timeout_s=3)),
         await _check_service("mqtt", ping_mqtt(_mqtt_url(settings), timeout_s=3)),
     ]
-    enforced = await _check_enforced(settings)
+    enforced = await _check_enforced(settings, agents)
     return results if enforced is None else [*results, enforced]

@@ -12,7 +12,7 @@ from orchestrator.cli.output import json_text, out
 from orchestrator.cli.resources import database, known_agent
 from orchestrator.core.wire import validate_group
 from orchestrator.memory.conversation.store import HistoryStore
-from orchestrator.runtime.daemon import load_team
+from orchestrator.runtime.briefing import load_team
 from orchestrator.runtime.preview import next_trigger, preview
 from orchestrator.settings import Settings
 

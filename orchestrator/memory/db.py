@@ -14,15 +14,16 @@ from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlmodel import SQLModel, create_engine
 
 from orchestrator.errors import ServiceError
-from orchestrator.memory import audit as _audit  # noqa: F401
-from orchestrator.memory import tools as _tools  # noqa: F401
-from orchestrator.memory import versions as _versions  # noqa: F401
-from orchestrator.memory.conversation import index as _index  # noqa: F401
 
-# The table modules: imported so that their metadata (and the history index's installer) is
-# registered before create_all.
-from orchestrator.memory.conversation import store as _history  # noqa: F401
-from orchestrator.memory.session import store as _session  # noqa: F401
+# The modules that define the tables, imported so that their metadata (and the installers of
+# the full-text indexes) is registered before create_all. Only those: a command that opens the
+# database to read one table does not import the stores' write paths.
+from orchestrator.memory import audit as _audit  # noqa: F401
+from orchestrator.memory import tool_calls as _tool_calls  # noqa: F401
+from orchestrator.memory import versions as _versions  # noqa: F401
+from orchestrator.memory.conversation import indexing as _indexing  # noqa: F401
+from orchestrator.memory.conversation import rows as _messages  # noqa: F401
+from orchestrator.memory.session import entries as _entries  # noqa: F401
 
 __all__ = ["make_engine", "open_engine"]
 

@@ -23,10 +23,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Table, insert, select
+from sqlalchemy import insert, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Field, SQLModel
 
 from orchestrator.core.markers import Marker, neutralise
 from orchestrator.core.tools import (
@@ -47,6 +46,7 @@ from orchestrator.memory.recall.recaller import Recaller
 from orchestrator.memory.recall.values import RecallConfig
 from orchestrator.memory.session.records import Citation, MemoryRecord
 from orchestrator.memory.session.store import SessionMemory
+from orchestrator.memory.tool_calls import APPLIED
 from orchestrator.memory.writer import MemoryWriter, Origin
 
 __all__ = ["MemoryTools", "ToolTurn"]
@@ -54,23 +54,6 @@ __all__ = ["MemoryTools", "ToolTurn"]
 logger = logging.getLogger(__name__)
 
 _SNIPPET_CHARS = 500
-
-
-class AppliedToolCallRow(SQLModel, table=True):
-    """A ``memory_store`` or ``memory_forget`` call already applied, and what it returned."""
-
-    __tablename__ = "memory_tool_calls"
-
-    call_id: str = Field(primary_key=True, max_length=128)
-    agent: str = Field(max_length=64)
-    name: str = Field(max_length=32)
-    input: str
-    result: str
-    is_error: bool = False
-    at: datetime
-
-
-_APPLIED: Table = AppliedToolCallRow.__table__  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -201,7 +184,7 @@ class MemoryTools:
         """Apply a write once per reply and input: a replayed call gets the kept result."""
         key = write_key(turn.reply_id, call.name, call.input)
         with self.engine.connect() as conn:
-            kept = conn.execute(select(_APPLIED).where(_APPLIED.c.call_id == key)).first()
+            kept = conn.execute(select(APPLIED).where(APPLIED.c.call_id == key)).first()
         if kept is not None:
             return replace(result, content=kept.result, is_error=kept.is_error)
         try:
@@ -226,7 +209,7 @@ class MemoryTools:
         }
         try:
             with self.engine.begin() as conn:
-                conn.execute(insert(_APPLIED).values(**row))
+                conn.execute(insert(APPLIED).values(**row))
         except IntegrityError:
             logger.info("tool call %s (%s) was applied twice at once", call.id, call.name)
 

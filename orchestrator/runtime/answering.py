@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol
 
 from orchestrator.core.caps import OverCap
-from orchestrator.core.context.build import Identity, build_context
+from orchestrator.core.context.build import build_context
 from orchestrator.core.context.tokens import DriftCorrector, TokenCounter
 from orchestrator.core.models import AgentSpec, ChatMessage, Completion, MessageKind, Usage
 from orchestrator.core.prompts import Prompts
@@ -34,9 +34,9 @@ from orchestrator.memory.conversation.meta import (
 from orchestrator.memory.recall.recaller import RecallResult
 from orchestrator.memory.tools import MemoryTools, ToolTurn
 from orchestrator.memory.writer import MemoryWriter, Origin, WriteReport, marker_meta
-from orchestrator.runtime.briefing import Briefing
+from orchestrator.runtime.briefing import Briefing, Team
 
-__all__ = ["Answerer", "Counters", "Draft", "Team"]
+__all__ = ["Answerer", "Counters", "Draft"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,21 +47,6 @@ class Counters(Protocol):
     async def count(self, amounts: Mapping[str, int]) -> None:
         """Add ``amounts`` to the named totals."""
         ...
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Team:
-    """The agents, in file order, with their identity files."""
-
-    agents: tuple[AgentSpec, ...]
-    identities: Mapping[str, Identity] = field(default_factory=dict)
-
-    def get(self, agent_id: str) -> AgentSpec:
-        """The agent with this id."""
-        for agent in self.agents:
-            if agent.id == agent_id:
-                return agent
-        raise KeyError(agent_id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,30 +3,50 @@ personal logs, recalled memories and recent history, from files and stores.
 
 Blocking I/O: call :meth:`Briefing.gather` from a thread. What is gathered is then fitted
 into the agent's budget by :func:`orchestrator.core.context.build.build_context`.
+
+The team (:func:`load_team`), a briefing on a database (:func:`make_briefing`) and the token
+factors learnt by earlier runs (:func:`load_drift`) are built here, for the daemon and for
+what previews a turn (``arena context``, the console) without loading the daemon.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
+from sqlalchemy.engine import Engine
+
+from orchestrator.core.agents import load_agents, read_identity
 from orchestrator.core.context.budget import LayerBudgets
 from orchestrator.core.context.build import ContextLimits, Identity, Layers, PastMessage
-from orchestrator.core.context.tokens import TokenCounter
+from orchestrator.core.context.tokens import DriftCorrector, TokenCounter
 from orchestrator.core.models import AgentSpec, ChatMessage
-from orchestrator.memory.conversation.store import StoredMessage
+from orchestrator.files import write_atomic
+from orchestrator.memory.conversation.index import HistoryIndex
+from orchestrator.memory.conversation.store import HistoryStore, StoredMessage
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.recall.recaller import RecallConfig, Recaller, RecallResult
+from orchestrator.memory.session.store import SessionMemory
 from orchestrator.memory.versions import summary_path
 from orchestrator.settings import Settings
 
-__all__ = ["Briefing", "Gathered", "RecentSource"]
+__all__ = [
+    "Briefing",
+    "Gathered",
+    "RecentSource",
+    "Team",
+    "load_drift",
+    "load_team",
+    "make_briefing",
+    "save_drift",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -189,3 +209,67 @@ class Briefing:
             before_seq=before_seq,
             messages=older,
         )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Team:
+    """The agents, in file order, with their identity files."""
+
+    agents: tuple[AgentSpec, ...]
+    identities: Mapping[str, Identity] = field(default_factory=dict)
+
+    def get(self, agent_id: str) -> AgentSpec:
+        """The agent with this id."""
+        for agent in self.agents:
+            if agent.id == agent_id:
+                return agent
+        raise KeyError(agent_id)
+
+
+def load_team(settings: Settings) -> Team:
+    """Load the agents and their identity files."""
+    agents = load_agents(settings.agents_dir)
+    identities = {}
+    for agent in agents:
+        claude, soul = read_identity(settings.workspaces_dir, agent.id)
+        identities[agent.id] = Identity(claude=claude, soul=soul)
+    return Team(agents=agents, identities=identities)
+
+
+def make_briefing(
+    settings: Settings, engine: Engine, team: Team, recent: RecentSource | None = None
+) -> Briefing:
+    """What gathers each agent's layers, on the given database (recent messages from
+    ``recent``, else read from the database each time)."""
+    session = SessionMemory(engine)
+    return Briefing(
+        settings=settings,
+        identities=team.identities,
+        store=recent or HistoryStore(engine),
+        personal=PersonalLog(settings.workspaces_dir, settings.zone),
+        recaller=Recaller(session, history=HistoryIndex(engine)),
+        counter=TokenCounter(),
+    )
+
+
+def _drift_path(settings: Settings) -> Path:
+    return settings.data_dir / "drift.json"
+
+
+def load_drift(settings: Settings) -> DriftCorrector:
+    """The per-model token correction factors learnt by earlier runs."""
+    drift = DriftCorrector()
+    try:
+        drift.restore(json.loads(_drift_path(settings).read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        pass
+    except (ValueError, TypeError, AttributeError) as exc:
+        logger.warning("ignoring unreadable %s: %s", _drift_path(settings), exc)
+    return drift
+
+
+def save_drift(settings: Settings, drift: DriftCorrector) -> None:
+    """Keep the correction factors for the next run."""
+    factors = drift.snapshot()
+    if factors:
+        write_atomic(_drift_path(settings), json.dumps(factors, indent=2) + "\n")

@@ -5,10 +5,8 @@ leases that share the work with other daemons, and the schedule.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Callable
-from pathlib import Path
 
 from redis.asyncio import BlockingConnectionPool, Redis
 from sqlalchemy.engine import Engine
@@ -22,13 +20,10 @@ from orchestrator.adapters.probes import ping_redis
 from orchestrator.adapters.providers import build_llm
 from orchestrator.adapters.spend import publish_caps
 from orchestrator.background.schedule import start_schedule
-from orchestrator.core.agents import load_agents, read_identity
-from orchestrator.core.context.build import Identity
-from orchestrator.core.context.tokens import DriftCorrector, TokenCounter
+from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.prompts import Prompts
 from orchestrator.core.turns import LLM
 from orchestrator.errors import ConfigError
-from orchestrator.files import write_atomic
 from orchestrator.memory.conversation.index import HistoryIndex
 from orchestrator.memory.conversation.indexing import BackgroundIndexing
 from orchestrator.memory.conversation.recent import RecentMessages
@@ -41,52 +36,17 @@ from orchestrator.memory.recall.recaller import Recaller
 from orchestrator.memory.session.store import SessionMemory
 from orchestrator.memory.tools import MemoryTools
 from orchestrator.memory.writer import MemoryWriter
-from orchestrator.runtime.briefing import Briefing, RecentSource
+from orchestrator.runtime.briefing import load_drift, load_team, make_briefing, save_drift
 from orchestrator.runtime.consumer import Consumer
 from orchestrator.runtime.coordinator import Coordinator
-from orchestrator.runtime.pipeline import Pipeline, Team
+from orchestrator.runtime.pipeline import Pipeline
 from orchestrator.runtime.spending import make_guard
 from orchestrator.runtime.triggers import SummaryTrigger
 from orchestrator.settings import Settings
 
-__all__ = [
-    "ensure_data_dir",
-    "load_drift",
-    "load_team",
-    "make_briefing",
-    "make_tools",
-    "make_writer",
-    "run",
-    "save_drift",
-]
+__all__ = ["ensure_data_dir", "make_tools", "make_writer", "run"]
 
 logger = logging.getLogger(__name__)
-
-
-def load_team(settings: Settings) -> Team:
-    """Load the agents and their identity files."""
-    agents = load_agents(settings.agents_dir)
-    identities = {}
-    for agent in agents:
-        claude, soul = read_identity(settings.workspaces_dir, agent.id)
-        identities[agent.id] = Identity(claude=claude, soul=soul)
-    return Team(agents=agents, identities=identities)
-
-
-def make_briefing(
-    settings: Settings, engine: Engine, team: Team, recent: RecentSource | None = None
-) -> Briefing:
-    """What gathers each agent's layers, on the given database (recent messages from
-    ``recent``, else read from the database each time)."""
-    session = SessionMemory(engine)
-    return Briefing(
-        settings=settings,
-        identities=team.identities,
-        store=recent or HistoryStore(engine),
-        personal=PersonalLog(settings.workspaces_dir, settings.zone),
-        recaller=Recaller(session, history=HistoryIndex(engine)),
-        counter=TokenCounter(),
-    )
 
 
 def make_writer(settings: Settings, engine: Engine) -> MemoryWriter:
@@ -132,29 +92,6 @@ def ensure_data_dir(settings: Settings) -> None:
     except OSError as exc:
         reason = exc.strerror or exc.__class__.__name__
         raise ConfigError("ARENA_DATA_DIR", f"cannot create {folder}: {reason}") from None
-
-
-def _drift_path(settings: Settings) -> Path:
-    return settings.data_dir / "drift.json"
-
-
-def load_drift(settings: Settings) -> DriftCorrector:
-    """The per-model token correction factors learnt by earlier runs."""
-    drift = DriftCorrector()
-    try:
-        drift.restore(json.loads(_drift_path(settings).read_text(encoding="utf-8")))
-    except FileNotFoundError:
-        pass
-    except (ValueError, TypeError, AttributeError) as exc:
-        logger.warning("ignoring unreadable %s: %s", _drift_path(settings), exc)
-    return drift
-
-
-def save_drift(settings: Settings, drift: DriftCorrector) -> None:
-    """Keep the correction factors for the next run."""
-    factors = drift.snapshot()
-    if factors:
-        write_atomic(_drift_path(settings), json.dumps(factors, indent=2) + "\n")
 
 
 async def run(

@@ -35,12 +35,12 @@ from orchestrator.memory.conversation.store import (
 )
 from orchestrator.memory.tools import MemoryTools
 from orchestrator.memory.writer import MemoryWriter
-from orchestrator.runtime.answering import Answerer, Counters, Draft, Team
-from orchestrator.runtime.briefing import Briefing
+from orchestrator.runtime.answering import Answerer, Counters, Draft
+from orchestrator.runtime.briefing import Briefing, Team
 from orchestrator.runtime.spending import CapGuard, CappedLLM
 from orchestrator.runtime.tally import Tally, closing
 
-__all__ = ["Counters", "DeadLetters", "EventSink", "HandledMetrics", "Outbox", "Pipeline", "Team"]
+__all__ = ["Counters", "DeadLetters", "EventSink", "HandledMetrics", "Outbox", "Pipeline"]
 
 logger = logging.getLogger(__name__)
 

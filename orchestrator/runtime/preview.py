@@ -16,8 +16,7 @@ from orchestrator.core.models import AgentSpec, ChatMessage, MessageKind
 from orchestrator.core.prompts import Prompts
 from orchestrator.core.wire import DEFAULT_SENDER
 from orchestrator.memory.conversation.store import HistoryStore
-from orchestrator.runtime.answering import Team
-from orchestrator.runtime.daemon import load_drift, make_briefing
+from orchestrator.runtime.briefing import Team, load_drift, make_briefing
 from orchestrator.settings import Settings
 
 __all__ = ["Preview", "next_trigger", "preview"]

@@ -10,7 +10,7 @@ from fastapi import APIRouter, HTTPException, Query
 from orchestrator.core.wire import validate_group
 from orchestrator.errors import ValidationError
 from orchestrator.memory.conversation.meta import ReplyMeta
-from orchestrator.runtime.daemon import load_team
+from orchestrator.runtime.briefing import load_team
 from orchestrator.runtime.preview import next_trigger, preview
 from orchestrator.web.api_memory import Running, engine_of
 

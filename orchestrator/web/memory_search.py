@@ -17,7 +17,7 @@ from orchestrator.memory.recall.ranking import trust_of
 from orchestrator.memory.recall.recaller import RecallConfig, Recaller, RecallResult
 from orchestrator.memory.session.records import MemoryRecord
 from orchestrator.memory.session.store import SessionMemory
-from orchestrator.runtime.daemon import load_team, make_briefing
+from orchestrator.runtime.briefing import load_team, make_briefing
 from orchestrator.web.state import Console
 
 __all__ = ["search_memories"]

@@ -80,7 +80,7 @@ from orchestrator.core.wire import DEFAULT_SENDER, PARTITIONS, lease_key  # noqa
 from orchestrator.memory.conversation.importer import imported_id  # noqa: E402
 from orchestrator.memory.conversation.store import HistoryStore  # noqa: E402
 from orchestrator.memory.db import make_engine  # noqa: E402
-from orchestrator.runtime.daemon import load_drift, load_team, make_briefing  # noqa: E402
+from orchestrator.runtime.briefing import load_drift, load_team, make_briefing  # noqa: E402
 from orchestrator.settings import Settings, load_settings  # noqa: E402
 from tests.bench.daemon_env import (  # noqa: E402
     check_running,

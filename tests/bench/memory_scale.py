@@ -24,7 +24,7 @@ At each size:
   settings' recall layers, for a random group and agent (``mark_used`` included).
 
 After the first size, a group gets ``--history`` stored messages and the context of a turn is
-built as the daemon builds it: ``Briefing.gather`` (as ``daemon.make_briefing`` builds it: the
+built as the daemon builds it: ``Briefing.gather`` (as ``briefing.make_briefing`` builds it: the
 history window, recall, files) then ``build_context`` (budget plan, prompt rendering). Both parts
 are timed, and their sum is the sample.
 
@@ -34,7 +34,7 @@ added in bulk (5,000 per ``executemany`` into ``messages``, the history index ke
 triggers as for every stored message), first ``--history-group-rows`` (default 100,000) into one
 group, alternating people's questions and agents' replies from the same corpus, then the rest
 spread over 200 other groups. Recall is timed as a turn runs it: ``Recaller.recall`` as
-``daemon.make_briefing`` builds it (session memory and the history index, the default settings'
+``briefing.make_briefing`` builds it (session memory and the history index, the default settings'
 recall layers), ``before_seq`` the oldest of the 200 messages the history window shows:
 
 - group: questions to the large group when the store holds only it (target p95 <= 20 ms);
@@ -91,7 +91,8 @@ from orchestrator.memory.session.entries import ENTRIES, new_row  # noqa: E402
 from orchestrator.memory.session.store import Citation, NewMemory, SessionMemory, normalise  # noqa: E402
 from orchestrator.memory.transactions import writing  # noqa: E402
 from orchestrator.memory.writer import Origin  # noqa: E402
-from orchestrator.runtime.daemon import load_team, make_briefing, make_writer  # noqa: E402
+from orchestrator.runtime.briefing import load_team, make_briefing  # noqa: E402
+from orchestrator.runtime.daemon import make_writer  # noqa: E402
 from orchestrator.settings import Settings, load_settings  # noqa: E402
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
