@@ -24,8 +24,8 @@ import pytest
 from click.testing import CliRunner
 
 from orchestrator.adapters.events import MqttPublisher
-from orchestrator.adapters.mqtt_broker import MqttBroker, login_file
 from orchestrator.adapters.mqtt import mqtt_client_args
+from orchestrator.adapters.mqtt_broker import MqttBroker, login_file
 from orchestrator.cli.main import main
 from orchestrator.core.wire import group_topic
 from tests.arena_helpers import REPO, read_until
