@@ -90,8 +90,8 @@ READS = {
     "memory stats": SQL,
     "memory show 1": SQL,
     "growth ping": {*SQL, *AGENTS},
-    "logs ping": {*SQL, *AGENTS},
-    "summary demo": {*SQL, *AGENTS},
+    "logs ping": AGENTS,
+    "summary demo": AGENTS,  # beside `arena logs`, which reads the agent files
     "context ping demo": {*SQL, *AGENTS, "jinja2"},
     "check": {"redis", "aiomqtt", "paho", *SQL, *AGENTS, "jinja2"},
 }

@@ -11,7 +11,8 @@ from orchestrator.background.summary import run_summary
 from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.errors import ValidationError
-from orchestrator.memory.versions import VersionStore, summary_path
+from orchestrator.memory.summaries import summary_path
+from orchestrator.memory.versions import VersionStore
 from tests.history_seed import write_history
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)

@@ -12,7 +12,7 @@ from rq.serializers import JSONSerializer
 from orchestrator.background.listing import list_jobs
 from orchestrator.background.queue import queue
 from orchestrator.client import ArenaClient
-from orchestrator.memory.versions import summary_path
+from orchestrator.memory.summaries import summary_path
 from tests.arena_helpers import make_settings, running_daemon
 
 

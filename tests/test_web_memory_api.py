@@ -20,7 +20,8 @@ from orchestrator.memory.db import make_engine
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.schema import PersonalDraft
 from orchestrator.memory.session.store import Citation, NewMemory, SessionMemory
-from orchestrator.memory.versions import VersionStore, summary_path
+from orchestrator.memory.summaries import summary_path
+from orchestrator.memory.versions import VersionStore
 from orchestrator.settings import Settings
 from tests.web_helpers import chat_message, console_server, console_settings, own_redis, store
 

@@ -40,8 +40,9 @@ from orchestrator.core.turns import LLM
 from orchestrator.core.wire import validate_group
 from orchestrator.memory.conversation.meta import ReplyMeta
 from orchestrator.memory.conversation.store import HistoryStore, StoredMessage
+from orchestrator.memory.summaries import summary_path
 from orchestrator.memory.versioned_file import VersionedFile
-from orchestrator.memory.versions import Kind, VersionStore, summary_path
+from orchestrator.memory.versions import Kind, VersionStore
 from orchestrator.settings import Settings
 
 __all__ = ["MAX_MESSAGES", "SummaryOutcome", "read_messages", "run_summary"]

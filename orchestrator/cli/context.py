@@ -9,7 +9,8 @@ import click
 from rich.table import Table
 
 from orchestrator.cli.output import json_text, out
-from orchestrator.cli.resources import database, known_agent
+from orchestrator.cli.resources import database
+from orchestrator.core.models import known_agent
 from orchestrator.core.wire import validate_group
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.runtime.briefing import load_team

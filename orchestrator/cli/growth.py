@@ -1,27 +1,25 @@
-"""``arena growth``, ``arena logs`` and ``arena summary``: how agents and groups remember."""
+"""``arena growth``: how an agent's ``MEMORY.md`` grew, version by version."""
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import date, datetime
+from datetime import datetime
 from typing import Any
 
 import click
 from rich.table import Table
 from rich.text import Text
 
+from orchestrator.cli.notes import team_agent
 from orchestrator.cli.output import err, json_text, out, printable
-from orchestrator.cli.resources import database, known_agent
-from orchestrator.core.agents import load_agents, workspace_dir
-from orchestrator.core.wire import validate_group
+from orchestrator.cli.resources import database
 from orchestrator.errors import ValidationError
-from orchestrator.memory.personal import PersonalLog
-from orchestrator.memory.versions import Run, Version, VersionStore, summary_path
+from orchestrator.memory.versions import Run, Version, VersionStore
 from orchestrator.settings import Settings
 
-__all__ = ["growth", "logs", "summary"]
+__all__ = ["growth"]
 
 _MINUS = "\u2212"  # a real minus sign, as wide as "+"
 _DIFF_STYLES = (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green"), ("-", "red"))
@@ -31,12 +29,6 @@ _DIFF_STYLES = (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green")
 def _store(settings: Settings) -> Iterator[VersionStore]:
     with database(settings) as engine:
         yield VersionStore(engine)
-
-
-def _agent_id(settings: Settings, agent_id: str) -> str:
-    """``agent_id`` if it is a valid id of one of the team's agents."""
-    workspace_dir(settings.workspaces_dir, agent_id)
-    return known_agent(load_agents(settings.agents_dir), agent_id).id
 
 
 def _stamp(settings: Settings, when: datetime) -> str:
@@ -53,7 +45,7 @@ def growth(
     settings: Settings, agent_id: str, as_json: bool, diff_n: int | None, show_n: int | None
 ) -> None:
     """Show how AGENT's MEMORY.md grew: every version and every attempt that wrote none."""
-    agent_id = _agent_id(settings, agent_id)
+    agent_id = team_agent(settings, agent_id)
     with _store(settings) as store:
         versions = store.history("memory_md", agent_id)
         runs = [r for r in store.runs("memory_md", agent_id) if r.status != "written"]
@@ -123,43 +115,3 @@ def _print_diff(versions: list[Version], number: int, agent_id: str) -> None:
         text = line.rstrip("\n")
         style = next((s for prefix, s in _DIFF_STYLES if text.startswith(prefix)), None)
         out.print(text, style=style)
-
-
-@click.command()
-@click.argument("agent_id", metavar="AGENT")
-@click.option(
-    "--date",
-    "day",
-    type=click.DateTime(formats=["%Y-%m-%d"]),
-    default=None,
-    help="Which day (YYYY-MM-DD); default today in ARENA_TZ.",
-)
-@click.pass_obj
-def logs(settings: Settings, agent_id: str, day: datetime | None) -> None:
-    """Print AGENT's daily log."""
-    agent_id = _agent_id(settings, agent_id)
-    wanted: date = day.date() if day is not None else datetime.now(settings.zone).date()
-    personal = PersonalLog(settings.workspaces_dir, settings.zone)
-    text = personal.read(agent_id, wanted)
-    if not text:
-        days = personal.days(agent_id)
-        hint = f"; logs exist for {', '.join(d.isoformat() for d in days[-5:])}" if days else ""
-        err.print(f"arena: {agent_id} has no log for {wanted.isoformat()}{hint}")
-        return
-    click.echo(printable(text), nl=False)
-
-
-@click.command()
-@click.argument("group")
-@click.pass_obj
-def summary(settings: Settings, group: str) -> None:
-    """Print GROUP's rolling summary."""
-    path = summary_path(settings.data_dir, validate_group(group))
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        text = ""
-    if not text.strip():
-        err.print(f"arena: group {group!r} has no summary yet")
-        return
-    click.echo(printable(text), nl=False)

@@ -29,8 +29,9 @@ from orchestrator.background.queue import (
 )
 from orchestrator.background.schedule import next_fire_times
 from orchestrator.cli.output import json_text, out, printable
-from orchestrator.cli.resources import database, known_agent
+from orchestrator.cli.resources import database
 from orchestrator.core.agents import load_agents
+from orchestrator.core.models import known_agent
 from orchestrator.core.wire import validate_group
 from orchestrator.errors import OrchestratorError, ServiceError, ValidationError
 from orchestrator.memory.conversation.store import HistoryStore

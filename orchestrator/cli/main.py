@@ -62,8 +62,8 @@ class ArenaGroup(click.Group):
             "orchestrator.cli.growth",
             "Show how AGENT's MEMORY.md grew: every version and every attempt that wrote none.",
         ),
-        "logs": ("orchestrator.cli.growth", "Print AGENT's daily log."),
-        "summary": ("orchestrator.cli.growth", "Print GROUP's rolling summary."),
+        "logs": ("orchestrator.cli.notes", "Print AGENT's daily log."),
+        "summary": ("orchestrator.cli.notes", "Print GROUP's rolling summary."),
         "import": (
             "orchestrator.cli.imports",
             "Bring an existing conversation into GROUP from FILE (JSON Lines; '-' reads stdin).",

@@ -10,9 +10,10 @@ import click
 
 from orchestrator.cli.corrections import actor
 from orchestrator.cli.output import out
-from orchestrator.cli.resources import database, known_agent
+from orchestrator.cli.resources import database
 from orchestrator.core.agents import load_agents
 from orchestrator.core.context.tokens import TokenCounter
+from orchestrator.core.models import known_agent
 from orchestrator.errors import ValidationError
 from orchestrator.memory.hand_edit import memory_md_file, save_hand_edit
 from orchestrator.memory.versions import VersionStore

@@ -1,19 +1,16 @@
-"""What the ``arena`` commands open: the database, in its data folder, and the one "known
-agent?" check of an id given on the command line."""
+"""What the ``arena`` commands open: the database, in its data folder."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 from sqlalchemy.engine import Engine
 
-from orchestrator.core.models import AgentSpec
-from orchestrator.errors import ValidationError
 from orchestrator.memory.db import open_engine
 from orchestrator.settings import Settings
 
-__all__ = ["database", "known_agent"]
+__all__ = ["database"]
 
 
 @contextmanager
@@ -26,16 +23,3 @@ def database(settings: Settings) -> Iterator[Engine]:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     with open_engine(settings.effective_database_url) as engine:
         yield engine
-
-
-def known_agent(agents: Sequence[AgentSpec], agent_id: str) -> AgentSpec:
-    """The team's agent with the id ``agent_id``.
-
-    Raises:
-        ValidationError: no agent has that id (the message lists the ids there are).
-    """
-    for agent in agents:
-        if agent.id == agent_id:
-            return agent
-    known = ", ".join(a.id for a in agents)
-    raise ValidationError("agent", f"no agent {agent_id!r} (agents: {known})")

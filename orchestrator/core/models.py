@@ -7,13 +7,14 @@ stored time (:func:`assume_utc`); nothing here does I/O.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 from orchestrator.core.tools import ToolCall, ToolExchange
+from orchestrator.errors import ValidationError
 
 __all__ = [
     "AGENT_ID_RE",
@@ -29,6 +30,7 @@ __all__ = [
     "RoutingRule",
     "Usage",
     "assume_utc",
+    "known_agent",
 ]
 
 GROUP_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}\Z")
@@ -142,6 +144,19 @@ class AgentSpec:
             raise ValueError("max_concurrency must be >= 1")
         if self.max_tokens < 1:
             raise ValueError("max_tokens must be >= 1")
+
+
+def known_agent(agents: Sequence[AgentSpec], agent_id: str) -> AgentSpec:
+    """The team's agent with the id ``agent_id``.
+
+    Raises:
+        ValidationError: no agent has that id (the message lists the ids there are).
+    """
+    for agent in agents:
+        if agent.id == agent_id:
+            return agent
+    known = ", ".join(a.id for a in agents)
+    raise ValidationError("agent", f"no agent {agent_id!r} (agents: {known})")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -21,7 +21,6 @@ import difflib
 import hashlib
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Literal
 
 from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint
@@ -41,18 +40,12 @@ __all__ = [
     "VersionStore",
     "line_changes",
     "sha256_of",
-    "summary_path",
 ]
 
 Kind = Literal["memory_md", "summary"]
 RunStatus = Literal["written", "skipped", "rejected", "conflict", "error"]
 
 _RETRIES = 20
-
-
-def summary_path(data_dir: Path, group: str) -> Path:
-    """Where a group's rolling summary is kept."""
-    return data_dir / "memory" / f"summary_{group}.md"
 
 
 class VersionRow(SQLModel, table=True):

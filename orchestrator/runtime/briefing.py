@@ -34,7 +34,7 @@ from orchestrator.memory.conversation.store import HistoryStore, StoredMessage
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.recall.recaller import RecallConfig, Recaller, RecallResult
 from orchestrator.memory.session.store import SessionMemory
-from orchestrator.memory.versions import summary_path
+from orchestrator.memory.summaries import read_summary
 from orchestrator.settings import Settings
 
 __all__ = [
@@ -159,7 +159,7 @@ class Briefing:
             self.recaller.mark_used(recall, now)
         layers = Layers(
             identity=self.identities.get(agent.id, Identity()),
-            summary=_read(summary_path(self.settings.data_dir, trigger.group)),
+            summary=read_summary(self.settings.data_dir, trigger.group),
             memory_md=_read(folder / "MEMORY.md"),
             logs=self._logs(agent.id, trigger.group, now),
             recalled=recall.snippets if recall else (),

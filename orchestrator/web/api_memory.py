@@ -25,7 +25,8 @@ from orchestrator.memory.corrections import (
     UnknownMemory,
 )
 from orchestrator.memory.gate import GateConfig
-from orchestrator.memory.versions import VersionStore, summary_path
+from orchestrator.memory.summaries import read_summary
+from orchestrator.memory.versions import VersionStore
 from orchestrator.web.bodies import BodyLimit
 from orchestrator.web.memory_search import search_memories
 from orchestrator.web.state import Console, console
@@ -196,10 +197,7 @@ def summary(
         name = validate_group(group)
     except ValidationError:
         raise HTTPException(404, f"no group {group!r}") from None
-    try:
-        text = summary_path(running.settings.data_dir, name).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        text = ""
+    text = read_summary(running.settings.data_dir, name)
     store = VersionStore(engine_of(running))
     versions = store.history("summary", name)
     data: dict[str, Any] = {
