@@ -26,6 +26,8 @@ from orchestrator.core.wire import (
     metrics_key,
     outbox_stream,
 )
+from orchestrator.memory.conversation.store import HistoryStore
+from orchestrator.memory.db import make_engine
 from orchestrator.settings import Settings
 from tests.arena_helpers import (
     make_settings,
@@ -222,9 +224,29 @@ async def test_two_daemons_share_the_caps(
     with redis.Redis.from_url(embedded_redis_url, decode_responses=True) as client:
         (key,) = client.keys("arena:spend:*")
         counters = {k: int(v) for k, v in client.hgetall(key).items() if ":" in k}
-    assert 0 < counters["tokens:all:*"] <= 3000
+    # Each turn is admitted only if its input fits under the cap; turns already admitted may
+    # still pass it by their output and tool steps (the documented rule: a turn is admitted or
+    # refused as a whole), and with many groups' turns in flight on two daemons, several may.
+    assert 0 < counters["tokens:all:*"] <= 3000 + _beyond_admission(settings, groups)
     agents = sum(v for k, v in counters.items() if k.startswith("tokens:agent:"))
     assert agents == counters["tokens:all:*"]
+
+
+def _beyond_admission(settings: Settings, groups: list[str]) -> int:
+    """What the replies the groups got cost beyond what their admission checked: each reply's
+    output, and its memory tool steps after the first call (never refused once a turn began)."""
+    engine = make_engine(settings.effective_database_url)
+    try:
+        store = HistoryStore(engine)
+        metas = [stored.meta for group in groups for stored in store.recent(group, 100)]
+    finally:
+        engine.dispose()
+    total = 0
+    for meta in metas:
+        total += int(meta.get("usage", {}).get("output_tokens", 0))
+        for step in (meta.get("tools") or {}).get("steps", [])[1:]:
+            total += sum(int(v) for k, v in step.items() if k.endswith("_tokens"))
+    return total
 
 
 def _holders(url: str) -> set[str]:
