@@ -1,5 +1,5 @@
 """``python -m orchestrator`` runs the ``arena`` command."""
 
-from orchestrator.cli.main import main
+from orchestrator.cli.launch import main
 
 main()

@@ -140,6 +140,8 @@ class Settings(BaseSettings):
     shutdown_timeout_s: float = Field(default=8.0, gt=0)
     workers: int = Field(default=1, ge=0, le=64)
     log_level: str = "INFO"
+    # `arena up` keeps a warm process that answers the commands that read (data/cli.sock).
+    cli_server: bool = True
 
     # Memory: the gate before anything is stored, and recall.
     memory_min_confidence: float = Field(default=0.7, ge=0, le=1)
@@ -296,6 +298,11 @@ class Settings(BaseSettings):
     def redis_socket(self) -> Path:
         """Where the embedded Redis listens when ``REDIS_URL`` is unset."""
         return self.data_dir / "redis.sock"
+
+    @property
+    def cli_socket(self) -> Path:
+        """Where ``arena up``'s warm command server listens (``cli_server``)."""
+        return self.data_dir / "cli.sock"
 
     @property
     def effective_redis_url(self) -> str:

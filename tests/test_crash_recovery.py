@@ -5,7 +5,6 @@ the command in this process)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from click.testing import CliRunner, Result
+from click.testing import CliRunner
 from rq import Worker
 from rq.serializers import JSONSerializer
 
@@ -27,8 +26,9 @@ from orchestrator.background.queue import queue
 from orchestrator.cli.main import main
 from orchestrator.client import ArenaClient
 from orchestrator.core.wire import outbox_stream
-from tests.arena_helpers import REPO, write_team, zombies_of
-from tests.ports import free_port
+from tests.arena_helpers import zombies_of
+from tests.arena_up import Arena, alive, arenas, processes_on
+from tests.waiting import block_until
 
 pytestmark = [
     pytest.mark.slow,
@@ -36,127 +36,14 @@ pytestmark = [
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signals, /proc"),
 ]
 
-GROUPS = [f"crash{n}" for n in range(4)]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    with contextlib.suppress(OSError):
-        return ") Z " not in stat.read_text()  # a zombie has ended
-    return True
-
-
-def _processes_on(data: Path) -> list[int]:
-    """Live processes started for ``data`` (their environment names it), zombies aside."""
-    wanted = os.fsencode(f"ARENA_DATA_DIR={data}")
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            if wanted in (entry / "environ").read_bytes().split(b"\0") and _alive(int(entry.name)):
-                found.append(int(entry.name))
-    return found
-
-
-def _wait_until(predicate, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
-
-
-class Arena:
-    """`arena up` processes on one data folder, all ended when the test ends."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        self.tmp_path = tmp_path
-        self.data = tmp_path / "data"
-        self.redis_port = free_port()
-        self.env = {
-            "PATH": os.environ.get("PATH", ""),
-            "ARENA_DATA_DIR": str(self.data),
-            "ARENA_AGENTS_DIR": str(write_team(tmp_path)),
-            "ARENA_WORKSPACES_DIR": str(tmp_path / "workspaces"),
-            "ARENA_PROMPTS_DIR": str(REPO / "prompts"),
-            "ARENA_MQTT_PORT": str(free_port()),
-            "ARENA_REDIS_PORT": str(self.redis_port),
-            "ARENA_WORKERS": "1",
-            "ARENA_WEB_PORT": "0",  # no console: tests run side by side
-            "ARENA_LEASE_TTL_S": "2",
-            "PYTHONUNBUFFERED": "1",
-        }
-        self.procs: list[subprocess.Popen[bytes]] = []
-        self.seen: set[int] = set()  # every pid any run recorded
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.redis_port}/0"
-
-    def log(self, n: int) -> Path:
-        return self.tmp_path / f"up-{n}.log"
-
-    def start(self) -> subprocess.Popen[bytes]:
-        """Start `arena up` and wait until it is ready."""
-        log = self.log(len(self.procs))
-        with log.open("ab") as out:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "orchestrator", "up"],
-                cwd=REPO,
-                env=self.env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        self.procs.append(proc)
-        _wait_until(
-            lambda: "arena: ready" in log.read_text() or proc.poll() is not None, 120, "ready"
-        )
-        assert proc.poll() is None, log.read_text()[-3000:]
-        self.record()
-        return proc
-
-    def run(self, *args: str) -> Result:
-        """Run `arena ARGS` on this data folder in this process, to its end (for a command that
-        stops at once: the refusals); what it printed is kept."""
-        return CliRunner().invoke(main, list(args), env=self.env)
-
-    def record(self) -> dict[str, object]:
-        """The pid file of the run on the data folder (its pids are remembered)."""
-        path = self.data / "arena-up.pid"
-        record: dict[str, object] = json.loads(path.read_text()) if path.exists() else {}
-        for value in record.values():
-            for pid in value if isinstance(value, list) else [value]:
-                if isinstance(pid, int):
-                    self.seen.add(pid)
-        return record
-
-    def close(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        self.record()
-        for pid in self.seen:
-            if _alive(pid):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-
 
 @pytest.fixture
 def arena(tmp_path: Path) -> Iterator[Arena]:
     """`arena up` runs on a data folder of this test's; every process ends with the test."""
-    runs = Arena(tmp_path)
-    try:
-        yield runs
-    finally:
-        runs.close()
+    yield from arenas(tmp_path)
+
+
+GROUPS = [f"crash{n}" for n in range(4)]
 
 
 def _post(url: str, count: int) -> dict[str, list[str]]:
@@ -203,15 +90,17 @@ def test_killed_arena_up_takes_its_children_along_and_a_restart_answers_everythi
     assert isinstance(children["redis"], int)
     assert children["workers"]
     posted = _post(arena.url, 200)
-    _wait_until(lambda: _answered(arena.url) >= 10, 120, "the first answers")
+    block_until(lambda: _answered(arena.url) >= 10, timeout_s=120, what="the first answers")
     os.kill(first.pid, signal.SIGKILL)
     first.wait()
     pids = [children["redis"], *children["workers"]]  # type: ignore[list-item]
-    _wait_until(lambda: not any(_alive(p) for p in pids), 60, "the children to exit")
-    _wait_until(lambda: not _processes_on(arena.data), 60, "every process of the run to exit")
+    block_until(lambda: not any(alive(p) for p in pids), timeout_s=60, what="the children to exit")
+    block_until(
+        lambda: not processes_on(arena.data), timeout_s=60, what="every process of the run to exit"
+    )
 
     second = arena.start()
-    _wait_until(lambda: _answered(arena.url) >= 200, 300, "every answer")
+    block_until(lambda: _answered(arena.url) >= 200, timeout_s=300, what="every answer")
     _check_each_answered_once_in_order(arena.url, posted)
 
     def workers() -> list[object]:
@@ -220,7 +109,7 @@ def test_killed_arena_up_takes_its_children_along_and_a_restart_answers_everythi
 
     # The new run's worker may register after the daemon has answered everything (a busy
     # machine); then there is one: the dead run's worker is forgotten.
-    _wait_until(lambda: len(workers()) >= 1, 60, "the new run's worker")
+    block_until(lambda: len(workers()) >= 1, timeout_s=60, what="the new run's worker")
     assert len(workers()) == 1
     children = arena.record()
     assert _stop(second) == 0, arena.log(1).read_text()[-3000:]
@@ -229,8 +118,8 @@ def test_killed_arena_up_takes_its_children_along_and_a_restart_answers_everythi
     assert "Traceback" not in said
     assert not (arena.data / "arena-up.pid").exists()
     pids = [children["redis"], *children["workers"]]  # type: ignore[list-item]
-    assert not any(_alive(p) for p in pids)
-    assert _processes_on(arena.data) == []
+    assert not any(alive(p) for p in pids)
+    assert processes_on(arena.data) == []
 
 
 def _dead_pid() -> int:
@@ -274,7 +163,7 @@ def test_restart_cleans_up_a_crashed_run_refuses_a_live_one_and_restarts_a_kille
         assert orphan.returncode is not None  # it got SIGTERM
         said = arena.log(0).read_text()
         assert f"stopped its redis-server {record['redis']}" in said
-        _wait_until(lambda: len(_workers(arena.url)) == 1, 120, "the new worker")
+        block_until(lambda: len(_workers(arena.url)) == 1, timeout_s=120, what="the new worker")
         assert stale not in _workers(arena.url)
 
         again = arena.run("up")
@@ -285,10 +174,10 @@ def test_restart_cleans_up_a_crashed_run_refuses_a_live_one_and_restarts_a_kille
         victim = arena.record()["redis"]
         assert isinstance(victim, int)
         os.kill(victim, signal.SIGKILL)
-        _wait_until(
+        block_until(
             lambda: isinstance(arena.record()["redis"], int) and arena.record()["redis"] != victim,
-            60,
-            "a new redis-server",
+            timeout_s=60,
+            what="a new redis-server",
         )
         with ArenaClient(arena.url) as client:
             _, replies = client.post_and_wait(GROUPS[0], "still there?", "alex", 60)
@@ -299,7 +188,11 @@ def test_restart_cleans_up_a_crashed_run_refuses_a_live_one_and_restarts_a_kille
 
         (worker,) = workers()
         os.kill(worker, signal.SIGKILL)
-        _wait_until(lambda: [p for p in workers() if p != worker and _alive(p)], 60, "a worker")
+        block_until(
+            lambda: [p for p in workers() if p != worker and alive(p)],
+            timeout_s=60,
+            what="a worker",
+        )
         heartbeat = arena.run("heartbeat", "ping", "--wait", "60")  # a worker answers it
         assert heartbeat.exit_code == 0, heartbeat.output
         assert "ping: " in heartbeat.stdout
@@ -333,7 +226,7 @@ def test_commands_say_when_the_redis_of_a_running_arena_up_is_restarting(arena: 
     running = arena.start()
     with ArenaClient(arena.url) as client:
         client.post_and_wait(GROUPS[0], "before", "alex", 60)
-    _wait_until(lambda: len(_workers(arena.url)) == 1, 120, "the worker")
+    block_until(lambda: len(_workers(arena.url)) == 1, timeout_s=120, what="the worker")
     record = arena.record()
     victim, workers = record["redis"], record["workers"]
     assert isinstance(victim, int)
@@ -342,7 +235,7 @@ def test_commands_say_when_the_redis_of_a_running_arena_up_is_restarting(arena: 
     try:
         outage = time.monotonic()
         os.kill(victim, signal.SIGKILL)
-        _wait_until(lambda: not _alive(victim), 30, "redis-server to exit")
+        block_until(lambda: not alive(victim), timeout_s=30, what="redis-server to exit")
         socket_url = f"unix://{(arena.data / 'redis.sock').resolve()}"
         said = f"arena: redis: the Redis of `arena up` (pid {running.pid}) at {socket_url} is"
         for args in (["post", GROUPS[0], "during"], ["status"], ["jobs"]):
@@ -357,11 +250,15 @@ def test_commands_say_when_the_redis_of_a_running_arena_up_is_restarting(arena: 
         time.sleep(max(0.0, 7 - (time.monotonic() - outage)))  # longer than redis-py retries
     finally:
         os.kill(running.pid, signal.SIGCONT)
-    _wait_until(lambda: arena.record()["redis"] not in (victim, None), 60, "a new redis-server")
+    block_until(
+        lambda: arena.record()["redis"] not in (victim, None),
+        timeout_s=60,
+        what="a new redis-server",
+    )
     with ArenaClient(arena.url) as client:
         _, replies = client.post_and_wait(GROUPS[0], "after", "alex", 60)
     assert [r.type for r in replies] == ["reply"]
-    assert all(_alive(pid) for pid in workers)
+    assert all(alive(pid) for pid in workers)
     assert [zombies_of(pid) for pid in workers] == [[] for _ in workers]
     assert _stop(running) == 0
     assert "Traceback" not in arena.log(0).read_text()

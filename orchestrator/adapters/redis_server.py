@@ -14,7 +14,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 from types import TracebackType
@@ -22,7 +21,7 @@ from typing import Self
 
 import redis
 
-from orchestrator.adapters.spawn import die_with_parent
+from orchestrator.adapters.spawn import SOCKET_PATH_LIMIT, die_with_parent, socket_fits
 from orchestrator.adapters.urls import display_path, redact_url
 from orchestrator.errors import ServiceError
 
@@ -30,8 +29,6 @@ __all__ = ["RedisServer", "find_redis_executable"]
 
 logger = logging.getLogger(__name__)
 
-# sun_path holds 108 bytes on Linux and 104 on macOS, including the trailing NUL.
-_SOCKET_PATH_LIMIT = 103 if sys.platform == "darwin" else 107
 _LOG_TAIL_LINES = 3
 
 
@@ -252,11 +249,11 @@ class RedisServer:
 
 def _claim_socket(path: Path) -> None:
     """Check that a server may listen at ``path``, removing a dead server's socket file."""
-    size = len(os.fsencode(path))
-    if size > _SOCKET_PATH_LIMIT:
+    if not socket_fits(path):
+        size = len(os.fsencode(path))
         raise ServiceError(
             "redis",
-            f"the socket path {path} is {size} bytes, over the {_SOCKET_PATH_LIMIT}-byte limit"
+            f"the socket path {path} is {size} bytes, over the {SOCKET_PATH_LIMIT}-byte limit"
             " of unix sockets",
             hint="use a shorter ARENA_DATA_DIR, or set REDIS_URL",
         )

@@ -1,5 +1,6 @@
 """What starting a local server or child process asks of the system: a port free to listen
-on (:func:`check_port_free`), and a child that ends with its parent (:func:`die_with_parent`).
+on (:func:`check_port_free`), a unix socket path short enough (:func:`socket_fits`), and a
+child that ends with its parent (:func:`die_with_parent`).
 
 ``arena up`` uses both for what it runs: the embedded Redis and MQTT broker, and the workers.
 """
@@ -13,12 +14,20 @@ import signal
 import socket
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from orchestrator.errors import ServiceError
 
-__all__ = ["check_port_free", "die_with_parent"]
+__all__ = ["SOCKET_PATH_LIMIT", "check_port_free", "die_with_parent", "socket_fits"]
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+# sun_path holds 108 bytes on Linux and 104 on macOS, including the trailing NUL.
+SOCKET_PATH_LIMIT = 103 if sys.platform == "darwin" else 107
+
+
+def socket_fits(path: Path) -> bool:
+    """Whether a unix socket can be bound at ``path`` (its length is limited)."""
+    return len(os.fsencode(path)) <= SOCKET_PATH_LIMIT
 
 
 def die_with_parent(sig: signal.Signals) -> Callable[[], None] | None:

@@ -1,13 +1,14 @@
 """``arena up``: the daemon with everything it needs, embedded where nothing is configured.
 
 Starts, in order: the embedded Redis (when ``REDIS_URL`` is unset), the embedded MQTT broker
-(when ``MQTT_URL`` is unset), the RQ worker processes, then the daemon. Stops in reverse order
-on SIGINT/SIGTERM, after the daemon has finished the messages in hand.
+(when ``MQTT_URL`` is unset), the RQ worker processes, the warm command server
+(:mod:`orchestrator.cli.warm`, unless ``ARENA_CLI_SERVER=false``), then the daemon. Stops in
+reverse order on SIGINT/SIGTERM, after the daemon has finished the messages in hand.
 
 The children never outlive it: on Linux they get SIGTERM when it dies, however it dies (Redis
 then flushes its AOF). ``data/arena-up.pid`` records who runs on the data folder, so a start
 after a crash stops what the crashed run left behind instead of refusing; and a Redis child
-or a worker that ends while ``arena up`` runs is started again.
+a worker or the command server that ends while ``arena up`` runs is started again.
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from orchestrator.adapters.mqtt_broker import MqttBroker, login_file
 from orchestrator.adapters.redis_server import RedisServer
-from orchestrator.adapters.spawn import check_port_free, die_with_parent
+from orchestrator.adapters.spawn import check_port_free, die_with_parent, socket_fits
 from orchestrator.adapters.urls import redact_url
 from orchestrator.background.worker import forget_workers
 from orchestrator.cli import console as console_process
@@ -103,43 +104,72 @@ async def _start_worker(settings: Settings, redis_url: str) -> asyncio.subproces
     env = dict(os.environ)
     env["REDIS_URL"] = redis_url
     env["ARENA_DATA_DIR"] = str(settings.data_dir.resolve())
+    return await _start_child(["worker"], env)
+
+
+async def _start_warm(settings: Settings) -> asyncio.subprocess.Process:
+    return await _start_child(
+        ["-m", "orchestrator.cli.warm", str(settings.cli_socket.resolve())],
+        dict(os.environ),
+        stdout=asyncio.subprocess.DEVNULL,
+        module=False,
+    )
+
+
+async def _start_warm_if(
+    settings: Settings, say: Callable[[str], None]
+) -> list[asyncio.subprocess.Process]:
+    """The warm command server, when it is on and its socket path fits."""
+    if not settings.cli_server:
+        return []
+    if not socket_fits(settings.cli_socket.resolve()):
+        say(f"arena: commands start cold: the socket path {settings.cli_socket} is too long")
+        return []
+    return [await _start_warm(settings)]
+
+
+async def _start_child(
+    args: list[str], env: dict[str, str], stdout: int | None = None, module: bool = True
+) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
         sys.executable,
-        "-m",
-        "orchestrator",
-        "worker",
+        *(["-m", "orchestrator"] if module else []),
+        *args,
         env=env,
         stdin=asyncio.subprocess.DEVNULL,
+        stdout=stdout,
         start_new_session=True,
         # Spawned by the event loop's thread, which lives as long as `arena up`.
         preexec_fn=die_with_parent(signal.SIGTERM),
     )
 
 
-async def _keep_workers(
-    settings: Settings,
-    workers: list[asyncio.subprocess.Process],
+async def _keep(
+    procs: list[asyncio.subprocess.Process],
+    what: str,
+    start: Callable[[], Awaitable[asyncio.subprocess.Process]],
     stop: asyncio.Event,
-    record: Callable[[], None],
+    after: Callable[[], None] = lambda: None,
 ) -> None:
-    """Start a worker again whenever one ends before ``stop`` is set (killed, or refused by a
-    Redis that was restarting as it started), at most once per ``WORKER_RESTART_S`` for each:
-    without one, no background job would run again."""
-    started = [asyncio.get_running_loop().time()] * len(workers)
+    """Start a child again whenever one of ``procs`` ends before ``stop`` is set, at most once
+    per ``WORKER_RESTART_S`` for each: a worker killed, or refused by a Redis that was
+    restarting as it started (without one no background job would run again); the command
+    server after the code on disk changed. ``after`` runs after each start."""
+    started = [asyncio.get_running_loop().time()] * len(procs)
     while not stop.is_set():
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(1):
                 await stop.wait()
         now = asyncio.get_running_loop().time()
-        for slot, proc in enumerate(workers):
+        for slot, proc in enumerate(procs):
             if stop.is_set() or proc.returncode is None or now - started[slot] < WORKER_RESTART_S:
                 continue
             logger.warning(
-                "worker %d exited with code %d; starting another", proc.pid, proc.returncode
+                "%s %d exited with code %d; starting another", what, proc.pid, proc.returncode
             )
-            workers[slot] = await _start_worker(settings, settings.effective_redis_url)
+            procs[slot] = await start()
             started[slot] = now
-            record()
+            after()
 
 
 def _signal_workers(workers: list[asyncio.subprocess.Process]) -> None:
@@ -212,6 +242,7 @@ async def serve(
     redis_server: RedisServer | None = None
     broker: MqttBroker | None = None
     workers: list[asyncio.subprocess.Process] = []
+    warm: list[asyncio.subprocess.Process] = []
     web: socket.socket | None = None
     console: asyncio.subprocess.Process | None = None
 
@@ -234,20 +265,20 @@ async def serve(
             await broker.start()
         workers = await _start_workers(settings, settings.effective_redis_url)
         record()
+        warm = await _start_warm_if(settings, say)
         if web is not None:
             console = await console_process.start(settings, web, settings.effective_redis_url)
             web.close()  # the console's now
             say(await console_process.wait_ready(console))
         consoles = [console] if console is not None else []
-        await _run_daemon(
-            settings, stop, say, workers, lambda: [*workers, *consoles], redis_server, record
-        )
+        children = lambda: [*workers, *warm, *consoles]  # noqa: E731
+        await _run_daemon(settings, stop, say, workers, warm, children, redis_server, record)
     finally:
         if web is not None:
             web.close()
         if console is not None:
             await console_process.stop(console, timeout_s=5)
-        await _stop_workers(workers, timeout_s=5)
+        await _stop_workers([*warm, *workers], timeout_s=5)
         if broker is not None:
             await broker.stop()
         if redis_server is not None:
@@ -278,15 +309,20 @@ async def _run_daemon(
     stop: asyncio.Event,
     say: Callable[[str], None],
     workers: list[asyncio.subprocess.Process],
+    warm: list[asyncio.subprocess.Process],
     children: Callable[[], list[asyncio.subprocess.Process]],
     redis_server: RedisServer | None,
     record: Callable[[], None],
 ) -> None:
     # Workers (and the console) get SIGTERM as soon as stopping begins, so they finish their
     # current job while the daemon finishes the messages in hand.
+    redis_url = settings.effective_redis_url
     helpers = [
         asyncio.create_task(_signal_when(stop, children)),
-        asyncio.create_task(_keep_workers(settings, workers, stop, record)),
+        asyncio.create_task(
+            _keep(workers, "worker", lambda: _start_worker(settings, redis_url), stop, record)
+        ),
+        asyncio.create_task(_keep(warm, "command server", lambda: _start_warm(settings), stop)),
     ]
     if redis_server is not None:
         helpers.append(asyncio.create_task(_keep_redis(redis_server, stop, record)))
