@@ -7,6 +7,9 @@ import re
 import unicodedata
 from pathlib import Path
 
+from click.testing import CliRunner
+
+from orchestrator.cli.main import main
 from tests.arena_helpers import REPO
 
 README = REPO / "README.md"
@@ -94,6 +97,17 @@ def test_the_index_links_every_page() -> None:
     pages = {path.name for path in DOCS.glob("*.md")} - {"index.md"}
     assert pages <= linked, f"pages docs/index.md does not link: {sorted(pages - linked)}"
     assert "docs/index.md" in _links(README)
+
+
+def test_help_names_pages_that_exist() -> None:
+    """`arena --help` sends the reader to the page of docs/ that lists the settings."""
+    shown = CliRunner().invoke(main, ["--help"])
+    assert shown.exit_code == 0, shown.output
+    text = " ".join(shown.output.split())
+    named = re.findall(r"docs/[\w-]+\.md", text)
+    assert named == ["docs/configuration.md"]
+    assert all((REPO / page).is_file() for page in named)
+    assert "README" not in text
 
 
 def test_anchors_are_githubs() -> None:
