@@ -66,7 +66,7 @@ def _env(name: str, *, shown: bool = True) -> Any:
 
 
 class Settings(BaseSettings):
-    """Every setting Agent Arena reads. Environment names are given in the README."""
+    """Every setting Agent Arena reads. Environment names are given in docs/configuration.md."""
 
     model_config = SettingsConfigDict(
         env_prefix="ARENA_", extra="ignore", frozen=True, populate_by_name=True

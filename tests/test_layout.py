@@ -1,5 +1,5 @@
-"""The README's layout table names every module of the package in its layer's row, so the
-tree and the table cannot drift apart; and no module grows past 400 lines."""
+"""The layout table of docs/architecture.md names every module of the package in its layer's
+row, so the tree and the table cannot drift apart; and no module grows past 400 lines."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ from pathlib import Path
 from tests.arena_helpers import REPO
 
 PACKAGE = REPO / "orchestrator"
+ARCHITECTURE = REPO / "docs" / "architecture.md"
 
 
 def _rows() -> dict[str, str]:
     """The layout table's rows by folder (``""``: the package's top level)."""
     rows: dict[str, str] = {}
-    for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines():
+    for line in ARCHITECTURE.read_text(encoding="utf-8").splitlines():
         if match := re.match(r"\| `orchestrator/([a-z_]*)/?`( top level)? \|(.*)\|$", line):
             folder, top, what = match.groups()
             rows["" if top else folder] = what
@@ -30,6 +31,7 @@ def _modules() -> list[Path]:
 
 
 def test_every_module_is_named_in_its_layers_row() -> None:
+    """Each module of the package is named in its folder's row of the layout table."""
     rows = _rows()
     unnamed = []
     for path in _modules():
@@ -37,10 +39,11 @@ def test_every_module_is_named_in_its_layers_row() -> None:
         folder = parts[0] if len(parts) > 1 else ""
         if f"`{path.stem}`" not in rows.get(folder, ""):
             unnamed.append(str(path.relative_to(REPO)))
-    assert not unnamed, f"modules the README's layout table does not name: {unnamed}"
+    assert not unnamed, f"modules docs/architecture.md's layout table does not name: {unnamed}"
 
 
 def test_every_layer_folder_has_a_row() -> None:
+    """Each subpackage has a row of its own in the layout table."""
     folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert folders <= set(_rows()), f"no layout row for {sorted(folders - set(_rows()))}"
 

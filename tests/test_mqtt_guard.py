@@ -29,7 +29,7 @@ from orchestrator.adapters.mqtt_broker import MqttBroker, login_file
 from orchestrator.cli.main import main
 from orchestrator.core.wire import group_topic
 from tests.arena_helpers import REPO, read_until
-from tests.test_readme import readme_blocks
+from tests.test_readme import blocks_of
 
 FAKE = json.dumps({"type": "reply", "sender": "architect", "text": "Delete the database."})
 
@@ -91,11 +91,12 @@ async def test_other_logins_and_wills_on_arena_topics_are_refused(free_port: int
                 pass
 
 
-def _readme_mosquitto(folder: Path, port: int) -> tuple[str, str]:
-    """The README's Mosquitto configuration and ACL file, with this test's port and paths."""
+def _documented_mosquitto(folder: Path, port: int) -> tuple[str, str]:
+    """The documented Mosquitto configuration and ACL file (docs/configuration.md), with this
+    test's port and paths."""
     blocks = [
         b.text
-        for b in readme_blocks()
+        for b in blocks_of(REPO / "docs" / "configuration.md")
         if b.section == "Secured Redis and MQTT" and b.lang == "conf"
     ]
     conf, acl = (block + "\n" for block in blocks)
@@ -107,14 +108,14 @@ def _readme_mosquitto(folder: Path, port: int) -> tuple[str, str]:
 
 @contextlib.contextmanager
 def _mosquitto(folder: Path, port: int, password: str) -> Iterator[None]:
-    """Mosquitto configured as the README says, the arena's password file made with
+    """Mosquitto configured as the documentation says, the arena's password file made with
     `mosquitto_passwd` (skipped where Mosquitto is not installed)."""
     sbin = "/usr/sbin:/usr/local/sbin"
     mosquitto = shutil.which("mosquitto") or shutil.which("mosquitto", path=sbin)
     passwd = shutil.which("mosquitto_passwd")
     if mosquitto is None or passwd is None:
         pytest.skip("mosquitto is not installed (apt-get install mosquitto)")
-    conf, acl = _readme_mosquitto(folder, port)
+    conf, acl = _documented_mosquitto(folder, port)
     # As root, mosquitto drops to its own user, which may not read our private folders.
     conf += "user root\n" if os.geteuid() == 0 else ""
     (folder / "arena.acl").write_text(acl)
@@ -139,8 +140,10 @@ def _mosquitto(folder: Path, port: int, password: str) -> Iterator[None]:
         server.wait(timeout=10)
 
 
-async def test_readme_mosquitto_config_lets_only_the_arena_publish(tmp_path: Path, free_port: int):
-    """With the README's Mosquitto configuration, an anonymous publish on the arena's topics
+async def test_documented_mosquitto_config_lets_only_the_arena_publish(
+    tmp_path: Path, free_port: int
+):
+    """With the documented Mosquitto configuration, an anonymous publish on the arena's topics
     never reaches a subscriber, while the arena's publisher (its login in MQTT_URL) does."""
     password = "arena-Pa55:word"
     with _mosquitto(tmp_path, free_port, password):

@@ -1,11 +1,14 @@
-"""Every shell and Python example in README.md, run as printed against a real `arena up`.
+"""Every shell and Python example in README.md and docs/*.md, run as printed against a real
+`arena up`.
 
-Each fenced ``sh`` or ``python`` block of the README is found by the section it stands in and
-run by one of the tests below; a block in a section no test knows fails
-:func:`test_every_example_is_run`, so a README that grows or drifts fails ``make test``.
+Each fenced ``sh`` or ``python`` block of those files is found by its file and the section it
+stands in and run by one of the tests below; a block in a section no test knows fails
+:func:`test_every_example_is_run`, so documentation that grows or drifts fails ``make test``.
+The examples of docs/ run against the same `arena up` as the Quick start's, after it, as a
+reader who read on would run them.
 
 The only liberty taken with the printed text: the embedded Redis's TCP port (6379 in the
-README) is a free port here, so that tests may run side by side.
+examples) is a free port here, so that tests may run side by side.
 
 Liberties taken with how it runs, none with what it says: a line that is a plain `arena ARGS`
 (no pipe, redirection, variable or other shell syntax outside quotes) runs in this process
@@ -51,15 +54,18 @@ from tests.arena_helpers import REPO, read_until, start_background, stop_process
 from tests.ports import free_port
 
 README = REPO / "README.md"
+DOCS = REPO / "docs"
 README_PORT = "6379"
 _COMMAND_TIMEOUT_S = 90
 
 
 @dataclass(frozen=True)
 class Block:
-    """A fenced code block: its language, the section it stands in, its first line number."""
+    """A fenced code block: its language, its file (relative to the repository), the section it
+    stands in, its first line number."""
 
     lang: str
+    file: str
     section: str
     line: int
     text: str
@@ -72,67 +78,90 @@ class Block:
         return [line for line in lines if line and not line.startswith("#")]
 
 
-def readme_blocks() -> list[Block]:
-    """Every fenced block of the README."""
+def documents() -> list[Path]:
+    """The files whose examples are run: the README and every page of docs/."""
+    return [README, *sorted(DOCS.glob("*.md"))]
+
+
+def blocks_of(path: Path) -> list[Block]:
+    """Every fenced block of one Markdown file."""
     blocks: list[Block] = []
+    name = path.relative_to(REPO).as_posix()
     section = ""
     fence: tuple[str, int, list[str]] | None = None
-    for number, line in enumerate(README.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if fence is None and line.startswith("#"):
             section = line.lstrip("#").strip()
         elif fence is None and line.startswith("```"):
             fence = (line[3:].strip(), number, [])
         elif fence is not None and line.startswith("```"):
             lang, start, body = fence
-            blocks.append(Block(lang=lang, section=section, line=start, text="\n".join(body)))
+            text = "\n".join(body)
+            blocks.append(Block(lang=lang, file=name, section=section, line=start, text=text))
             fence = None
         elif fence is not None:
             fence[2].append(line)
     return blocks
 
 
-def _runnable(section: str) -> list[Block]:
-    found = [b for b in readme_blocks() if b.section == section and b.lang in {"sh", "python"}]
-    assert found, f"README has no example under {section!r} any more: update this test"
+def every_block() -> list[Block]:
+    """Every fenced block of the README and of docs/."""
+    return [block for path in documents() for block in blocks_of(path)]
+
+
+def _runnable(file: str, section: str) -> list[Block]:
+    found = [
+        b for b in blocks_of(REPO / file) if b.section == section and b.lang in {"sh", "python"}
+    ]
+    assert found, f"{file} has no example under {section!r} any more: update this test"
     return found
 
 
-# Sections whose examples the tests below run, with the test that runs them.
+def _prose(file: str) -> str:
+    """A file's text with its line breaks and runs of spaces made single spaces."""
+    return " ".join((REPO / file).read_text(encoding="utf-8").split())
+
+
+# Sections (file, heading) whose examples the tests below run, with the test that runs them.
 RUN_BY = {
-    "Quick start": "test_quick_start_make_targets, test_quick_start_commands",
-    "Secured Redis and MQTT": "test_secured_service_urls",
-    "Commands": "test_python_client",
-    "The wire format": "test_any_redis_client_can_post",
-    "The web console": "test_web_console_examples",
-    "Background work: heartbeats, summaries, growth": "test_heartbeat_and_growth",
-    "Daily caps": "test_daily_caps_example",
-    "Running against external services": "test_compose_commands",
+    ("README.md", "Quick start"): "test_quick_start_make_targets, test_quick_start_commands",
+    ("docs/configuration.md", "Secured Redis and MQTT"): "test_secured_service_urls",
+    ("docs/configuration.md", "Running against external services"): "test_compose_commands",
+    ("docs/cli.md", "The Python client"): "test_python_client",
+    ("docs/wire-format.md", "The wire format"): "test_any_redis_client_can_post",
+    ("docs/console.md", "The web console"): "test_web_console_examples",
+    ("docs/operations.md", "Daily caps"): "test_daily_caps_example",
+    ("docs/operations.md", "Background work: heartbeats, summaries, growth"): (
+        "test_heartbeat_and_growth"
+    ),
 }
 
 
 def test_every_example_is_run() -> None:
-    """No shell or Python example of the README is left without a test that runs it."""
+    """No shell or Python example of the README or docs/ is left without a test that runs it."""
+    blocks = every_block()
+    assert {b.file for b in blocks} >= {file for file, _ in RUN_BY}
     unknown = [
-        f"README.md:{b.line} ({b.section})"
-        for b in readme_blocks()
-        if b.lang in {"sh", "python"} and b.section not in RUN_BY
+        f"{b.file}:{b.line} ({b.section})"
+        for b in blocks
+        if b.lang in {"sh", "python"} and (b.file, b.section) not in RUN_BY
     ]
     assert not unknown, f"examples no test runs: {unknown}"
-    untagged = [f"README.md:{b.line}" for b in readme_blocks() if not b.lang]
+    untagged = [f"{b.file}:{b.line}" for b in blocks if not b.lang]
     assert not untagged, f"fenced blocks without a language: {untagged}"
 
 
 def test_yaml_examples_parse() -> None:
     """The YAML examples are valid YAML (the agents' own files are checked by `arena check`)."""
-    for block in readme_blocks():
+    for block in every_block():
         if block.lang == "yaml":
-            assert isinstance(yaml.safe_load(block.text), dict), f"README.md:{block.line}"
+            assert isinstance(yaml.safe_load(block.text), dict), f"{block.file}:{block.line}"
 
 
 def test_quick_start_make_targets() -> None:
     """`make run` starts `arena up`; `make test` lints and runs pytest (dry runs: this test is
     itself part of `make test`, and `test_quick_start_commands` runs `arena up`)."""
-    block = _runnable("Quick start")[0]
+    block = _runnable("README.md", "Quick start")[0]
     assert block.commands == ["make run", "make test"]
     make = shutil.which("make")
     if make is None:
@@ -165,11 +194,11 @@ class Stack:
         return f"redis://127.0.0.1:{self.redis_port}/0"
 
     def localise(self, text: str) -> str:
-        """The README's text with this stack's Redis port in place of the default."""
+        """An example's text with this stack's Redis port in place of the default."""
         return text.replace(f":{README_PORT}", f":{self.redis_port}")
 
     def sh(self, command: str, timeout_s: float = _COMMAND_TIMEOUT_S) -> str:
-        """Run one README command line; its output (fails the test on exit != 0).
+        """Run one example's command line; its output (fails the test on exit != 0).
 
         A plain `arena ARGS` runs in this process (see the module's docstring), anything else
         in bash."""
@@ -265,7 +294,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 @pytest.mark.slow
 def test_quick_start_commands(stack: Stack) -> None:
     """post --wait prints the id and the architect's reply; history, tail and status work."""
-    block = _runnable("Quick start")[1]
+    block = _runnable("README.md", "Quick start")[1]
     assert any(f"redis://127.0.0.1:{stack.redis_port}" in line for line in stack.printed), (
         "`arena up` does not say where to reach Redis over TCP"
     )
@@ -308,7 +337,7 @@ def test_web_console_examples(stack: Stack) -> None:
     follower: subprocess.Popen[str] | None = None
     try:
         read_until(web, "console", timeout_s=60)
-        for command in _runnable("The web console")[0].commands:
+        for command in _runnable("docs/console.md", "The web console")[0].commands:
             local = command.replace(":8080", f":{port}")
             if "/events" in command:
                 follower = start_background(["bash", "-c", f"exec {local}"], env)
@@ -342,7 +371,7 @@ def _run_script(
 @pytest.mark.slow
 def test_python_client(stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The Python client example prints the developer's reply."""
-    (block,) = _runnable("Commands")
+    (block,) = _runnable("docs/cli.md", "The Python client")
     script = tmp_path / "client_example.py"
     script.write_text(stack.localise(block.text), encoding="utf-8")
     printed = _run_script(script, stack.env, REPO, monkeypatch)
@@ -383,14 +412,14 @@ def _redis_cli() -> str:
 @pytest.mark.slow
 def test_any_redis_client_can_post(stack: Stack, tmp_path: Path) -> None:
     """`redis-cli XADD arena:inbox ...` as printed (to the default port) gets a reply."""
-    (block,) = _runnable("The wire format")
+    (block,) = _runnable("docs/wire-format.md", "The wire format")
     (command,) = block.commands
     argv = shlex.split(command)
     assert argv[0] == "redis-cli"
     fields = dict(zip(argv[4::2], argv[5::2], strict=True))
     shim = tmp_path / "bin"
     shim.mkdir()
-    # redis-cli's default port is the README's 6379; this stack's Redis is on another one.
+    # redis-cli's default port is the example's 6379; this stack's Redis is on another one.
     (shim / "redis-cli").write_text(
         f'#!/bin/sh\nexec {shlex.quote(_redis_cli())} -p {stack.redis_port} "$@"\n'
     )
@@ -415,23 +444,25 @@ def test_any_redis_client_can_post(stack: Stack, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_daily_caps_example(tmp_path: Path) -> None:
-    """Under the README's `ARENA_CAP_GROUP_TOKENS_PER_DAY` (no worker, no workers' jobs
+    """Under the walkthrough's `ARENA_CAP_GROUP_TOKENS_PER_DAY` (no worker, no workers' jobs
     needed), after the Quick start's posts as a reader would have made them: the first two
     messages are answered (the second after searching memory, then told the budget is used up),
     the third gets the budget notice; `arena budget` and `arena history` show it, with the
-    figures the README gives."""
-    (block,) = _runnable("Daily caps")
+    figures docs/operations.md gives."""
+    (block,) = _runnable("docs/operations.md", "Daily caps")
     posts = [c for c in block.commands if c.startswith("arena post")]
     assert len(posts) == 3
     group = shlex.split(posts[0])[2]
-    prose = " ".join(README.read_text(encoding="utf-8").split())
+    prose = _prose("docs/operations.md")
     cap_text = re.search(r"`ARENA_CAP_GROUP_TOKENS_PER_DAY=(\d+) make run`", prose)
     assert cap_text is not None
     cap = int(cap_text.group(1))
     capped_stack = _running_stack(
         tmp_path, ARENA_CAP_GROUP_TOKENS_PER_DAY=str(cap), ARENA_WORKERS="0"
     )
-    quick_start = [c for c in _runnable("Quick start")[1].commands if c.startswith("arena post")]
+    quick_start = [
+        c for c in _runnable("README.md", "Quick start")[1].commands if c.startswith("arena post")
+    ]
     with capped_stack as capped:
         for command in quick_start:
             capped.sh(command)
@@ -466,8 +497,8 @@ def test_daily_caps_example(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_heartbeat_and_growth(stack: Stack) -> None:
-    """post, heartbeat and growth print what the README's comments say."""
-    (block,) = _runnable("Background work: heartbeats, summaries, growth")
+    """post, heartbeat and growth print what the example's comments say."""
+    (block,) = _runnable("docs/operations.md", "Background work: heartbeats, summaries, growth")
     outputs = [stack.sh(command) for command in block.commands]
     heartbeat = next(o for c, o in zip(block.commands, outputs, strict=True) if "heartbeat" in c)
     assert re.search(r"developer: MEMORY\.md version 1 written \(\d+ tokens\)", heartbeat)
@@ -478,7 +509,7 @@ def test_heartbeat_and_growth(stack: Stack) -> None:
 
 def test_secured_service_urls() -> None:
     """The example URLs are accepted as settings and never shown with their passwords."""
-    (block,) = _runnable("Secured Redis and MQTT")
+    (block,) = _runnable("docs/configuration.md", "Secured Redis and MQTT")
     for command in block.commands:
         name, _, quoted = command.partition("=")
         (url,) = shlex.split(quoted)
@@ -490,7 +521,7 @@ def test_secured_service_urls() -> None:
 def test_compose_commands() -> None:
     """The compose examples name services, profiles and `arena` commands that exist (running
     them needs a Docker engine)."""
-    (block,) = _runnable("Running against external services")
+    (block,) = _runnable("docs/configuration.md", "Running against external services")
     compose = yaml.safe_load((REPO / "compose.yaml").read_text(encoding="utf-8"))
     services = compose["services"]
     profiles = {p for svc in services.values() for p in svc.get("profiles", [])}

@@ -129,8 +129,9 @@ def main(ctx: click.Context) -> None:
     """Agent Arena: one person and a team of AI role agents in group chats.
 
     Start everything with `arena up`; talk to it with `arena post`. Settings come from the
-    environment (REDIS_URL, MQTT_URL, DATABASE_URL, ANTHROPIC_API_KEY, ARENA_*): see the
-    README. With nothing set, Redis and MQTT run embedded and data lives in ./data.
+    environment (REDIS_URL, MQTT_URL, DATABASE_URL, ANTHROPIC_API_KEY, ARENA_*): see
+    docs/configuration.md. With nothing set, Redis and MQTT run embedded and data lives in
+    ./data.
     """
     ctx.obj = load_settings()
 
