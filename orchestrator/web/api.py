@@ -9,7 +9,7 @@ when Redis or the database cannot be reached).
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Query
 from pydantic import BaseModel, Field
@@ -19,6 +19,16 @@ from orchestrator.core.wire import DEFAULT_SENDER
 from orchestrator.errors import ValidationError
 from orchestrator.status import survey
 from orchestrator.web.bodies import BodyLimit
+from orchestrator.web.schemas import (
+    DeadLetters,
+    Groups,
+    MessagePage,
+    Posted,
+    Routing,
+    Team,
+    errors,
+)
+from orchestrator.web.schemas_status import Status
 from orchestrator.web.state import Console, console
 from orchestrator.web.views import agent_view
 
@@ -39,12 +49,6 @@ class NewPost(BaseModel):
     sender: str = Field(default=DEFAULT_SENDER, description="Who is speaking.")
 
 
-class Posted(BaseModel):
-    """The id of the message posted (a Redis stream entry id)."""
-
-    id: str
-
-
 def body_limits(max_message_bytes: int) -> tuple[BodyLimit, ...]:
     """A post's body: refused far beyond any acceptable message, before it is all read."""
     return (
@@ -59,31 +63,35 @@ def body_limits(max_message_bytes: int) -> tuple[BodyLimit, ...]:
 
 
 @router.get("/groups", summary="Every group, newest activity first")
-def groups(running: Running) -> dict[str, Any]:
+def groups(running: Running) -> Groups:
     """Each group with its message count, last activity and last sender."""
-    return {"groups": running.rooms.groups()}
+    return Groups.model_validate({"groups": running.rooms.groups()})
 
 
-@router.get("/groups/{group}/messages", summary="A room's messages, a page at a time")
+@router.get(
+    "/groups/{group}/messages",
+    summary="A room's messages, a page at a time",
+    responses=errors(404, 422),
+)
 def messages(
     group: str,
     running: Running,
     before: Annotated[int | None, Query(ge=1, description="Messages before this seq")] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-) -> dict[str, Any]:
+) -> MessagePage:
     """Up to ``limit`` messages before ``before`` (oldest first); ``before`` in the answer is
     the cursor of the page before this one (null: none)."""
     page = running.rooms.page(group, before=before, limit=limit)
     if page is None:
         raise HTTPException(404, f"no group {group!r}")
-    return page.as_dict()
+    return MessagePage.model_validate(page.as_dict())
 
 
 @router.post(
     "/groups/{group}/messages",
     status_code=202,
     summary="Post a message, as `arena post` does",
-    responses={400: {}, 413: {}, 422: {}},
+    responses=errors(400, 413, 422),
 )
 def post(group: str, body: NewPost, running: Running) -> Posted:
     """Validate and post ``text`` to ``group``: the daemon answers it (follow the events)."""
@@ -94,34 +102,42 @@ def post(group: str, body: NewPost, running: Running) -> Posted:
         raise HTTPException(413 if too_long else 400, str(exc)) from None
 
 
-@router.get("/route", summary="Which agents would answer a text, and why (`arena route`)")
-def route(text: Annotated[str, Query(min_length=1)], running: Running) -> dict[str, Any]:
+@router.get(
+    "/route",
+    summary="Which agents would answer a text, and why (`arena route`)",
+    responses=errors(422, 503),
+)
+def route(text: Annotated[str, Query(min_length=1)], running: Running) -> Routing:
     """The routing dry run over the real rules."""
     if not running.agents:
         raise HTTPException(503, "no agents are defined")
-    return decide(text, running.agents).as_dict()
+    return Routing.model_validate(decide(text, running.agents).as_dict())
 
 
 @router.get("/status", summary="What `arena status --json` prints")
-async def status(running: Running) -> dict[str, Any]:
+async def status(running: Running) -> Status:
     """Streams, daemons, partitions, groups, agents, workers, jobs and storage."""
     report = await survey.status(running.settings)
-    return report.as_dict()
+    return Status.model_validate(report.as_dict())
 
 
-@router.get("/dead-letters", summary="Messages that were rejected or could not be answered")
+@router.get(
+    "/dead-letters",
+    summary="Messages that were rejected or could not be answered",
+    responses=errors(422),
+)
 def dead_letters(
     running: Running, limit: Annotated[int, Query(ge=1, le=10_000)] = 50
-) -> dict[str, Any]:
+) -> DeadLetters:
     """The newest dead letters, oldest first (`arena dead-letters --json`)."""
-    return {"dead_letters": running.client.dead_letters(limit)}
+    return DeadLetters.model_validate({"dead_letters": running.client.dead_letters(limit)})
 
 
 @router.post(
     "/dead-letters/{dead_letter_id}/retry",
     status_code=202,
     summary="Post a dead letter's message again (`arena retry`)",
-    responses={400: {}, 404: {}},
+    responses=errors(400, 404, 422),
 )
 def retry(dead_letter_id: str, running: Running) -> Posted:
     """Posts the message again under a new id and removes the dead letter."""
@@ -136,11 +152,13 @@ def retry(dead_letter_id: str, running: Running) -> Posted:
 
 
 @router.get("/agents", summary="The team")
-def agents(running: Running) -> dict[str, Any]:
+def agents(running: Running) -> Team:
     """Each agent's id, name, role, colour and description."""
-    return {
-        "agents": [
-            {**agent_view(a), "description": a.description, "default": a.default}
-            for a in running.agents
-        ]
-    }
+    return Team.model_validate(
+        {
+            "agents": [
+                {**agent_view(a), "description": a.description, "default": a.default}
+                for a in running.agents
+            ]
+        }
+    )

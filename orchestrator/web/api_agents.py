@@ -35,6 +35,18 @@ from orchestrator.memory.versioned_file import VersionedFile
 from orchestrator.memory.versions import Version, VersionStore
 from orchestrator.web.api_memory import WEB_ACTOR, Running, engine_of
 from orchestrator.web.bodies import BodyLimit
+from orchestrator.web.schemas import errors
+from orchestrator.web.schemas_memory import (
+    AgentDetail,
+    AgentFiles,
+    Attempt,
+    DailyLog,
+    Growth,
+    LogLine,
+    MemoryMdNow,
+    VersionDiff,
+    VersionRow,
+)
 from orchestrator.web.views import agent_view
 
 __all__ = ["BODY_LIMITS", "MAX_EDIT_BYTES", "router"]
@@ -83,8 +95,12 @@ def _read(path: Path) -> str | None:
         return None
 
 
-@router.get("/{agent_id}", summary="An agent's identity and current MEMORY.md")
-def agent(agent_id: AgentId, running: Running) -> dict[str, Any]:
+@router.get(
+    "/{agent_id}",
+    summary="An agent's identity and current MEMORY.md",
+    responses=errors(404, 422),
+)
+def agent(agent_id: AgentId, running: Running) -> AgentFiles:
     """Its identity files, its ``MEMORY.md`` with tokens against the budget and its version
     (a change found on disk is recorded as a version first, so text and version agree)."""
     spec = _agent(running, agent_id)
@@ -93,20 +109,23 @@ def agent(agent_id: AgentId, running: Running) -> dict[str, Any]:
     file.sync(datetime.now(UTC))
     latest = file.store.latest("memory_md", spec.id)
     text = file.read()
-    return {
-        "agent": {**agent_view(spec), "description": spec.description, "model": spec.model},
-        "identity": {name: _read(folder / name) for name in IDENTITY_FILES},
-        "memory_md": {
-            "text": text,
-            "tokens": _COUNTER.count(text),
-            "budget_tokens": running.settings.distill_budget_tokens,
-            "entries": len(entries(text)),
-            "version": latest.version if latest else 0,
-        },
-    }
+    return AgentFiles(
+        agent=AgentDetail.model_validate(
+            {**agent_view(spec), "description": spec.description, "model": spec.model}
+        ),
+        identity={name: _read(folder / name) for name in IDENTITY_FILES},
+        memory_md=MemoryMdNow(
+            text=text,
+            tokens=_COUNTER.count(text),
+            budget_tokens=running.settings.distill_budget_tokens,
+            entries=len(entries(text)),
+            version=latest.version if latest else 0,
+        ),
+    )
 
 
-def _version_row(v: Version) -> dict[str, Any]:
+def _version_fields(v: Version) -> dict[str, Any]:
+    """A version as :class:`VersionRow` shows it."""
     return {
         "version": v.version,
         "at": v.created_at.isoformat(),
@@ -119,32 +138,37 @@ def _version_row(v: Version) -> dict[str, Any]:
     }
 
 
-@router.get("/{agent_id}/growth", summary="How MEMORY.md grew (`arena growth --json`)")
-def growth(agent_id: AgentId, running: Running) -> dict[str, Any]:
+@router.get(
+    "/{agent_id}/growth",
+    summary="How MEMORY.md grew (`arena growth --json`)",
+    responses=errors(404, 422),
+)
+def growth(agent_id: AgentId, running: Running) -> Growth:
     """Every version (oldest first) and every attempt that wrote none, with its reason."""
     spec = _agent(running, agent_id)
     store = VersionStore(engine_of(running))
     runs = [r for r in store.runs("memory_md", spec.id) if r.status != "written"]
-    return {
-        "agent": spec.id,
-        "budget_tokens": running.settings.distill_budget_tokens,
-        "versions": [_version_row(v) for v in store.history("memory_md", spec.id)],
-        "attempts": [
-            {
-                "at": r.created_at.isoformat(),
-                "trigger": r.trigger,
-                "status": r.status,
-                "reason": r.reason,
-            }
+    return Growth(
+        agent=spec.id,
+        budget_tokens=running.settings.distill_budget_tokens,
+        versions=[VersionRow(**_version_fields(v)) for v in store.history("memory_md", spec.id)],
+        attempts=[
+            Attempt(
+                at=r.created_at.isoformat(), trigger=r.trigger, status=r.status, reason=r.reason
+            )
             for r in runs
         ],
-    }
+    )
 
 
-@router.get("/{agent_id}/growth/{version}", summary="One version's text and its diff")
+@router.get(
+    "/{agent_id}/growth/{version}",
+    summary="One version's text and its diff",
+    responses=errors(404, 422),
+)
 def version(
     agent_id: AgentId, version: Annotated[int, PathParam(ge=1)], running: Running
-) -> dict[str, Any]:
+) -> VersionDiff:
     """The text of ``version`` and a unified diff against the version before it."""
     spec = _agent(running, agent_id)
     store = VersionStore(engine_of(running))
@@ -158,19 +182,19 @@ def version(
         fromfile=f"{spec.id}/{MEMORY_FILE} v{version - 1}",
         tofile=f"{spec.id}/{MEMORY_FILE} v{version}",
     )
-    return {**_version_row(found), "text": found.text, "diff": "".join(diff)}
+    return VersionDiff(**_version_fields(found), text=found.text, diff="".join(diff))
 
 
 @router.put(
     "/{agent_id}/memory-md",
     summary="Save a hand edit of MEMORY.md (`arena memory-md set`)",
-    responses={404: {}, 409: {}, 413: {}, 422: {}},
+    responses=errors(404, 409, 413, 422),
 )
 def set_memory_md(
     agent_id: AgentId,
     body: MemoryMdEdit,
     running: Running,
-) -> dict[str, Any]:
+) -> VersionRow:
     """A new version, trigger "hand edit" by "web"; 409 when the file is no longer at
     ``base_version``, 422 with the reason when the text breaks a rule."""
     spec = _agent(running, agent_id)
@@ -187,15 +211,19 @@ def set_memory_md(
         raise HTTPException(409, str(exc)) from None
     except HandEditRefused as exc:
         raise HTTPException(422, str(exc)) from None
-    return _version_row(saved)
+    return VersionRow(**_version_fields(saved))
 
 
-@router.get("/{agent_id}/logs", summary="An agent's daily log (`arena logs`)")
+@router.get(
+    "/{agent_id}/logs",
+    summary="An agent's daily log (`arena logs`)",
+    responses=errors(404, 422),
+)
 def logs(
     agent_id: AgentId,
     running: Running,
     day: Annotated[date | None, Query(alias="date", description="YYYY-MM-DD")] = None,
-) -> dict[str, Any]:
+) -> DailyLog:
     """The day's lines (default: today), each with the group and message it came from, and
     the days that have a log."""
     spec = _agent(running, agent_id)
@@ -207,11 +235,11 @@ def logs(
             continue
         source = _SOURCE_RE.search(line)
         lines.append(
-            {
-                "text": line[2:],
-                "group": source.group(1) if source else None,
-                "message_id": source.group(2) if source else None,
-            }
+            LogLine(
+                text=line[2:],
+                group=source.group(1) if source else None,
+                message_id=source.group(2) if source else None,
+            )
         )
     days = [d.isoformat() for d in personal.days(spec.id)]
-    return {"agent": spec.id, "date": wanted.isoformat(), "lines": lines, "days": days}
+    return DailyLog(agent=spec.id, date=wanted.isoformat(), lines=lines, days=days)

@@ -7,7 +7,7 @@ own)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends
 from redis.exceptions import RedisError
@@ -16,6 +16,8 @@ from orchestrator.adapters.spend import SpendLedger
 from orchestrator.core.spend_report import spend_report
 from orchestrator.errors import ServiceError
 from orchestrator.runtime.spending import caps_in_force
+from orchestrator.web.schemas import errors
+from orchestrator.web.schemas_status import SpendReport
 from orchestrator.web.state import Console, console
 
 __all__ = ["router"]
@@ -25,8 +27,12 @@ router = APIRouter(prefix="/api", tags=["budget"])
 DAYS = 7
 
 
-@router.get("/budget", summary="Spending against the daily caps (`arena budget --json`)")
-async def budget(running: Annotated[Console, Depends(console)]) -> dict[str, Any]:
+@router.get(
+    "/budget",
+    summary="Spending against the daily caps (`arena budget --json`)",
+    responses=errors(503),
+)
+async def budget(running: Annotated[Console, Depends(console)]) -> SpendReport:
     """Today's tokens and dollars per agent, group and model with their caps, the last 7
     days' totals, when the caps reset, and whether any cap is set."""
     settings = running.settings
@@ -36,4 +42,5 @@ async def budget(running: Annotated[Console, Depends(console)]) -> dict[str, Any
         limits, enforced = await caps_in_force(running.redis, settings, running.agents)
     except RedisError as exc:
         raise ServiceError("Redis", f"cannot read the spend counters ({exc})") from None
-    return spend_report(counters, limits, now, enforced=enforced).as_json()
+    report = spend_report(counters, limits, now, enforced=enforced)
+    return SpendReport.model_validate(report.as_json())

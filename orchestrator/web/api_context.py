@@ -3,7 +3,7 @@ context --json`` prints it (nothing is sent to the model)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query
 
@@ -13,19 +13,25 @@ from orchestrator.memory.conversation.meta import ReplyMeta
 from orchestrator.runtime.briefing import load_team
 from orchestrator.runtime.preview import next_trigger, preview
 from orchestrator.web.api_memory import Running, engine_of
+from orchestrator.web.schemas import errors
+from orchestrator.web.schemas_memory import ContextPreview, ReplyReport, ToolsReport
 
 __all__ = ["router"]
 
 router = APIRouter(prefix="/api", tags=["context"])
 
 
-@router.get("/context", summary="The context an agent's next turn would get (`arena context`)")
+@router.get(
+    "/context",
+    summary="The context an agent's next turn would get (`arena context`)",
+    responses=errors(404, 422),
+)
 def context(
     running: Running,
     agent: Annotated[str, Query(max_length=64)],
     group: Annotated[str, Query(max_length=200)],
     message: Annotated[str | None, Query(max_length=20_000)] = None,
-) -> dict[str, Any]:
+) -> ContextPreview:
     """The request (system prompt, turns) and the report (layers' tokens, budget decisions,
     citations, recall's candidates left out), as if ``message`` were posted next (default:
     the group's latest message)."""
@@ -39,15 +45,15 @@ def context(
         raise HTTPException(404, f"no agent {agent!r}")
     trigger = next_trigger(running.rooms.history, name, message)
     made = preview(running.settings, engine_of(running), team, spec, trigger)
-    return made.as_json(spec, name)
+    return ContextPreview.model_validate(made.as_json(spec, name))
 
 
 @router.get(
     "/messages/{message_id}/report",
     summary="The context cost report stored with a past reply",
-    responses={404: {}},
+    responses=errors(404, 422),
 )
-def reply_report(message_id: str, running: Running) -> dict[str, Any]:
+def reply_report(message_id: str, running: Running) -> ReplyReport:
     """What the reply's context was made of when it was written: each layer's tokens, the
     budget's cuts, recall's items kept and left out (and why), the memory tools it called
     and each step's tokens, as its turn recorded them."""
@@ -55,13 +61,13 @@ def reply_report(message_id: str, running: Running) -> dict[str, Any]:
     meta = ReplyMeta.from_json(stored.meta) if stored is not None else None
     if stored is None or meta is None or meta.context is None:
         raise HTTPException(404, f"no reply {message_id[:80]!r} with a stored report")
-    return {
-        "id": stored.message.id,
-        "group": stored.message.group,
-        "agent": meta.agent,
-        "created_at": stored.message.created_at.isoformat(),
-        "report": dict(meta.context),
-        "recall": dict(meta.recall) if meta.recall is not None else None,
+    return ReplyReport(
+        id=stored.message.id,
+        group=stored.message.group,
+        agent=meta.agent,
+        created_at=stored.message.created_at.isoformat(),
+        report=dict(meta.context),
+        recall=dict(meta.recall) if meta.recall is not None else None,
         # The memory tools it called and every model call's tokens (None: no tool called).
-        "tools": meta.tools.as_json() if meta.tools is not None else None,
-    }
+        tools=ToolsReport.model_validate(meta.tools.as_json()) if meta.tools is not None else None,
+    )

@@ -29,6 +29,18 @@ from orchestrator.memory.summaries import read_summary
 from orchestrator.memory.versions import VersionStore
 from orchestrator.web.bodies import BodyLimit
 from orchestrator.web.memory_search import search_memories
+from orchestrator.web.schemas import errors
+from orchestrator.web.schemas_memory import (
+    CitedMessage,
+    MemoryDetail,
+    MemoryEdited,
+    MemoryEntry,
+    MemoryList,
+    MemorySearch,
+    Summary,
+    SummaryDiff,
+    SummaryVersion,
+)
 from orchestrator.web.state import Console, console
 
 __all__ = ["BODY_LIMITS", "WEB_ACTOR", "Running", "engine_of", "router"]
@@ -69,7 +81,11 @@ class MemoryEdit(BaseModel):
     content: str = Field(description="The corrected text (through the memory gate).")
 
 
-@router.get("/memories", summary="List memories, or search them as recall does")
+@router.get(
+    "/memories",
+    summary="List memories, or search them as recall does",
+    responses=errors(422),
+)
 def memories(
     running: Running,
     q: Annotated[str | None, Query(max_length=2000)] = None,
@@ -79,7 +95,7 @@ def memories(
     status: Status = "active",
     written_by: WrittenBy | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-) -> dict[str, Any]:
+) -> MemoryList | MemorySearch:
     """With ``q``: recall for ``agent`` (default: the team's default agent) in ``group`` (or
     every group), each hit with score, trust label and, when a turn would leave it out, why.
     Without: the newest memories matching the filters."""
@@ -100,8 +116,12 @@ def memories(
     return found
 
 
-@router.get("/memories/{entry_id}", summary="One memory, why it is remembered, its history")
-def memory(entry_id: int, running: Running) -> dict[str, Any]:
+@router.get(
+    "/memories/{entry_id}",
+    summary="One memory, why it is remembered, its history",
+    responses=errors(404, 422),
+)
+def memory(entry_id: int, running: Running) -> MemoryDetail:
     """The entry, the message it cites (id, group, sender, text, created_at), how often it
     was reinforced and last used, whether it is pinned, its links and every change to it."""
     corrections = _corrections(running)
@@ -111,22 +131,24 @@ def memory(entry_id: int, running: Running) -> dict[str, Any]:
         stored = running.rooms.history.get(record.citation.ref)
         if stored is not None:
             m = stored.message
-            cited = {
-                "id": m.id,
-                "group": m.group,
-                "sender": m.sender,
-                "text": m.text,
-                "created_at": m.created_at.isoformat(),
-            }
+            cited = CitedMessage(
+                id=m.id,
+                group=m.group,
+                sender=m.sender,
+                text=m.text,
+                created_at=m.created_at.isoformat(),
+            )
     with engine_of(running).connect() as conn:
         pinned = bool(pinned_ids(conn, [entry_id]))
-    return {
-        **record.as_dict(),
-        "pinned": pinned,
-        "reinforced": record.count - 1,
-        "cited_message": cited,
-        "history": [c.as_dict() for c in corrections.audit.history(entry_id)],
-    }
+    return MemoryDetail.model_validate(
+        {
+            **record.as_dict(),
+            "pinned": pinned,
+            "reinforced": record.count - 1,
+            "cited_message": cited,
+            "history": [c.as_dict() for c in corrections.audit.history(entry_id)],
+        }
+    )
 
 
 def _known(corrections: Corrections, entry_id: int) -> Any:
@@ -139,9 +161,9 @@ def _known(corrections: Corrections, entry_id: int) -> Any:
 @router.patch(
     "/memories/{entry_id}",
     summary="Correct a memory: a new entry supersedes it (`arena memory edit`)",
-    responses={404: {}, 409: {}, 413: {}, 422: {}},
+    responses=errors(404, 409, 413, 422),
 )
-def edit(entry_id: int, body: MemoryEdit, running: Running) -> dict[str, Any]:
+def edit(entry_id: int, body: MemoryEdit, running: Running) -> MemoryEdited:
     """The old entry (now superseded) and the new one; 422 with the gate's reason."""
     try:
         edited = _corrections(running).edit(
@@ -153,19 +175,19 @@ def edit(entry_id: int, body: MemoryEdit, running: Running) -> dict[str, Any]:
         raise HTTPException(409, str(exc)) from None
     except EditRefused as exc:
         raise HTTPException(422, str(exc)) from None
-    return {"old": edited.old.as_dict(), "new": edited.new.as_dict()}
+    return MemoryEdited.model_validate({"old": edited.old.as_dict(), "new": edited.new.as_dict()})
 
 
 @router.post(
     "/memories/{entry_id}/{action}",
     summary="Forget, restore, pin or unpin a memory (`arena memory forget|restore|pin|unpin`)",
-    responses={404: {}, 409: {}},
+    responses=errors(404, 409, 422),
 )
 def act(
     entry_id: int,
     action: Literal["forget", "restore", "pin", "unpin"],
     running: Running,
-) -> dict[str, Any]:
+) -> MemoryEntry:
     """The entry after the change, and whether it is pinned."""
     corrections = _corrections(running)
     change = {
@@ -180,17 +202,22 @@ def act(
         raise HTTPException(404, str(exc)) from None
     except MemoryStateError as exc:
         raise HTTPException(409, str(exc)) from None
-    return {**corrections.get(record.id).as_dict(), "pinned": corrections.is_pinned(entry_id)}
+    pinned = corrections.is_pinned(entry_id)
+    return MemoryEntry.model_validate({**corrections.get(record.id).as_dict(), "pinned": pinned})
 
 
-@router.get("/groups/{group}/summary", summary="A group's rolling summary and its versions")
+@router.get(
+    "/groups/{group}/summary",
+    summary="A group's rolling summary and its versions",
+    responses=errors(404, 422),
+)
 def summary(
     group: str,
     running: Running,
     version: Annotated[
         int | None, Query(ge=1, description="Also this version's text and diff")
     ] = None,
-) -> dict[str, Any]:
+) -> Summary:
     """The current summary, every version (oldest first), and with ``version`` that version's
     text and unified diff against the one before."""
     try:
@@ -198,13 +225,8 @@ def summary(
     except ValidationError:
         raise HTTPException(404, f"no group {group!r}") from None
     text = read_summary(running.settings.data_dir, name)
-    store = VersionStore(engine_of(running))
-    versions = store.history("summary", name)
-    data: dict[str, Any] = {
-        "group": name,
-        "text": text,
-        "versions": [v.as_dict() for v in versions],
-    }
+    versions = VersionStore(engine_of(running)).history("summary", name)
+    shown = None
     if version is not None:
         by_number = {v.version: v for v in versions}
         if version not in by_number:
@@ -217,5 +239,10 @@ def summary(
             fromfile=f"{name} summary v{version - 1}",
             tofile=f"{name} summary v{version}",
         )
-        data["version"] = {"version": version, "text": new, "diff": "".join(diff)}
-    return data
+        shown = SummaryDiff(version=version, text=new, diff="".join(diff))
+    return Summary(
+        group=name,
+        text=text,
+        versions=[SummaryVersion.model_validate(v.as_dict()) for v in versions],
+        version=shown,
+    )

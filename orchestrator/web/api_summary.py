@@ -14,6 +14,8 @@ from redis.exceptions import RedisError
 from orchestrator.background.queue import enqueue_summary, fetch_job
 from orchestrator.core.wire import validate_group
 from orchestrator.errors import ServiceError, ValidationError
+from orchestrator.web.schemas import errors
+from orchestrator.web.schemas_memory import Summarized
 from orchestrator.web.state import Console, console
 
 __all__ = ["router"]
@@ -28,9 +30,9 @@ _ENDED = ("finished", "failed", "stopped", "canceled")
     "/groups/{group}/summarize",
     summary="Update a group's rolling summary now (`arena summarize`)",
     status_code=202,
-    responses={404: {}, 503: {}},
+    responses=errors(404, 422, 503),
 )
-def summarize(group: str, running: Annotated[Console, Depends(console)]) -> dict[str, Any]:
+def summarize(group: str, running: Annotated[Console, Depends(console)]) -> Summarized:
     """The job's id, its status and one line on its outcome (waited for up to 15 s)."""
     try:
         name = validate_group(group)
@@ -45,14 +47,15 @@ def summarize(group: str, running: Annotated[Console, Depends(console)]) -> dict
             result = enqueue_summary(
                 connection, name, latest[-1].seq, "manual", settings=settings, force=True
             )
-            outcome = _outcome(connection, result.job_id)
+            status, detail = _outcome(connection, result.job_id)
     except RedisError as exc:
         raise ServiceError("redis", f"cannot enqueue the summary: {exc}") from None
-    return {"job_id": result.job_id, "enqueued": result.enqueued, **outcome}
+    return Summarized(job_id=result.job_id, enqueued=result.enqueued, status=status, detail=detail)
 
 
-def _outcome(connection: redis.Redis, job_id: str) -> dict[str, Any]:
-    """The job's status and outcome once it ended, or its status after :data:`_WAIT_S`."""
+def _outcome(connection: redis.Redis, job_id: str) -> tuple[str, str]:
+    """The job's status and one line on its outcome once it ended, or its status after
+    :data:`_WAIT_S`."""
     deadline = time.monotonic() + _WAIT_S
     status = "queued"
     while time.monotonic() < deadline:
@@ -64,10 +67,10 @@ def _outcome(connection: redis.Redis, job_id: str) -> dict[str, Any]:
             latest = job.latest_result()
             value = latest.return_value if latest is not None else None
             if isinstance(value, dict):
-                return {"status": str(value.get("status", status)), "detail": _said(value)}
-            return {"status": status, "detail": f"the job {status}"}
+                return str(value.get("status", status)), _said(value)
+            return status, f"the job {status}"
         time.sleep(0.2)
-    return {"status": status, "detail": "still running: see `arena jobs`"}
+    return status, "still running: see `arena jobs`"
 
 
 def _said(result: dict[str, Any]) -> str:

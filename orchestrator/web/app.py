@@ -147,7 +147,9 @@ def create_app(
     app.include_router(api_context.router)
     app.include_router(api_budget.router)
     _errors(app)
-    app.add_api_route("/docs", _docs_page(app), include_in_schema=False)
+    app.add_api_route(
+        "/docs", _docs_page(app), include_in_schema=False, response_class=HTMLResponse
+    )
     return app
 
 

@@ -27,27 +27,35 @@ from orchestrator.web.api import ENTRY_ID
 from orchestrator.web.feeds import Render
 from orchestrator.web.metrics import sse_clients
 from orchestrator.web.rooms import Rooms
+from orchestrator.web.schemas import errors
 from orchestrator.web.state import Console, console
 from orchestrator.web.views import from_outbound
 
-__all__ = ["renderer", "router", "sse_events"]
+__all__ = ["EventStream", "renderer", "router", "sse_events"]
 
 logger = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/api", tags=["api"])
 
 
+class EventStream(StreamingResponse):
+    """Server-sent events (``/openapi.json`` says so: the route's media type is this one's)."""
+
+    media_type = "text/event-stream"
+
+
 @router.get(
     "/groups/{group}/events",
     summary="A room's replies, notices and done items, live (server-sent events)",
-    response_class=StreamingResponse,
+    response_class=EventStream,
+    responses=errors(400, 404, 422, not_json=True),
 )
 async def events(
     group: str,
     running: Annotated[Console, Depends(console)],
     after: Annotated[str | None, Query(description="Resume after this event id")] = None,
     last_event_id: Annotated[str | None, Header()] = None,
-) -> StreamingResponse:
+) -> EventStream:
     """``event: reply|notice`` (``data``: a message) and ``event: done`` (``data``:
     ``in_reply_to`` and ``replies``); every event has ``id:``, its stream entry id."""
     try:
@@ -58,9 +66,8 @@ async def events(
     if resume is not None and not ENTRY_ID.fullmatch(resume):
         raise HTTPException(400, f"not an event id: {resume!r} (expected like 1700000000000-0)")
     start = resume or await _stream_end(running, group)
-    return StreamingResponse(
+    return EventStream(
         sse_events(running, group, start),
-        media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Request
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from orchestrator.web.pages import templates
 from orchestrator.web.security import COOKIE, Guard
@@ -26,7 +26,7 @@ def _guard(request: Request) -> Guard:
     return guard
 
 
-@router.get("/login")
+@router.get("/login", response_class=HTMLResponse)
 def login_form(request: Request) -> Response:
     """The login page (the console without a token needs none: straight to the groups)."""
     if _guard(request).token is None:
@@ -34,7 +34,7 @@ def login_form(request: Request) -> Response:
     return templates.TemplateResponse(request, "login.html", {"error": None})
 
 
-@router.post("/login")
+@router.post("/login", response_class=RedirectResponse)
 async def login(request: Request) -> Response:
     """Check the form's token; right, set the session cookie and go to the groups."""
     guard = _guard(request)
@@ -56,7 +56,7 @@ async def login(request: Request) -> Response:
     return response
 
 
-@router.post("/logout")
+@router.post("/logout", response_class=RedirectResponse)
 def logout() -> Response:
     """Forget the session cookie."""
     response = RedirectResponse("/login", status_code=303)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 from sqlalchemy.engine import Engine
 
@@ -18,6 +17,13 @@ from orchestrator.memory.recall.recaller import RecallConfig, Recaller, RecallRe
 from orchestrator.memory.session.records import MemoryRecord
 from orchestrator.memory.session.store import SessionMemory
 from orchestrator.runtime.briefing import load_team, make_briefing
+from orchestrator.web.schemas_memory import (
+    LeftOut,
+    MemoryEntry,
+    MemoryList,
+    MemorySearch,
+    RecallHit,
+)
 from orchestrator.web.state import Console
 
 __all__ = ["search_memories"]
@@ -36,7 +42,7 @@ def search_memories(
     status: str | None,
     written_by: str | None,
     limit: int,
-) -> dict[str, Any]:
+) -> MemoryList | MemorySearch:
     """The API's answer; ``agent`` is the recalling agent with ``q``, the writer without.
 
     Raises:
@@ -54,22 +60,26 @@ def search_memories(
             limit=limit,
         )
         pinned = _pinned(engine, [r.id for r in records])
-        return {"memories": [{**r.as_dict(), "pinned": r.id in pinned} for r in records]}
+        return MemoryList(
+            memories=[
+                MemoryEntry.model_validate({**r.as_dict(), "pinned": r.id in pinned})
+                for r in records
+            ]
+        )
     spec = _recalling(running.agents, agent)
     team = load_team(running.settings)
     config = make_briefing(running.settings, engine, team).recall_config(spec)
     groups = [group] if group else _groups(session)
-    hits: list[dict[str, Any]] = []
+    hits: list[RecallHit] = []
     for name in groups:
         hits += _recalled(engine, session, config, q, name, spec.id)
     hits = [
         h
         for h in hits
-        if (type is None or h["type"] == type)
-        and (written_by is None or h["written_by"] == written_by)
+        if (type is None or h.type == type) and (written_by is None or h.written_by == written_by)
     ]
-    hits.sort(key=lambda h: (not h["kept"], -(h["score"] or 0.0), -h["id"]))
-    return {"query": q, "agent": spec.id, "memories": hits[:limit]}
+    hits.sort(key=lambda h: (not h.kept, -(h.score or 0.0), -h.id))
+    return MemorySearch(query=q, agent=spec.id, memories=hits[:limit])
 
 
 def _recalling(agents: Sequence[AgentSpec], agent: str | None) -> AgentSpec:
@@ -99,7 +109,7 @@ def _recalled(
     q: str,
     group: str,
     agent: str,
-) -> list[dict[str, Any]]:
+) -> list[RecallHit]:
     """Recall for ``agent`` in ``group`` as its turn would run it (memories only)."""
     result: RecallResult = Recaller(session).recall(
         q, group=group, agent=agent, config=config, now=datetime.now(UTC), messages=False
@@ -115,14 +125,8 @@ def _recalled(
     for dropped in result.dropped:
         record = records.get(dropped.id) if isinstance(dropped.id, int) else None
         if record is not None:
-            hit = _hit(record, None, None, trust_of(record), pinned, group)
-            hits.append(
-                {
-                    **hit,
-                    "kept": False,
-                    "dropped": {"layer": dropped.layer, "reason": dropped.reason},
-                }
-            )
+            left_out = LeftOut(layer=dropped.layer, reason=dropped.reason)
+            hits.append(_hit(record, None, None, trust_of(record), pinned, group, dropped=left_out))
     return hits
 
 
@@ -133,14 +137,19 @@ def _hit(
     trust: str,
     pinned: set[int],
     group: str,
-) -> dict[str, Any]:
-    return {
-        **record.as_dict(),
-        "recalled_in": group,
-        "score": score,
-        "similarity": similarity,
-        "trust": trust,
-        "pinned": record.id in pinned,
-        "kept": True,
-        "dropped": None,
-    }
+    *,
+    dropped: LeftOut | None = None,
+) -> RecallHit:
+    """A memory as recall found it (``dropped``: why a turn would leave it out)."""
+    return RecallHit.model_validate(
+        {
+            **record.as_dict(),
+            "recalled_in": group,
+            "score": score,
+            "similarity": similarity,
+            "trust": trust,
+            "pinned": record.id in pinned,
+            "kept": dropped is None,
+            "dropped": dropped,
+        }
+    )

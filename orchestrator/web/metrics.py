@@ -38,6 +38,7 @@ from orchestrator.runtime.spending import cap_limits
 __all__ = [
     "CONTENT_TYPE",
     "ClientGauge",
+    "PrometheusText",
     "SpendSource",
     "get_metrics_source",
     "get_spend_source",
@@ -168,7 +169,13 @@ def render(readings: tuple[Reading, ...], clients: int, spend: Sequence[SpendRow
     return generate_latest(registry)
 
 
-@router.get("/metrics")
+class PrometheusText(Response):
+    """Prometheus' text exposition format."""
+
+    media_type = CONTENT_TYPE
+
+
+@router.get("/metrics", response_class=PrometheusText)
 async def metrics(
     redis: Annotated[Redis, Depends(get_metrics_source)],
     spend: Annotated[SpendSource | None, Depends(get_spend_source)],
@@ -180,7 +187,7 @@ async def metrics(
     except (RedisError, OSError) as exc:
         logger.warning("GET /metrics: redis cannot be read: %s", exc)
         return JSONResponse({"error": f"metrics unavailable: redis cannot be read ({exc})"}, 503)
-    return Response(render(readings, sse_clients.value, rows), media_type=CONTENT_TYPE)
+    return PrometheusText(render(readings, sse_clients.value, rows))
 
 
 async def _spend_rows(source: SpendSource | None) -> tuple[SpendRow, ...]:

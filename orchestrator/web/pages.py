@@ -33,7 +33,7 @@ def groups_page(request: Request) -> HTMLResponse:
     return templates.TemplateResponse(request, "groups.html")
 
 
-@router.get("/groups", response_model=None)
+@router.get("/groups", response_class=RedirectResponse)
 def open_group(request: Request, group: str = "") -> Response:
     """The groups page's "open" form without script: to the room of the group named."""
     try:
