@@ -517,11 +517,16 @@ def postgres_url() -> Iterator[str]:
         )
     url = f"postgresql://arena@127.0.0.1:{port}/postgres"
     deadline = time.monotonic() + _START_TIMEOUT_S * 3
+    # Ready once it answers a query: it accepts connections a while before that, only to
+    # refuse them with "the database system is starting up".
+    import psycopg
+
     while True:
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
+            with psycopg.connect(url, connect_timeout=1) as conn:
+                conn.execute("SELECT 1")
                 break
-        except OSError:
+        except psycopg.OperationalError:
             if process.poll() is not None or time.monotonic() > deadline:
                 process.kill()
                 raise RuntimeError(f"PostgreSQL did not start: {log.read_text()[-2000:]}") from None
