@@ -7,12 +7,17 @@ and `arena` processes, the offline model."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import pty
+import re
 import signal
 import socket
 import stat
+import struct
 import subprocess
 import sys
+import termios
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -194,3 +199,43 @@ def test_changed_code_is_not_answered_by_the_old_server_which_arena_up_replaces(
         assert sorted(imports & set(SQL)) == []
     finally:
         os.utime(module, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+def on_a_terminal(arena: Arena, *args: str, **env: str) -> bytes:
+    """What `arena ARGS` writes to a terminal 60 columns wide."""
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 60, 0, 0))
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "orchestrator", *args],
+            cwd=REPO,
+            env={**arena.env, "TERM": "xterm-256color", **env},
+            stdin=subprocess.DEVNULL,
+            stdout=follower,
+            stderr=follower,
+            timeout=120,
+            check=False,
+        )
+        os.close(follower)
+        follower = -1
+        written = b""
+        with contextlib.suppress(OSError):  # EIO once everything written was read
+            while chunk := os.read(leader, 65536):
+                written += chunk
+    finally:
+        os.close(leader)
+        if follower >= 0:
+            os.close(follower)
+    assert done.returncode == 0, written
+    return written
+
+
+def test_on_a_terminal_a_warm_answer_has_the_colours_and_width_of_a_cold_one(arena: Arena):
+    """On a terminal the warm table is the cold one byte for byte: its colours and its width
+    are the terminal's, not those of the server's output when it started."""
+    warm = on_a_terminal(arena, "memory", "list")
+    cold = on_a_terminal(arena, "memory", "list", ARENA_CLI_SERVER="false")
+    assert b"\x1b[1m" in cold  # bold headers: colours are on
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", cold.decode())
+    assert max(len(line) for line in shown.splitlines()) <= 60
+    assert warm == cold

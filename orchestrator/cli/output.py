@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.style import Style
 from rich.text import Text
 
-__all__ = ["err", "fail", "json_text", "out", "printable"]
+__all__ = ["err", "fail", "json_text", "out", "printable", "renew"]
 
 _KEPT = {"\t", "\n"}
 # Unicode's Bidi_Control characters: embeddings, overrides, isolates and the implicit marks.
@@ -64,12 +64,22 @@ class _SafeConsole(Console):
         return super().render_str(printable(text), **kwargs)
 
 
-def _console(*, stderr: bool) -> Console:
+def _console(*, stderr: bool) -> _SafeConsole:
     return _SafeConsole(stderr=stderr, highlight=False, soft_wrap=True, emoji=False, markup=False)
 
 
 out = _console(stderr=False)
 err = _console(stderr=True)
+
+
+def renew() -> None:
+    """Detect the terminal again (colours, ``NO_COLOR``, ``TERM``…) for :data:`out` and
+    :data:`err`: for a process that took on another's standard streams and environment after
+    this module was imported (the warm command server's)."""
+    for console, stderr in ((out, False), (err, True)):
+        _SafeConsole.__init__(
+            console, stderr=stderr, highlight=False, soft_wrap=True, emoji=False, markup=False
+        )
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

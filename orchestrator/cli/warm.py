@@ -227,6 +227,9 @@ def _take_on(request: dict[str, Any], fds: list[int]) -> None:
     sys.stdin, sys.stdout, sys.stderr = (_stream(fd, mode, how) for fd, mode, how in streams)
     logging.root.handlers.clear()
     logging.root.setLevel(logging.WARNING)
+    from orchestrator.cli import output
+
+    output.renew()  # made at import, for the server's streams and environment
 
 
 def _stream(fd: int, mode: str, how: dict[str, str]) -> Any:
