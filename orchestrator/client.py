@@ -12,35 +12,23 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from types import TracebackType
-from typing import Any, cast
 
-import redis
-from redis.exceptions import RedisError
-
-from orchestrator.adapters.probes import START_REDIS_HINT, redis_problem
+from orchestrator.adapters.client_bus import ClientBus
+from orchestrator.adapters.probes import START_REDIS_HINT
 from orchestrator.adapters.urls import check_tls_files
 from orchestrator.core.wire import (
     DEFAULT_SENDER,
     Outbound,
-    deadletter_stream,
-    inbox_stream,
-    outbox_stream,
-    team_key,
     validate_person,
     validate_post,
 )
-from orchestrator.errors import BusError, ConfigError, ValidationError
+from orchestrator.errors import BusError, BusUnavailable, ValidationError
 from orchestrator.settings import Settings, load_settings
 
 __all__ = ["ArenaClient"]
 
 EMBEDDED_HINT = START_REDIS_HINT
-_CONNECT_TIMEOUT_S = 5.0
 _OUTAGE_POLL_S = 1.0  # how often `follow` tries a Redis that does not answer
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else value
 
 
 class ArenaClient:
@@ -61,14 +49,8 @@ class ArenaClient:
             hint = hint or ("" if settings.redis_url else EMBEDDED_HINT)
         self.redis_url = redis_url
         self.max_message_bytes = max_message_bytes
-        self._hint = hint
         check_tls_files("REDIS_URL", redis_url)
-        try:
-            self._redis = redis.Redis.from_url(redis_url, socket_connect_timeout=_CONNECT_TIMEOUT_S)
-        except ValueError as exc:  # a port that is not a number, a bad query argument, ...
-            # redis-py's text may quote the URL: never show it.
-            problem = f"not a valid Redis URL ({exc.__class__.__name__})"
-            raise ConfigError("REDIS_URL", problem) from None
+        self._bus = ClientBus(redis_url, hint)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ArenaClient:
@@ -91,12 +73,7 @@ class ArenaClient:
 
     def close(self) -> None:
         """Close the connections."""
-        self._redis.close()
-
-    def _fail(self, exc: RedisError) -> BusError:
-        problem, hint = redis_problem(self.redis_url, exc, _CONNECT_TIMEOUT_S)
-        auth = isinstance(exc, redis.AuthenticationError)
-        return BusError(problem, hint if auth or not self._hint else self._hint)
+        self._bus.close()
 
     def ping(self) -> None:
         """Check that Redis answers.
@@ -104,18 +81,11 @@ class ArenaClient:
         Raises:
             BusError: with a hint on how to start it.
         """
-        try:
-            self._redis.ping()
-        except RedisError as exc:
-            raise self._fail(exc) from None
+        self._bus.ping()
 
     def last_reply_id(self, group: str) -> str:
         """The id of the newest entry on the group's outbound stream (``0-0`` if none)."""
-        try:
-            newest = self._redis.xrevrange(outbox_stream(group), count=1)
-        except RedisError as exc:
-            raise self._fail(exc) from None
-        return _text(cast(bytes, newest[0][0])) if newest else "0-0"
+        return self._bus.newest_id(group)
 
     def post(self, group: str, text: str, sender: str = DEFAULT_SENDER) -> str:
         """Validate and post a message; returns its id (the stream entry id).
@@ -128,17 +98,8 @@ class ArenaClient:
             BusError: when Redis cannot be reached.
         """
         post = validate_post(group, text, sender, self.max_message_bytes)
-        fields: dict[Any, Any] = {"group": post.group, "text": post.text, "sender": post.sender}
-        try:
-            validate_person(post.sender, self._team())
-            entry_id = self._redis.xadd(inbox_stream(), fields)
-        except RedisError as exc:
-            raise self._fail(exc) from None
-        return _text(cast(bytes, entry_id))
-
-    def _team(self) -> set[str]:
-        """The ids and names of the agents the last daemon started answers as."""
-        return {_text(name) for name in cast(set[bytes], self._redis.smembers(team_key()))}
+        validate_person(post.sender, self._bus.team())
+        return self._bus.post(post.group, post.text, post.sender)
 
     def follow(
         self,
@@ -174,25 +135,23 @@ class ArenaClient:
             if down and outage is not None:
                 outage(None)
             down = False
-            for _stream, items in response:
-                for entry_id, fields in items:
-                    last = _text(entry_id)
-                    yield Outbound.from_fields({_text(k): _text(v) for k, v in fields.items()})
+            for entry_id, item in response:
+                last = entry_id  # the next poll reads after it
+                yield item
             if not response:
                 yield None
 
-    def _poll(self, group: str, last: str, block_ms: int, *, resume: bool) -> Any:
-        """One read of the group's outbox after ``last``: its entries by stream (``[]`` if
-        none came); when ``resume``, a Redis that does not answer is returned as the
-        :class:`BusError`, not raised."""
+    def _poll(
+        self, group: str, last: str, block_ms: int, *, resume: bool
+    ) -> list[tuple[str, Outbound]] | BusError:
+        """One read of the group's outbox after ``last``: its entries (``[]`` if none came);
+        when ``resume``, a Redis that does not answer is returned as the error, not raised."""
         try:
-            return self._redis.xread({outbox_stream(group): last}, block=block_ms) or []
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            if resume and not isinstance(exc, redis.AuthenticationError):
-                return self._fail(exc)
-            raise self._fail(exc) from None
-        except RedisError as exc:
-            raise self._fail(exc) from None
+            return self._bus.wait_after(group, last, block_ms)
+        except BusUnavailable as exc:
+            if resume:
+                return exc
+            raise
 
     def replies(
         self, group: str, message_id: str, timeout_s: float, *, after: str = "0-0"
@@ -214,18 +173,7 @@ class ArenaClient:
     def dead_letters(self, limit: int = 100) -> list[dict[str, str]]:
         """The newest ``limit`` dead letters, oldest first: id, entry_id, reason and the
         original fields (``group``, ``sender``, ``text`` when they were readable)."""
-        try:
-            rows = self._redis.xrevrange(deadletter_stream(), count=limit)
-        except RedisError as exc:
-            raise self._fail(exc) from None
-        letters = []
-        for entry_id, fields in reversed(cast(list[Any], rows)):
-            letter = {"id": _text(entry_id)}
-            for name, value in fields.items():
-                key = _text(name).removeprefix("field:")
-                letter[key] = value.decode("utf-8", errors="replace")
-            letters.append(letter)
-        return letters
+        return self._bus.dead_letters(limit)
 
     def retry(self, dead_letter_id: str) -> str:
         """Post a dead letter's message again (a new message id) and remove the dead letter.
@@ -233,15 +181,9 @@ class ArenaClient:
         Raises:
             ValidationError: when there is no such dead letter, or its fields cannot be posted.
         """
-        try:
-            rows = self._redis.xrange(deadletter_stream(), dead_letter_id, dead_letter_id)
-        except RedisError as exc:
-            raise self._fail(exc) from None
-        if not rows:
+        fields = self._bus.dead_letter(dead_letter_id)
+        if fields is None:
             raise ValidationError("id", f"no dead letter {dead_letter_id!r} (`arena dead-letters`)")
-        fields = {
-            _text(k).removeprefix("field:"): v for k, v in cast(list[Any], rows)[0][1].items()
-        }
         try:
             group, text = fields["group"].decode(), fields["text"].decode()
             sender = fields.get("sender", DEFAULT_SENDER.encode()).decode()
@@ -250,7 +192,7 @@ class ArenaClient:
                 "id", f"dead letter {dead_letter_id} has no postable message"
             ) from None
         message_id = self.post(group, text, sender)
-        self._redis.xdel(deadletter_stream(), dead_letter_id)
+        self._bus.drop_dead_letter(dead_letter_id)
         return message_id
 
     def post_and_wait(

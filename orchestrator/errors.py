@@ -6,7 +6,8 @@ OrchestratorError
 ├── TemplateError          a prompt template is missing or fails to render
 ├── ValidationError        a posted message, group id or sender is not acceptable
 ├── ServiceError           Redis, MQTT or the database cannot be reached
-│   └── BusError           a Redis stream operation failed
+│   └── BusError           a Redis command failed (``kind``: Redis' own name for it)
+│       └── BusUnavailable Redis did not answer (refused, reset, timed out): try again
 └── LLMError               the model call failed (``retryable`` says whether to try again)
 
 Every error builds its message from structured arguments kept as attributes, and never logs
@@ -18,6 +19,7 @@ from __future__ import annotations
 __all__ = [
     "AgentDefinitionError",
     "BusError",
+    "BusUnavailable",
     "ConfigError",
     "LLMError",
     "OrchestratorError",
@@ -83,10 +85,20 @@ class ServiceError(OrchestratorError):
 
 
 class BusError(ServiceError):
-    """A Redis stream operation failed."""
+    """A Redis command failed.
 
-    def __init__(self, problem: str, hint: str = "") -> None:
+    Raised by the adapters in place of redis-py's errors; ``kind`` is the name redis-py gave
+    the failure (``ResponseError``, ...), empty when the package itself found the problem.
+    """
+
+    def __init__(self, problem: str, hint: str = "", *, kind: str = "") -> None:
+        self.kind = kind
         super().__init__("redis", problem, hint)
+
+
+class BusUnavailable(BusError):
+    """Redis did not answer: the connection was refused, reset or timed out. It may be
+    restarting; what failed can be tried again."""
 
 
 class LLMError(OrchestratorError):

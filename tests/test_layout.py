@@ -1,9 +1,14 @@
 """The layout table of docs/architecture.md names every module of the package in its layer's
-row, so the tree and the table cannot drift apart; and no module grows past 400 lines."""
+row, so the tree and the table cannot drift apart; no module grows past 400 lines; and only
+the adapters import redis-py (the import-linter contract ``make test`` checks)."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.arena_helpers import REPO
@@ -56,3 +61,43 @@ def test_no_module_is_over_400_lines() -> None:
     }
     assert len(lines) > 100  # the package was found
     assert {path: n for path, n in lines.items() if n > 400} == {}
+
+
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+
+def _redis_contract(root: Path) -> subprocess.CompletedProcess[str]:
+    """Check the package under ``root`` against the contract "Only adapters import redis"."""
+    return subprocess.run(
+        [
+            str(LINT_IMPORTS),
+            *("--config", str(REPO / "pyproject.toml")),
+            *("--contract", "redis-at-the-edge", "--no-cache"),
+        ],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_only_the_adapters_import_redis() -> None:
+    """No module outside orchestrator/adapters imports redis-py: lint-imports keeps it so."""
+    done = _redis_contract(REPO)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-1000:]
+    assert "Only adapters import redis KEPT" in done.stdout
+
+
+def test_a_redis_import_above_the_adapters_breaks_the_contract(tmp_path: Path) -> None:
+    """A runtime module importing redis-py, even only for type checking, breaks the contract."""
+    copy = tmp_path / "orchestrator"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    module = copy / "runtime" / "dispatch.py"
+    extra = "\nfrom typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    import redis  # noqa\n"
+    module.write_text(module.read_text(encoding="utf-8") + extra, encoding="utf-8")
+    done = _redis_contract(tmp_path)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-1000:]
+    assert "Only adapters import redis BROKEN" in done.stdout
+    assert "orchestrator.runtime.dispatch -> redis" in done.stdout

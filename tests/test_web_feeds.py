@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from redis.asyncio import Redis
 
+from orchestrator.adapters.outbox import OutboxReader
 from orchestrator.core.wire import Outbound, outbox_stream
 from orchestrator.web.feeds import RoomFeeds
 from tests.web_helpers import own_redis
@@ -62,7 +63,7 @@ async def _take(
 async def test_watchers_of_a_room_share_one_reader(redis_url: str, unique_name: str) -> None:
     redis = Redis.from_url(redis_url)
     render = Counting()
-    feeds = RoomFeeds(redis, render, keepalive_s=0.2)
+    feeds = RoomFeeds(OutboxReader(redis), render, keepalive_s=0.2)
     try:
         start = await feeds.stream_end(unique_name)
         live = [asyncio.Event() for _ in range(4)]
@@ -84,7 +85,7 @@ async def test_a_watcher_resuming_gets_the_missed_items_then_the_live_ones_once(
     redis_url: str, unique_name: str
 ) -> None:
     redis = Redis.from_url(redis_url)
-    feeds = RoomFeeds(redis, Counting(), keepalive_s=0.2)
+    feeds = RoomFeeds(OutboxReader(redis), Counting(), keepalive_s=0.2)
     try:
         first = await _say(redis, unique_name, "one")
         live = asyncio.create_task(_take(feeds, unique_name, first, 3))
@@ -109,7 +110,7 @@ async def test_the_reader_stops_with_its_last_watcher_and_starts_again(
 ) -> None:
     redis = Redis.from_url(redis_url)
     render = Counting()
-    feeds = RoomFeeds(redis, render, keepalive_s=0.2)
+    feeds = RoomFeeds(OutboxReader(redis), render, keepalive_s=0.2)
     try:
         start = await feeds.stream_end(unique_name)
         first = asyncio.create_task(_take(feeds, unique_name, start, 1))

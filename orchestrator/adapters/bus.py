@@ -1,17 +1,24 @@
-"""Redis in and out: the inbound stream read through a consumer group, the groups' outbound
-streams, and the dead-letter stream. Stream and key names live in ``wire.py``; what the
-streams look like for ``arena status`` is read in :mod:`orchestrator.adapters.stream_stats`."""
+"""Redis in and out: the inbound stream read through a consumer group (and moved to the
+partitions by :mod:`orchestrator.adapters.partitioner`), the groups' outbound streams, and the
+dead-letter stream, which only :meth:`Bus.dead_letter` writes. Stream and key names live in
+``wire.py``; what the streams look like for ``arena status`` is read in
+:mod:`orchestrator.adapters.stream_stats`.
+
+Every method raises :class:`~orchestrator.errors.BusError` when Redis fails
+(:class:`~orchestrator.errors.BusUnavailable` when it does not answer), never redis-py's errors.
+"""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from redis.asyncio import Redis
-from redis.exceptions import ResponseError
-
+from orchestrator.adapters.partitioner import Partitioner
+from orchestrator.adapters.redis_client import AsyncConnection, translated
 from orchestrator.core.batching import Coalescer
+from orchestrator.core.models import ChatMessage
 from orchestrator.core.wire import (
     CONSUMER_GROUP,
     PARTITIONS,
@@ -24,9 +31,9 @@ from orchestrator.core.wire import (
     stats_key,
     team_key,
 )
-from orchestrator.errors import BusError
+from orchestrator.errors import BusError, BusUnavailable
 
-__all__ = ["Bus", "Entry", "decode_entries", "inbound_streams"]
+__all__ = ["Bus", "DeadLetter", "Entry", "decode_entries", "inbound_streams"]
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +67,40 @@ return published
 """
 
 PUBLISHED_TTL_S = 14 * 24 * 3600
+REASON_LIMIT = 500  # characters of a dead letter's reason
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeadLetter:
+    """A message kept on the dead-letter stream for ``arena dead-letters`` and ``arena retry``:
+    its id, why it was not answered, and its fields as they were posted (``group``,
+    ``sender``, ``text`` when they were readable)."""
+
+    entry_id: str
+    reason: str
+    fields: Mapping[bytes, bytes] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.entry_id:
+            raise ValueError("a dead letter needs the id of its message")
+
+    @classmethod
+    def of(cls, message: ChatMessage, reason: str) -> DeadLetter:
+        """A message that was read but could not be answered (``reason`` is cut to
+        :data:`REASON_LIMIT` characters)."""
+        fields = {
+            b"group": message.group.encode(),
+            b"sender": message.sender.encode(),
+            b"text": message.text.encode(),
+        }
+        return cls(entry_id=message.id, reason=reason[:REASON_LIMIT], fields=fields)
+
+    def stream_fields(self) -> dict[str | bytes, str | bytes]:
+        """The entry written to the dead-letter stream: each posted field as ``field:NAME``."""
+        written: dict[str | bytes, str | bytes] = {"entry_id": self.entry_id, "reason": self.reason}
+        for name, value in self.fields.items():
+            written[b"field:" + name] = value
+        return written
 
 
 def _str(value: Any) -> str:
@@ -86,11 +127,14 @@ def inbound_streams() -> list[str]:
 class Bus:
     """The daemon's side of the Redis streams."""
 
-    def __init__(self, redis: Redis, consumer: str, *, outbox_maxlen: int = 100_000) -> None:
+    def __init__(
+        self, redis: AsyncConnection, consumer: str, *, outbox_maxlen: int = 100_000
+    ) -> None:
         self.redis = redis
         self.consumer = consumer
         self.outbox_maxlen = outbox_maxlen
         self._publish_once = redis.register_script(_PUBLISH_ONCE)
+        self._partitioner = Partitioner(redis, consumer)
         # Handlers of different groups finishing at about the same moment share round trips.
         self._acks: Coalescer[tuple[str, str], None] = Coalescer(self._ack_many, name="acks")
         self._publishes: Coalescer[Sequence[Outbound], int] = Coalescer(
@@ -105,10 +149,13 @@ class Bus:
         """
         for stream in inbound_streams():
             try:
-                await self.redis.xgroup_create(stream, CONSUMER_GROUP, id="0", mkstream=True)
-            except ResponseError as exc:
-                if "BUSYGROUP" not in str(exc):
-                    raise BusError(f"cannot create consumer group: {exc}") from exc
+                with translated():
+                    await self.redis.xgroup_create(stream, CONSUMER_GROUP, id="0", mkstream=True)
+            except BusUnavailable:
+                raise
+            except BusError as exc:
+                if "BUSYGROUP" not in exc.problem:
+                    raise BusError(f"cannot create consumer group: {exc.problem}") from exc
 
     async def record_team(self, names: Iterable[str]) -> None:
         """Record the team's ids and names (``team_key``), replacing the last daemon's, so that
@@ -116,14 +163,29 @@ class Bus:
         pipe = self.redis.pipeline(transaction=True)
         pipe.delete(team_key())
         pipe.sadd(team_key(), *sorted(names))
-        await pipe.execute()
+        with translated():
+            await pipe.execute()
 
     async def read_new(self, streams: list[str], count: int, block_ms: int) -> list[Entry]:
         """Entries of ``streams`` never delivered to any consumer."""
-        response = await self.redis.xreadgroup(
-            CONSUMER_GROUP, self.consumer, dict.fromkeys(streams, ">"), count=count, block=block_ms
-        )
+        with translated():
+            response = await self.redis.xreadgroup(
+                CONSUMER_GROUP,
+                self.consumer,
+                dict.fromkeys(streams, ">"),
+                count=count,
+                block=block_ms,
+            )
         return decode_entries(response)
+
+    async def route(self, count: int, block_ms: int, *, claim: bool) -> int:
+        """Move up to ``count`` new inbound entries to their partitions (the router's work);
+        with ``claim``, first every entry read but not moved before.
+
+        Returns:
+            How many entries were moved.
+        """
+        return await self._partitioner.step(count, block_ms, claim=claim)
 
     async def claim(self, stream: str, min_idle_ms: int, count: int = 100) -> list[Entry]:
         """Take over the entries of ``stream`` left unacknowledged for ``min_idle_ms`` by any
@@ -131,9 +193,10 @@ class Bus:
         entries: list[Entry] = []
         start = "0-0"
         while True:
-            response = await self.redis.xautoclaim(
-                stream, CONSUMER_GROUP, self.consumer, min_idle_ms, start, count=count
-            )
+            with translated():
+                response = await self.redis.xautoclaim(
+                    stream, CONSUMER_GROUP, self.consumer, min_idle_ms, start, count=count
+                )
             next_start, claimed = response[0], response[1]
             entries.extend(
                 Entry(stream, _str(entry_id), fields) for entry_id, fields in claimed if fields
@@ -156,7 +219,8 @@ class Bus:
         for stream, entry_id in entries:
             pipe.xack(stream, CONSUMER_GROUP, entry_id)
             pipe.xdel(stream, entry_id)
-        await pipe.execute()
+        with translated():
+            await pipe.execute()
         return [None] * len(entries)
 
     async def publish_all(self, items: Sequence[Outbound]) -> int:
@@ -182,7 +246,8 @@ class Bus:
                 args.append(2 * len(fields))
                 for name, value in fields.items():
                     args.extend((name, value))
-        flags = [int(flag) for flag in await self._publish_once(keys=keys, args=args)]
+        with translated():
+            flags = [int(flag) for flag in await self._publish_once(keys=keys, args=args)]
         counts: list[int] = []
         at = 0
         for items in requests:
@@ -190,12 +255,10 @@ class Bus:
             at += len(items)
         return counts
 
-    async def dead_letter(self, entry_id: str, raw: Mapping[bytes, bytes], reason: str) -> None:
-        """Move a rejected inbound entry to the dead-letter stream, with its reason."""
-        fields: dict[str | bytes, str | bytes] = {"entry_id": entry_id, "reason": reason}
-        for name, value in raw.items():
-            fields[b"field:" + name] = value
-        await self.redis.xadd(deadletter_stream(), fields)  # type: ignore[arg-type]
+    async def dead_letter(self, letter: DeadLetter) -> None:
+        """Keep ``letter`` on the dead-letter stream: the one place that writes to it."""
+        with translated():
+            await self.redis.xadd(deadletter_stream(), letter.stream_fields())  # type: ignore[arg-type]
 
     async def count(self, amounts: Mapping[str, int]) -> None:
         """Add to the running totals ``arena status`` shows."""
@@ -203,4 +266,5 @@ class Bus:
         for name, amount in amounts.items():
             if amount:
                 pipe.hincrby(stats_key(), name, amount)
-        await pipe.execute()
+        with translated():
+            await pipe.execute()

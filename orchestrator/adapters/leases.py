@@ -1,4 +1,5 @@
 """Leases in Redis: which daemon owns what, for a limited time, and which daemons are alive.
+Every method raises :class:`~orchestrator.errors.BusError` when Redis fails.
 
 A lease is a key holding its owner's consumer name with a time limit. Its owner renews it
 well before the limit; a daemon that dies stops renewing, and once the limit passes any other
@@ -13,8 +14,7 @@ import os
 import socket
 from dataclasses import dataclass
 
-from redis.asyncio import Redis
-
+from orchestrator.adapters.redis_client import AsyncConnection, translating
 from orchestrator.core.wire import daemon_key, daemons_key, lease_key
 from orchestrator.errors import ConfigError
 
@@ -107,7 +107,7 @@ def _process_gone(holder: str) -> bool:
 class Leases:
     """One daemon's side of the leases and the membership set."""
 
-    def __init__(self, redis: Redis, owner: str, ttl_ms: int) -> None:
+    def __init__(self, redis: AsyncConnection, owner: str, ttl_ms: int) -> None:
         if ttl_ms < 100:
             raise ValueError("a lease must last at least 100 ms")
         self.redis = redis
@@ -119,6 +119,7 @@ class Leases:
         self._membership = redis.register_script(_MEMBERSHIP)
         self._claim_name = redis.register_script(_CLAIM_NAME)
 
+    @translating
     async def claim_name(self) -> NameTaken | None:
         """Hold this daemon's consumer name; ``NameTaken`` when another live process has it.
 
@@ -140,10 +141,12 @@ class Leases:
             other = _text(again)
         return NameTaken(other)
 
+    @translating
     async def drop_name(self) -> None:
         """Give up the consumer name (on a clean stop)."""
         await self._release(keys=[daemon_key(self.owner)], args=[self.me])
 
+    @translating
     async def members(self, *, join: bool = True) -> list[str]:
         """Renew (or end, ``join=False``) this daemon's membership; the live daemons, sorted."""
         names = await self._membership(
@@ -151,6 +154,7 @@ class Leases:
         )
         return sorted(_text(n) for n in names)
 
+    @translating
     async def acquire(self, names: list[str], *, take: int) -> set[str]:
         """Renew the leases among ``names`` that are ours and take up to ``take`` free ones.
 
@@ -164,6 +168,7 @@ class Leases:
         prefix = len(lease_key(""))
         return {_text(k)[prefix:] for k in held}
 
+    @translating
     async def release(self, names: list[str]) -> None:
         """Give up the leases among ``names`` that are ours."""
         if names:

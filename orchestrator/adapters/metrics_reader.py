@@ -9,9 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from redis.asyncio import Redis
-
 from orchestrator.adapters.metrics import FAMILIES, INF, Family, bound_text
+from orchestrator.adapters.redis_client import AsyncConnection, translating
 
 __all__ = ["HistogramSeries", "Reading", "Series", "read_metrics"]
 
@@ -48,12 +47,13 @@ class Reading:
     histograms: tuple[HistogramSeries, ...] = ()
 
 
-async def read_metrics(redis: Redis) -> tuple[Reading, ...]:
+@translating
+async def read_metrics(redis: AsyncConnection) -> tuple[Reading, ...]:
     """Every family's series, summed over every process (one round trip); a family without
     labels has its one series from the start, at zero.
 
     Raises:
-        RedisError: when Redis cannot be read.
+        BusError: when Redis cannot be read.
     """
     pipe = redis.pipeline(transaction=False)
     for family in FAMILIES:

@@ -22,9 +22,12 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from redis import Redis as SyncRedis
-from redis.asyncio import Redis
-
+from orchestrator.adapters.redis_client import (
+    AsyncConnection,
+    Connection,
+    translated,
+    translating,
+)
 from orchestrator.core.caps import Breach, Cap, CapLimits, Unit, check, day_of
 from orchestrator.core.wire import caps_key, daemons_key, spend_key
 
@@ -108,7 +111,7 @@ class SpendLedger:
     """Today's counters for the daemon: reserve, settle, warn once."""
 
     def __init__(
-        self, redis: Redis, zone: ZoneInfo, *, interval_s: float = FLUSH_INTERVAL_S
+        self, redis: AsyncConnection, zone: ZoneInfo, *, interval_s: float = FLUSH_INTERVAL_S
     ) -> None:
         self.redis = redis
         self.zone = zone
@@ -124,6 +127,7 @@ class SpendLedger:
         """A reservation of nothing, for a call no cap applies to (only counted after it)."""
         return Reservation(day=self._day(now), amounts={})
 
+    @translating
     async def reserve(
         self, caps: tuple[Cap, ...], estimate: Mapping[Unit, int], now: datetime
     ) -> Reservation | Breach:
@@ -150,6 +154,7 @@ class SpendLedger:
             raise RuntimeError(f"spend counters of {day}: a cap refused the call, none passed")
         return breach
 
+    @translating
     async def settle(
         self, reservation: Reservation, spent: Spent | None, watched: Sequence[str] = ()
     ) -> dict[str, int]:
@@ -213,6 +218,7 @@ class SpendLedger:
             self._flusher = None
         await self.flush()
 
+    @translating
     async def read_days(self, now: datetime, days: int) -> list[tuple[date, dict[str, int]]]:
         """The counters of the last ``days`` days (today first)."""
         wanted = _days(now, self.zone, days)
@@ -221,6 +227,7 @@ class SpendLedger:
             pipe.hgetall(spend_key(day.isoformat()))
         return [(day, _decode(raw)) for day, raw in zip(wanted, await pipe.execute(), strict=True)]
 
+    @translating
     async def claim_warning(self, day: str, cap: Cap, *, full: bool = False) -> bool:
         """Whether this is the first warning about ``cap`` on ``day`` (then it is recorded);
         ``full``: the first that it is used up, claimed apart from the 80 % one."""
@@ -229,14 +236,16 @@ class SpendLedger:
 
 
 def read_days(
-    redis: SyncRedis, zone: ZoneInfo, now: datetime, days: int
+    redis: Connection, zone: ZoneInfo, now: datetime, days: int
 ) -> list[tuple[date, dict[str, int]]]:
     """The counters of the last ``days`` days (today first), for ``arena budget``."""
     wanted = _days(now, zone, days)
     pipe = redis.pipeline(transaction=False)
     for day in wanted:
         pipe.hgetall(spend_key(day.isoformat()))
-    return [(day, _decode(raw)) for day, raw in zip(wanted, pipe.execute(), strict=True)]
+    with translated():
+        counters = pipe.execute()
+    return [(day, _decode(raw)) for day, raw in zip(wanted, counters, strict=True)]
 
 
 def _days(now: datetime, zone: ZoneInfo, days: int) -> list[date]:
@@ -256,7 +265,8 @@ return redis.call('GET', KEYS[1])
 """
 
 
-async def publish_caps(redis: Redis, limits: CapLimits) -> None:
+@translating
+async def publish_caps(redis: AsyncConnection, limits: CapLimits) -> None:
     """Record the caps this daemon enforces (each daemon start overwrites them)."""
     await redis.set(caps_key(), limits.as_json())
 
@@ -271,13 +281,16 @@ def _parse_caps(raw: bytes | str | None) -> CapLimits | None:
         return None
 
 
-async def enforced_caps(redis: Redis) -> CapLimits | None:
+@translating
+async def enforced_caps(redis: AsyncConnection) -> CapLimits | None:
     """The caps the running daemons enforce (None: no daemon is running, or none recorded)."""
     script = redis.register_script(_ENFORCED)
     return _parse_caps(await script(keys=[caps_key(), daemons_key()]))
 
 
-def read_enforced_caps(redis: SyncRedis) -> CapLimits | None:
+def read_enforced_caps(redis: Connection) -> CapLimits | None:
     """:func:`enforced_caps` for ``arena budget``."""
     script = redis.register_script(_ENFORCED)
-    return _parse_caps(script(keys=[caps_key(), daemons_key()]))
+    with translated():
+        recorded = script(keys=[caps_key(), daemons_key()])
+    return _parse_caps(recorded)

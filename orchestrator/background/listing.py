@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import redis
 from rq.job import Job, JobStatus
 from rq.results import Result
 from rq.serializers import JSONSerializer
 
+from orchestrator.adapters.redis_client import Connection, translated
 from orchestrator.background.queue import queue
 from orchestrator.core.wire import schedule_key
 
@@ -60,10 +60,14 @@ class JobRow:
         }
 
 
-def store_schedule(connection: redis.Redis, times: dict[str, datetime], now: datetime) -> None:
-    """Record the daemon's next fire times for ``arena jobs`` (expires if not refreshed)."""
+def store_schedule(connection: Connection, times: dict[str, datetime], now: datetime) -> None:
+    """Record the daemon's next fire times for ``arena jobs`` (expires if not refreshed).
+
+    Raises:
+        BusError: when Redis cannot be written.
+    """
     key = schedule_key()
-    with connection.pipeline() as pipe:
+    with translated(), connection.pipeline() as pipe:
         pipe.delete(key)
         for name, when in times.items():
             pipe.hset(key, name, when.isoformat())
@@ -72,9 +76,18 @@ def store_schedule(connection: redis.Redis, times: dict[str, datetime], now: dat
         pipe.execute()
 
 
-def list_jobs(connection: redis.Redis, *, limit: int = LIST_LIMIT) -> list[JobRow]:
+def list_jobs(connection: Connection, *, limit: int = LIST_LIMIT) -> list[JobRow]:
     """The daemon's schedule, then queued, running, retrying, failed and finished jobs (the
-    most recently enqueued first)."""
+    most recently enqueued first).
+
+    Raises:
+        BusError: when Redis cannot be read.
+    """
+    with translated():
+        return _list_jobs(connection, limit)
+
+
+def _list_jobs(connection: Connection, limit: int) -> list[JobRow]:
     rows = _schedule_rows(connection)
     q = queue(connection)
     ids: dict[str, None] = {}
@@ -100,7 +113,7 @@ def schedule_rows(times: Mapping[str, str], status: str) -> list[JobRow]:
     ]
 
 
-def _schedule_rows(connection: redis.Redis) -> list[JobRow]:
+def _schedule_rows(connection: Connection) -> list[JobRow]:
     raw = connection.hgetall(schedule_key())
     times = {_text(k): _text(v) for k, v in raw.items()}
     times.pop("updated_at", None)

@@ -27,12 +27,12 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-import redis
 from rq import Queue, Retry
 from rq.exceptions import DuplicateJobError, NoSuchJobError
 from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
 
+from orchestrator.adapters.redis_client import Connection, translated
 from orchestrator.core.wire import job_guard_key, validate_group
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.settings import Settings
@@ -119,7 +119,7 @@ class _Request:
     policy: JobPolicy
 
 
-def queue(connection: redis.Redis) -> Queue:
+def queue(connection: Connection) -> Queue:
     """The ``arena`` queue, with the JSON serializer."""
     return Queue(QUEUE_NAMES[0], connection=connection, serializer=JSONSerializer)
 
@@ -139,16 +139,21 @@ def prune_job_id(day: date) -> str:
     return f"prune_{day.isoformat()}"
 
 
-def fetch_job(connection: redis.Redis, job_id: str) -> Job | None:
-    """The job with this id, if Redis still has it."""
+def fetch_job(connection: Connection, job_id: str) -> Job | None:
+    """The job with this id, if Redis still has it.
+
+    Raises:
+        BusError: when Redis cannot be read.
+    """
     try:
-        return Job.fetch(job_id, connection=connection, serializer=JSONSerializer)
+        with translated():
+            return Job.fetch(job_id, connection=connection, serializer=JSONSerializer)
     except NoSuchJobError:
         return None
 
 
 def enqueue_distill(
-    connection: redis.Redis,
+    connection: Connection,
     agent_id: str,
     day: date,
     trigger: str,
@@ -164,7 +169,7 @@ def enqueue_distill(
 
     Raises:
         ValidationError: if ``agent_id`` is not a valid id.
-        redis.RedisError: when Redis cannot be reached.
+        BusError: when Redis cannot be reached.
     """
     log = PersonalLog(settings.workspaces_dir, settings.zone).path(agent_id, day)
     try:
@@ -185,7 +190,7 @@ def enqueue_distill(
 
 
 def enqueue_summary(
-    connection: redis.Redis,
+    connection: Connection,
     group: str,
     upto_seq: int | None,
     trigger: str,
@@ -200,7 +205,7 @@ def enqueue_summary(
 
     Raises:
         ValidationError: if ``group`` is not a valid group id.
-        redis.RedisError: when Redis cannot be reached.
+        BusError: when Redis cannot be reached.
     """
     validate_group(group)
     revision = None if upto_seq is None else str(upto_seq)
@@ -218,7 +223,7 @@ def enqueue_summary(
 
 
 def enqueue_prune(
-    connection: redis.Redis,
+    connection: Connection,
     day: date,
     trigger: str,
     *,
@@ -228,7 +233,7 @@ def enqueue_prune(
     """Enqueue the retention run of ``day``, once a day.
 
     Raises:
-        redis.RedisError: when Redis cannot be reached.
+        BusError: when Redis cannot be reached.
     """
     meta = {"kind": "prune", "target": "storage", "day": day.isoformat()}
     request = _Request(
@@ -243,7 +248,12 @@ def enqueue_prune(
     return _enqueue_once(connection, request)
 
 
-def _enqueue_once(connection: redis.Redis, request: _Request) -> EnqueueResult:
+def _enqueue_once(connection: Connection, request: _Request) -> EnqueueResult:
+    with translated():
+        return _enqueue_or_replace(connection, request)
+
+
+def _enqueue_or_replace(connection: Connection, request: _Request) -> EnqueueResult:
     job_id = request.job_id
     if _submit(connection, request):
         return EnqueueResult(job_id=job_id, enqueued=True, status="queued", detail="enqueued")
@@ -276,7 +286,7 @@ def _enqueue_once(connection: redis.Redis, request: _Request) -> EnqueueResult:
         connection.delete(job_guard_key(job_id))
 
 
-def _submit(connection: redis.Redis, request: _Request) -> bool:
+def _submit(connection: Connection, request: _Request) -> bool:
     """Enqueue unless a job with the request's id exists (one atomic step in Redis)."""
     policy, meta = request.policy, request.meta
     retry = None

@@ -27,9 +27,11 @@ import logging
 import threading
 from collections.abc import Sequence
 
-import redis
 from rq.scheduler import RQScheduler
 from rq.serializers import JSONSerializer
+
+from orchestrator.adapters.redis_client import connect, translated
+from orchestrator.errors import BusError, BusUnavailable
 
 __all__ = ["Requeuer"]
 
@@ -51,7 +53,7 @@ class Requeuer:
         self._queue_names = frozenset(queue_names)
         self._scheduler = RQScheduler(
             list(queue_names),
-            connection=redis.Redis.from_url(redis_url),  # RQ opens a pool like this one's
+            connection=connect(redis_url),  # RQ opens a pool like this one's
             interval=INTERVAL_S,
             logging_level=logging.WARNING,
             serializer=JSONSerializer,
@@ -75,13 +77,14 @@ class Requeuer:
         unreachable = False
         while not self._stopping.is_set():
             try:
-                self._step()
-            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                with translated():
+                    self._step()
+            except BusUnavailable as exc:
                 self._registered = False
                 if not unreachable:
                     logger.warning(
                         "cannot reach Redis to requeue due jobs (%s); trying again every %d s",
-                        exc,
+                        exc.problem,
                         INTERVAL_S,
                     )
                 unreachable = True
@@ -110,14 +113,15 @@ class Requeuer:
     def _let_go(self) -> None:
         scheduler = self._scheduler
         try:
-            if scheduler.acquired_locks:
-                scheduler.release_locks()  # type: ignore[no-untyped-call]  # rq is untyped here
-                scheduler.register_death()
-        except redis.RedisError as exc:
+            with translated():
+                if scheduler.acquired_locks:
+                    scheduler.release_locks()  # type: ignore[no-untyped-call]  # rq is untyped
+                    scheduler.register_death()
+        except BusError as exc:
             logger.warning(
                 "cannot release the scheduler lock (%s); it expires within %d s",
-                exc,
+                exc.problem,
                 INTERVAL_S + 60,
             )
-        with contextlib.suppress(redis.RedisError):
+        with contextlib.suppress(BusError), translated():
             scheduler.connection.close()

@@ -26,17 +26,17 @@ import logging
 from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime, time, timedelta
 
-import redis
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
-from redis.exceptions import RedisError
 from sqlalchemy.engine import Engine
 
+from orchestrator.adapters.redis_client import Connection, connect, translated
 from orchestrator.background.idle import History, IdleWatch
 from orchestrator.background.listing import store_schedule
 from orchestrator.background.queue import enqueue_distill, enqueue_prune
 from orchestrator.background.retention import enabled as retention_enabled
 from orchestrator.core.wire import schedule_key
+from orchestrator.errors import BusError
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.settings import Settings
@@ -236,7 +236,7 @@ def build_scheduler(
 class Schedule:
     """The daemon's running scheduler and the Redis connection its jobs enqueue through."""
 
-    def __init__(self, scheduler: AsyncIOScheduler, connection: redis.Redis) -> None:
+    def __init__(self, scheduler: AsyncIOScheduler, connection: Connection) -> None:
         self.scheduler = scheduler
         self.connection = connection
 
@@ -248,7 +248,7 @@ class Schedule:
         await asyncio.to_thread(self._close)
 
     def _close(self) -> None:
-        with contextlib.suppress(RedisError):
+        with contextlib.suppress(BusError), translated():
             self.connection.delete(schedule_key())
         self.connection.close()
 
@@ -260,9 +260,9 @@ async def start_schedule(
 
     Message handling does not depend on the schedule, so the daemon carries on without it.
     """
-    connection: redis.Redis | None = None
+    connection: Connection | None = None
     try:
-        connection = redis.Redis.from_url(settings.effective_redis_url, socket_timeout=10)
+        connection = connect(settings.effective_redis_url, socket_timeout=10)
         bound = connection
 
         def enqueue(agent: str, day: date, trigger: str) -> object:

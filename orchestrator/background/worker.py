@@ -9,30 +9,18 @@ import logging
 import socket
 from collections.abc import Collection
 
-import redis
-from redis.backoff import ExponentialBackoff
-from redis.retry import Retry
 from rq import Queue, Worker
 from rq.serializers import JSONSerializer
 
+from orchestrator.adapters.redis_client import connect, connect_patient, translated
 from orchestrator.background import jobs as _jobs  # noqa: F401  (loaded before RQ forks)
 from orchestrator.background.queue import QUEUE_NAMES
 from orchestrator.background.requeue import Requeuer
+from orchestrator.errors import BusError
 
 __all__ = ["forget_workers", "run_worker"]
 
 logger = logging.getLogger(__name__)
-
-RECONNECT_CAP_S = 1.0
-
-
-def _until_redis_answers() -> Retry:
-    """The worker's commands wait for Redis as long as it is away, trying again at least once
-    a second. Otherwise redis-py gives up after ten attempts (within about 5 s), and RQ ends
-    the worker with a traceback at the first command that fails outside its wait for jobs:
-    after a Redis restart that took a little longer no job would run again. A worker has
-    nothing to do without Redis anyway."""
-    return Retry(ExponentialBackoff(cap=RECONNECT_CAP_S, base=0.05), retries=-1)
 
 
 def forget_workers(redis_url: str, pids: Collection[int]) -> list[str]:
@@ -44,14 +32,15 @@ def forget_workers(redis_url: str, pids: Collection[int]) -> list[str]:
     """
     host = socket.gethostname()
     forgotten: list[str] = []
-    with redis.Redis.from_url(redis_url) as connection:
+    with connect(redis_url) as connection:
         try:
-            for worker in Worker.all(connection=connection, serializer=JSONSerializer):
-                if worker.hostname == host and worker.pid in pids:
-                    worker.register_death()  # type: ignore[no-untyped-call]  # rq is untyped here
-                    forgotten.append(worker.name)
-        except redis.RedisError as exc:  # they expire by themselves within minutes
-            logger.warning("cannot unregister the workers that are gone: %s", exc)
+            with translated():
+                for worker in Worker.all(connection=connection, serializer=JSONSerializer):
+                    if worker.hostname == host and worker.pid in pids:
+                        worker.register_death()  # type: ignore[no-untyped-call]  # rq untyped
+                        forgotten.append(worker.name)
+        except BusError as exc:  # they expire by themselves within minutes
+            logger.warning("cannot unregister the workers that are gone: %s", exc.problem)
     return forgotten
 
 
@@ -72,7 +61,7 @@ def run_worker(
     """
     if model_sdk:
         from orchestrator.adapters import llm  # noqa: F401  (the SDK, only with a key)
-    connection = redis.Redis.from_url(redis_url, retry=_until_redis_answers())
+    connection = connect_patient(redis_url)
     queues = [Queue(q, connection=connection, serializer=JSONSerializer) for q in QUEUE_NAMES]
     worker = Worker(queues, connection=connection, name=name, serializer=JSONSerializer)
     logger.info("worker %s listening on %s", worker.name, ", ".join(QUEUE_NAMES))

@@ -9,15 +9,15 @@ from __future__ import annotations
 from datetime import datetime
 
 import click
-import redis
-from redis.exceptions import RedisError
 from rich.table import Table
 
+from orchestrator.adapters.redis_client import connect
 from orchestrator.adapters.spend import read_days, read_enforced_caps
 from orchestrator.cli.output import json_text, out
 from orchestrator.client import ArenaClient
 from orchestrator.core.agents import load_agents
 from orchestrator.core.spend_report import SpendReport, spend_report
+from orchestrator.errors import BusError
 from orchestrator.runtime.spending import cap_limits
 from orchestrator.settings import Settings
 
@@ -38,12 +38,12 @@ def _report(settings: Settings) -> SpendReport:
     now = datetime.now(settings.zone)
     with ArenaClient.from_settings(settings) as client:
         client.ping()  # one clear line when Redis is not there
-    connection = redis.Redis.from_url(settings.effective_redis_url)
+    connection = connect(settings.effective_redis_url)
     try:
         counters = read_days(connection, settings.zone, now, DAYS)
         enforced = read_enforced_caps(connection)
-    except RedisError as exc:
-        raise click.ClickException(f"cannot read the spend counters: {exc}") from None
+    except BusError as exc:
+        raise click.ClickException(f"cannot read the spend counters: {exc.problem}") from None
     finally:
         connection.close()
     if enforced is not None:  # the running daemon's caps, whatever this shell sets

@@ -8,11 +8,9 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from redis.asyncio import Redis
-from redis.exceptions import RedisError
-
 from orchestrator.adapters.mqtt import ping_mqtt
 from orchestrator.adapters.probes import ping_redis
+from orchestrator.adapters.redis_client import connect_async
 from orchestrator.adapters.spend import enforced_caps
 from orchestrator.cli.occupant import running_mqtt_url
 from orchestrator.cli.resources import database
@@ -28,7 +26,7 @@ from orchestrator.core.context.build import (
 from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.models import AgentSpec, ChatMessage, MessageKind
 from orchestrator.core.prompts import Prompts
-from orchestrator.errors import OrchestratorError
+from orchestrator.errors import BusError, OrchestratorError
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.runtime.spending import cap_limits, unpriced_dollar_cap
 from orchestrator.settings import Settings
@@ -111,12 +109,12 @@ async def _check_enforced(
 ) -> CheckResult | None:
     """The caps the running daemon enforces, when they differ from this shell's."""
     try:
-        redis = Redis.from_url(settings.effective_redis_url, socket_timeout=3)
+        redis = connect_async(settings.effective_redis_url, socket_timeout=3)
     except ValueError:  # a malformed URL: the redis line says what is wrong
         return None
     try:
         enforced = await enforced_caps(redis)
-    except (RedisError, OSError, ValueError):
+    except (BusError, OSError, ValueError):
         return None  # the redis line says what is wrong
     finally:
         await redis.aclose()

@@ -8,17 +8,16 @@ from datetime import UTC, datetime
 from typing import IO
 
 import click
-import redis
-from redis.exceptions import RedisError
 
 from orchestrator.adapters.probes import ping_redis
+from orchestrator.adapters.redis_client import connect
 from orchestrator.background.queue import enqueue_summary
 from orchestrator.background.summary import MAX_MESSAGES
 from orchestrator.cli.output import err, out
 from orchestrator.cli.resources import database
 from orchestrator.core.agents import load_agents
 from orchestrator.core.wire import agent_names, validate_group
-from orchestrator.errors import OrchestratorError
+from orchestrator.errors import BusError, OrchestratorError
 from orchestrator.memory.conversation.importer import ImportSettings, Progress, parse_lines
 from orchestrator.memory.conversation.importing import ImportResult, import_messages
 from orchestrator.memory.conversation.store import HistoryStore
@@ -57,9 +56,7 @@ def _after(settings: Settings, result: ImportResult) -> list[str]:
     )
     try:
         asyncio.run(ping_redis(settings.effective_redis_url, timeout_s=REDIS_TIMEOUT_S))
-        connection = redis.Redis.from_url(
-            settings.effective_redis_url, socket_timeout=REDIS_TIMEOUT_S
-        )
+        connection = connect(settings.effective_redis_url, socket_timeout=REDIS_TIMEOUT_S)
         try:
             queued = [
                 enqueue_summary(connection, group, upto, "import", settings=settings)
@@ -67,7 +64,9 @@ def _after(settings: Settings, result: ImportResult) -> list[str]:
             ]
         finally:
             connection.close()
-    except (OrchestratorError, RedisError) as exc:
+    except BusError as exc:
+        return [f"Redis is not reachable ({exc.problem}); {later}"]
+    except OrchestratorError as exc:
         return [f"Redis is not reachable ({exc}); {later}"]
     jobs = ", ".join(f"{q.job_id} {q.detail}" for q in queued)
     return [f"summary: {jobs} (a background worker updates it)"]

@@ -10,8 +10,6 @@ from datetime import UTC, date, datetime
 from typing import Any, TypeVar
 
 import click
-import redis
-from redis.exceptions import RedisError
 from rich import box
 from rich.table import Table
 from rich.text import Text
@@ -19,6 +17,7 @@ from rq import Worker
 from rq.job import Job, JobStatus
 
 from orchestrator.adapters.probes import ping_redis
+from orchestrator.adapters.redis_client import Connection, connect, translated
 from orchestrator.background.listing import JobRow, list_jobs, schedule_rows
 from orchestrator.background.queue import (
     QUEUE_NAMES,
@@ -33,7 +32,7 @@ from orchestrator.cli.resources import database
 from orchestrator.core.agents import load_agents
 from orchestrator.core.models import known_agent
 from orchestrator.core.wire import validate_group
-from orchestrator.errors import OrchestratorError, ServiceError, ValidationError
+from orchestrator.errors import BusError, OrchestratorError, ServiceError, ValidationError
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.settings import Settings
 
@@ -59,14 +58,15 @@ class JobWaitError(OrchestratorError):
 
 
 @contextmanager
-def _redis(settings: Settings) -> Iterator[redis.Redis]:
+def _redis(settings: Settings) -> Iterator[Connection]:
     """A connection to the configured Redis; connection errors become one clear line."""
     asyncio.run(ping_redis(settings.effective_redis_url, timeout_s=5))
-    connection = redis.Redis.from_url(settings.effective_redis_url, socket_timeout=10)
+    connection = connect(settings.effective_redis_url, socket_timeout=10)
     try:
-        yield connection
-    except RedisError as exc:
-        raise ServiceError("redis", f"{exc.__class__.__name__}: {exc}") from exc
+        with translated():  # what RQ sends, too
+            yield connection
+    except BusError as exc:
+        raise ServiceError("redis", f"{exc.kind}: {exc.problem}") from exc
     finally:
         connection.close()
 
@@ -199,7 +199,7 @@ def _parse_day(text: str) -> date:
         raise ValidationError("date", f"{text!r} is not a date (YYYY-MM-DD)") from None
 
 
-def _report(connection: redis.Redis, result: EnqueueResult, wait_s: float | None) -> None:
+def _report(connection: Connection, result: EnqueueResult, wait_s: float | None) -> None:
     if result.enqueued:
         out.print(f"{result.job_id}: {result.detail}", markup=False)
     else:
@@ -222,7 +222,7 @@ def _report(connection: redis.Redis, result: EnqueueResult, wait_s: float | None
     )
 
 
-def wait_for_job(connection: redis.Redis, job_id: str, timeout_s: float) -> Job:
+def wait_for_job(connection: Connection, job_id: str, timeout_s: float) -> Job:
     """Poll until the job has ended (finished, failed, stopped or canceled).
 
     Raises:
@@ -253,7 +253,7 @@ def wait_for_job(connection: redis.Redis, job_id: str, timeout_s: float) -> Job:
         time.sleep(POLL_S)
 
 
-def _has_worker(connection: redis.Redis) -> bool:
+def _has_worker(connection: Connection) -> bool:
     return any(
         set(worker.queue_names()) & set(QUEUE_NAMES) for worker in Worker.all(connection=connection)
     )

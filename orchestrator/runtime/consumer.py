@@ -19,9 +19,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Protocol
 
-from redis.exceptions import RedisError
-
-from orchestrator.adapters.bus import Bus, Entry
+from orchestrator.adapters.bus import Bus, DeadLetter, Entry
 from orchestrator.adapters.metrics import FailureReason
 from orchestrator.core.models import ChatMessage
 from orchestrator.core.wire import (
@@ -31,10 +29,9 @@ from orchestrator.core.wire import (
     partition_of,
     partition_stream,
 )
-from orchestrator.errors import ValidationError
+from orchestrator.errors import BusError, ValidationError
 from orchestrator.runtime.coordinator import Coordinator
 from orchestrator.runtime.dispatch import GroupDispatcher
-from orchestrator.runtime.partitioner import Partitioner
 from orchestrator.runtime.pipeline import Pipeline
 from orchestrator.settings import Settings
 
@@ -97,7 +94,6 @@ class Consumer:
         self._in_hand: set[str] = set()
         self._per_partition: Counter[int] = Counter()
         self._streams = {partition_stream(p): p for p in range(PARTITIONS)}
-        self.partitioner = Partitioner(bus.redis, settings.consumer)
         # Look for abandoned messages about twice per idle limit (at most every 15 s).
         self._claim_every_s = min(CLAIM_EVERY_S, max(0.5, settings.claim_idle_ms / 2000))
 
@@ -144,8 +140,8 @@ class Consumer:
                     for stream in streams:
                         entries += await self.bus.claim(stream, self.settings.claim_idle_ms)
                     last_claim = time.monotonic()
-            except RedisError as exc:
-                logger.warning("redis read failed (%s); retrying in %.1fs", exc, backoff)
+            except BusError as exc:
+                logger.warning("redis read failed (%s); retrying in %.1fs", exc.problem, backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 10.0)
                 continue
@@ -170,10 +166,10 @@ class Consumer:
                 await asyncio.sleep(READ_BLOCK_MS / 1000)
                 continue
             try:
-                await self.partitioner.step(ROUTE_COUNT, READ_BLOCK_MS, claim=claim)
+                await self.bus.route(ROUTE_COUNT, READ_BLOCK_MS, claim=claim)
                 claim = False
-            except RedisError as exc:
-                logger.warning("routing failed (%s); retrying", exc)
+            except BusError as exc:
+                logger.warning("routing failed (%s); retrying", exc.problem)
                 claim = True
                 await asyncio.sleep(1.0)
 
@@ -195,7 +191,9 @@ class Consumer:
             )
         except ValidationError as exc:
             logger.warning("message %s rejected: %s", message_id, exc)
-            await self.bus.dead_letter(message_id, fields, str(exc))
+            await self.bus.dead_letter(
+                DeadLetter(entry_id=message_id, reason=str(exc), fields=fields)
+            )
             await self.bus.ack(entry.stream, entry.id)
             if self.metrics is not None:
                 await self.metrics.rejected()
@@ -211,20 +209,22 @@ class Consumer:
                 try:
                     await self._handle_once(work)
                     return
-                except RedisError as exc:
+                except BusError as exc:
                     # Every step is idempotent: handling it again finishes it without a second
                     # reply. Trying again here holds the group's later messages back, so the
                     # group's order is kept; when stopping, or when another daemon has taken
                     # the partition, it stays unacknowledged and is resumed from Redis.
                     if self._stop.is_set() or not self._coordinator.holds(work.partition):
                         logger.warning(
-                            "message %s interrupted (%s); it will be resumed", work.message.id, exc
+                            "message %s interrupted (%s); it will be resumed",
+                            work.message.id,
+                            exc.problem,
                         )
                         return
                     logger.warning(
                         "message %s interrupted (%s); trying again in %.1fs",
                         work.message.id,
-                        exc,
+                        exc.problem,
                         backoff,
                     )
                     await asyncio.sleep(backoff)
@@ -236,18 +236,12 @@ class Consumer:
     async def _handle_once(self, work: _Work) -> None:
         try:
             await self.pipeline.handle(work.message)
-        except RedisError:
+        except BusError:
             raise
         except Exception as exc:
             logger.exception("message %s failed", work.message.id)
-            raw = {
-                b"group": work.message.group.encode(),
-                b"sender": work.message.sender.encode(),
-                b"text": work.message.text.encode(),
-            }
-            await asyncio.shield(
-                self.bus.dead_letter(work.message.id, raw, f"internal error: {exc!r}"[:500])
-            )
+            letter = DeadLetter.of(work.message, f"internal error: {exc!r}")
+            await asyncio.shield(self.bus.dead_letter(letter))
             if self.metrics is not None:
                 await self.metrics.message_failed("internal", dead_lettered=True)
         await asyncio.shield(self.bus.ack(work.entry.stream, work.entry.id))

@@ -15,11 +15,9 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 
-from redis.exceptions import RedisError
-
 from orchestrator.adapters.leases import Leases, name_taken_error
 from orchestrator.core.wire import PARTITIONS
-from orchestrator.errors import OrchestratorError
+from orchestrator.errors import BusError, OrchestratorError
 from orchestrator.runtime.shares import plan
 
 __all__ = ["Coordinator"]
@@ -188,16 +186,16 @@ class Coordinator:
             try:
                 await self.round()
                 backoff = self.round_s
+            except BusError as exc:
+                logger.warning("cannot renew leases (%s); retrying", exc.problem)
+                backoff = min(self.round_s, 1.0)
             except OrchestratorError as exc:
                 failed(exc)
                 return
-            except RedisError as exc:
-                logger.warning("cannot renew leases (%s); retrying", exc)
-                backoff = min(self.round_s, 1.0)
 
     async def close(self) -> None:
         """Give everything back so other daemons take over at once (a clean stop)."""
-        with contextlib.suppress(RedisError):
+        with contextlib.suppress(BusError):
             await self.leases.release([_name(p) for p in self._held] + [ROUTER])
             await self.leases.members(join=False)
             await self.leases.drop_name()

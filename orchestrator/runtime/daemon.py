@@ -8,7 +8,6 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from redis.asyncio import BlockingConnectionPool, Redis
 from sqlalchemy.engine import Engine
 
 from orchestrator.adapters.bus import Bus
@@ -18,7 +17,9 @@ from orchestrator.adapters.metrics import MetricsRecorder
 from orchestrator.adapters.mqtt_broker import publisher_url
 from orchestrator.adapters.probes import ping_redis
 from orchestrator.adapters.providers import build_llm
+from orchestrator.adapters.redis_client import connect, connect_pool
 from orchestrator.adapters.spend import publish_caps
+from orchestrator.adapters.summary_counts import SummaryCounts
 from orchestrator.background.schedule import start_schedule
 from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.prompts import Prompts
@@ -111,22 +112,19 @@ async def run(
     prompts = Prompts(settings.prompts_dir)
     await ping_redis(settings.effective_redis_url, timeout_s=5)
     engine = await asyncio.to_thread(make_engine, settings.effective_database_url)
-    # Commands wait for a free connection rather than fail when every one is busy (hundreds
-    # of groups in flight at once).
-    redis = Redis.from_pool(
-        BlockingConnectionPool.from_url(
-            settings.effective_redis_url,
-            max_connections=settings.redis_max_connections,
-            timeout=30,
-            socket_timeout=30,
-        )
+    redis = connect_pool(
+        settings.effective_redis_url,
+        max_connections=settings.redis_max_connections,
+        timeout_s=30,
     )
     provider = llm or build_llm(settings)
     publisher = MqttPublisher(publisher_url(settings))
     bus = Bus(redis, settings.consumer)
     drift = load_drift(settings)
     loaded = drift.snapshot()
-    summaries = SummaryTrigger(redis, settings)
+    summaries = SummaryTrigger(
+        SummaryCounts(redis), connect(settings.effective_redis_url), settings
+    )
     store = HistoryStore(engine)
     # This daemon is the only writer of the groups of the partitions it holds; on taking a
     # partition over, the consumer has it let go of that partition's groups.

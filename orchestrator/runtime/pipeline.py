@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Protocol
 
+from orchestrator.adapters.bus import DeadLetter
 from orchestrator.adapters.metrics import MessageSample
 from orchestrator.core.context.tokens import DriftCorrector, TokenCounter
 from orchestrator.core.models import AgentSpec, ChatMessage, MessageKind, RouteDecision
@@ -66,7 +67,7 @@ class SummaryHook(Protocol):
 class DeadLetters(Protocol):
     """Where messages that could not be answered are kept for ``arena retry``."""
 
-    async def dead_letter(self, entry_id: str, raw: Mapping[bytes, bytes], reason: str) -> None:
+    async def dead_letter(self, letter: DeadLetter) -> None:
         """Keep the message's fields with the reason."""
         ...
 
@@ -289,12 +290,7 @@ class Pipeline:
         reason = "model failed: " + "; ".join(tally.failures)
         if tally.over_budget:
             reason = "budget: " + "; ".join(tally.over_budget)
-        raw = {
-            b"group": message.group.encode(),
-            b"sender": message.sender.encode(),
-            b"text": message.text.encode(),
-        }
-        await self.dead_letters.dead_letter(message.id, raw, reason[:500])
+        await self.dead_letters.dead_letter(DeadLetter.of(message, reason))
 
     def _cap_warnings(self, message: ChatMessage, hop: int) -> list[Draft]:
         """A notice for each daily cap that this hop brought to 80 % (once a day per cap)."""

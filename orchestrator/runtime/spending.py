@@ -23,9 +23,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
-from redis.asyncio import Redis
-
 from orchestrator.adapters.offline import prompt_words
+from orchestrator.adapters.redis_client import AsyncConnection
 from orchestrator.adapters.spend import Reservation, SpendLedger, Spent, enforced_caps
 from orchestrator.core.caps import (
     MICRO,
@@ -297,7 +296,7 @@ def cap_limits(settings: Settings, agents: Sequence[AgentSpec]) -> CapLimits:
 
 
 async def caps_in_force(
-    redis: Redis, settings: Settings, agents: Sequence[AgentSpec]
+    redis: AsyncConnection, settings: Settings, agents: Sequence[AgentSpec]
 ) -> tuple[CapLimits, bool]:
     """The caps the running daemon enforces (and ``True``) when it recorded them, else those
     ``settings`` and ``agents`` set (and ``False``)."""
@@ -322,7 +321,7 @@ def unpriced_dollar_cap(settings: Settings, agents: Sequence[AgentSpec]) -> Conf
 
 def make_guard(
     settings: Settings,
-    redis: Redis,
+    redis: AsyncConnection,
     agents: Sequence[AgentSpec],
     events: Announcer,
     metrics: RefusalMetrics | None = None,

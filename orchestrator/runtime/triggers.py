@@ -1,7 +1,7 @@
 """When a group's rolling summary is due: every N messages, or at once on a decision.
 
-Counts live in Redis (one counter per group), so they survive restarts and are shared by
-several daemons.
+Counts live in Redis (:mod:`orchestrator.adapters.summary_counts`), so they survive restarts
+and are shared by several daemons.
 """
 
 from __future__ import annotations
@@ -10,13 +10,11 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
-import redis
-from redis.asyncio import Redis
-from redis.exceptions import RedisError
-
+from orchestrator.adapters.redis_client import Connection
+from orchestrator.adapters.summary_counts import SummaryCounts
 from orchestrator.background.queue import enqueue_summary
 from orchestrator.core.batching import Coalescer
-from orchestrator.core.wire import summary_counter_key
+from orchestrator.errors import BusError
 from orchestrator.settings import Settings
 
 __all__ = ["SummaryTrigger", "summary_due"]
@@ -57,14 +55,14 @@ def summary_due(count_since_last: int, text: str, every: int) -> str | None:
 class SummaryTrigger:
     """Counts a group's messages and enqueues its summary job when one is due."""
 
-    def __init__(self, redis_async: Redis, settings: Settings) -> None:
-        self._redis = redis_async
+    def __init__(self, counts: SummaryCounts, queue: Connection, settings: Settings) -> None:
+        """Count in ``counts``; enqueue through ``queue`` (a blocking connection, closed by
+        :meth:`close`)."""
+        self._store = counts
         self._settings = settings
-        self._sync = redis.Redis.from_url(settings.effective_redis_url)
+        self._sync = queue
         # Many groups' counts go to Redis in one round trip.
-        self._counts: Coalescer[tuple[str, int], int] = Coalescer(
-            self._count_many, name="summary-counts"
-        )
+        self._counts: Coalescer[tuple[str, int], int] = Coalescer(counts.add, name="summary-counts")
 
     def close(self) -> None:
         """Close the connection used for enqueueing."""
@@ -90,15 +88,12 @@ class SummaryTrigger:
             result = await asyncio.to_thread(
                 enqueue_summary, self._sync, group, None, trigger, settings=self._settings
             )
-            await self._redis.set(summary_counter_key(group), 0)
+            await self._store.reset(group)
             logger.info("group %s: summary due (%s): %s", group, trigger, result.detail)
             return trigger
-        except (RedisError, OSError) as exc:
+        except BusError as exc:
+            logger.warning("group %s: could not enqueue its summary: %s", group, exc.problem)
+            return None
+        except OSError as exc:
             logger.warning("group %s: could not enqueue its summary: %s", group, exc)
             return None
-
-    async def _count_many(self, counts: list[tuple[str, int]]) -> list[int]:
-        pipe = self._redis.pipeline(transaction=False)
-        for group, stored in counts:
-            pipe.incrby(summary_counter_key(group), stored)
-        return [int(total) for total in await pipe.execute()]

@@ -12,19 +12,17 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-import redis as sync_redis
-from redis.asyncio import Redis
-from redis.exceptions import RedisError
 from rq import Worker
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
+from orchestrator.adapters.outbox import OutboxReader
 from orchestrator.adapters.probes import ping_redis
+from orchestrator.adapters.redis_client import connect, connect_async, translated
 from orchestrator.adapters.stream_stats import stream_stats
 from orchestrator.background.queue import fetch_job, queue
 from orchestrator.core.agents import load_agents
 from orchestrator.core.models import AgentSpec
-from orchestrator.core.wire import outbox_stream
 from orchestrator.errors import BusError, OrchestratorError
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import open_engine
@@ -75,17 +73,18 @@ async def status(settings: Settings, *, now: datetime | None = None) -> Status:
     now = now or datetime.now(UTC)
     await ping_redis(settings.effective_redis_url, timeout_s=3)
     specs, agents_error = _agents(settings)
-    redis = Redis.from_url(settings.effective_redis_url)
+    redis = connect_async(settings.effective_redis_url)
+    outboxes = OutboxReader(redis)
     try:
-        streams = await stream_stats(redis)
-        stored = await asyncio.to_thread(_stored, settings, [a.id for a in specs])
-        groups = [
-            replace(g, outbox_length=await redis.xlen(outbox_stream(g.group)))
-            for g in stored.groups
-        ]
-        workers, jobs = await asyncio.to_thread(_background, settings, now)
-    except RedisError as exc:
-        raise BusError(f"cannot read status: {exc}") from exc
+        streams = await stream_stats(redis)  # its own error says what it could not read
+        try:
+            stored = await asyncio.to_thread(_stored, settings, [a.id for a in specs])
+            groups = [
+                replace(g, outbox_length=await outboxes.length(g.group)) for g in stored.groups
+            ]
+            workers, jobs = await asyncio.to_thread(_background, settings, now)
+        except BusError as exc:
+            raise BusError(f"cannot read status: {exc.problem}") from exc
     finally:
         await redis.aclose()
     agents = tuple(_agent(a, stored.heartbeats[a.id]) for a in specs)
@@ -232,30 +231,35 @@ def _storage(settings: Settings, stored: _Stored) -> Storage:
 
 
 def _background(settings: Settings, now: datetime) -> tuple[tuple[WorkerStatus, ...], Jobs]:
-    """RQ's workers with their heartbeat's age, and the queue's counts."""
-    connection = sync_redis.Redis.from_url(settings.effective_redis_url)
+    """RQ's workers with their heartbeat's age, and the queue's counts.
+
+    Raises:
+        BusError: when Redis cannot be read.
+    """
+    connection = connect(settings.effective_redis_url)
     try:
-        workers = tuple(
-            WorkerStatus(
-                name=w.name,
-                state=str(w.get_state()),
-                queues=tuple(w.queue_names()),
-                last_heartbeat=w.last_heartbeat.isoformat() if w.last_heartbeat else None,
-                heartbeat_age_s=_age_s(w.last_heartbeat, now),
+        with translated():
+            workers = tuple(
+                WorkerStatus(
+                    name=w.name,
+                    state=str(w.get_state()),
+                    queues=tuple(w.queue_names()),
+                    last_heartbeat=w.last_heartbeat.isoformat() if w.last_heartbeat else None,
+                    heartbeat_age_s=_age_s(w.last_heartbeat, now),
+                )
+                for w in Worker.all(connection=connection)
             )
-            for w in Worker.all(connection=connection)
-        )
-        q = queue(connection)
-        oldest_ids = q.get_job_ids(0, 1)
-        oldest = fetch_job(connection, oldest_ids[0]) if oldest_ids else None
-        jobs = Jobs(
-            queued=q.count,
-            oldest_queued_s=_age_s(oldest.enqueued_at, now) if oldest else None,
-            running=q.started_job_registry.count,
-            retrying=q.scheduled_job_registry.count,
-            failed=q.failed_job_registry.count,
-        )
-        return workers, jobs
+            q = queue(connection)
+            oldest_ids = q.get_job_ids(0, 1)
+            oldest = fetch_job(connection, oldest_ids[0]) if oldest_ids else None
+            jobs = Jobs(
+                queued=q.count,
+                oldest_queued_s=_age_s(oldest.enqueued_at, now) if oldest else None,
+                running=q.started_job_registry.count,
+                retrying=q.scheduled_job_registry.count,
+                failed=q.failed_job_registry.count,
+            )
+            return workers, jobs
     finally:
         connection.close()
 

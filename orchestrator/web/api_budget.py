@@ -10,11 +10,10 @@ from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends
-from redis.exceptions import RedisError
 
 from orchestrator.adapters.spend import SpendLedger
 from orchestrator.core.spend_report import spend_report
-from orchestrator.errors import ServiceError
+from orchestrator.errors import BusError, ServiceError
 from orchestrator.runtime.spending import caps_in_force
 from orchestrator.web.schemas import errors
 from orchestrator.web.schemas_status import SpendReport
@@ -40,7 +39,7 @@ async def budget(running: Annotated[Console, Depends(console)]) -> SpendReport:
     try:
         counters = await SpendLedger(running.redis, settings.zone).read_days(now, DAYS)
         limits, enforced = await caps_in_force(running.redis, settings, running.agents)
-    except RedisError as exc:
-        raise ServiceError("Redis", f"cannot read the spend counters ({exc})") from None
+    except BusError as exc:
+        raise ServiceError("Redis", f"cannot read the spend counters ({exc.problem})") from None
     report = spend_report(counters, limits, now, enforced=enforced)
     return SpendReport.model_validate(report.as_json())

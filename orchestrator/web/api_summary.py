@@ -7,13 +7,12 @@ from __future__ import annotations
 import time
 from typing import Annotated, Any
 
-import redis
 from fastapi import APIRouter, Depends, HTTPException
-from redis.exceptions import RedisError
 
+from orchestrator.adapters.redis_client import Connection, connect, translated
 from orchestrator.background.queue import enqueue_summary, fetch_job
 from orchestrator.core.wire import validate_group
-from orchestrator.errors import ServiceError, ValidationError
+from orchestrator.errors import BusError, ServiceError, ValidationError
 from orchestrator.web.schemas import errors
 from orchestrator.web.schemas_memory import Summarized
 from orchestrator.web.state import Console, console
@@ -43,17 +42,18 @@ def summarize(group: str, running: Annotated[Console, Depends(console)]) -> Summ
         raise HTTPException(404, f"group {name!r} has no messages yet")
     settings = running.settings
     try:
-        with redis.Redis.from_url(settings.effective_redis_url, socket_timeout=5) as connection:
+        with connect(settings.effective_redis_url, socket_timeout=5) as connection:
             result = enqueue_summary(
                 connection, name, latest[-1].seq, "manual", settings=settings, force=True
             )
-            status, detail = _outcome(connection, result.job_id)
-    except RedisError as exc:
-        raise ServiceError("redis", f"cannot enqueue the summary: {exc}") from None
+            with translated():  # the job's status is read through RQ
+                status, detail = _outcome(connection, result.job_id)
+    except BusError as exc:
+        raise ServiceError("redis", f"cannot enqueue the summary: {exc.problem}") from None
     return Summarized(job_id=result.job_id, enqueued=result.enqueued, status=status, detail=detail)
 
 
-def _outcome(connection: redis.Redis, job_id: str) -> tuple[str, str]:
+def _outcome(connection: Connection, job_id: str) -> tuple[str, str]:
     """The job's status and one line on its outcome once it ended, or its status after
     :data:`_WAIT_S`."""
     deadline = time.monotonic() + _WAIT_S

@@ -21,11 +21,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment
-from redis.asyncio import Redis
 from sqlalchemy.engine import Engine
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from orchestrator.adapters.outbox import OutboxReader
+from orchestrator.adapters.redis_client import connect_async
 from orchestrator.client import ArenaClient
 from orchestrator.core.agents import load_agents
 from orchestrator.core.models import AgentSpec
@@ -73,11 +74,11 @@ def _console(
     """What the handlers share while the console runs: its clients over ``engine`` and Redis."""
     client = ArenaClient.from_settings(settings)
     # An event stream's XREAD blocks up to keepalive_s: the socket waits longer.
-    redis = Redis.from_url(
+    redis = connect_async(
         settings.effective_redis_url, socket_timeout=keepalive_s + 10, socket_connect_timeout=5
     )
     rooms = Rooms(engine, agents, hop_limit=settings.hop_limit)
-    feeds = RoomFeeds(redis, events.renderer(rooms, agents), keepalive_s=keepalive_s)
+    feeds = RoomFeeds(OutboxReader(redis), events.renderer(rooms, agents), keepalive_s=keepalive_s)
     return Console(
         settings=settings,
         agents=agents,

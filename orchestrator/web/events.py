@@ -18,7 +18,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Query
 from fastapi.responses import StreamingResponse
-from redis.exceptions import RedisError
 
 from orchestrator.core.models import AgentSpec
 from orchestrator.core.wire import Outbound, validate_group
@@ -75,8 +74,8 @@ async def events(
 async def _stream_end(running: Console, group: str) -> str:
     try:
         return await running.feeds.stream_end(group)
-    except RedisError as exc:
-        raise BusError(f"cannot read the outbound stream: {exc.__class__.__name__}") from None
+    except BusError as exc:
+        raise BusError(f"cannot read the outbound stream: {exc.kind}") from None
 
 
 async def sse_events(running: Console, group: str, after: str) -> AsyncIterator[str]:
@@ -87,8 +86,8 @@ async def sse_events(running: Console, group: str, after: str) -> AsyncIterator[
         try:
             async for block in running.feeds.watch(group, after):
                 yield block
-        except RedisError as exc:
-            logger.warning("events of group %s stopped: %s", group, exc.__class__.__name__)
+        except BusError as exc:
+            logger.warning("events of group %s stopped: %s", group, exc.kind)
 
 
 def renderer(rooms: Rooms, agents: tuple[AgentSpec, ...]) -> Render:

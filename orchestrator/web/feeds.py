@@ -17,12 +17,10 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, cast
 
-from redis.asyncio import Redis
-from redis.exceptions import RedisError
-
-from orchestrator.core.wire import Outbound, decode_fields, outbox_stream
+from orchestrator.adapters.outbox import OutboxReader
+from orchestrator.core.wire import Outbound
+from orchestrator.errors import BusError
 
 __all__ = ["Event", "RoomFeeds", "entry_key"]
 
@@ -42,17 +40,14 @@ def entry_key(entry_id: str) -> tuple[int, int]:
     return int(ms), int(seq or 0)
 
 
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
 class _Feed:
     """The reader of one room's stream and the queues of its watchers."""
 
-    def __init__(self, redis: Redis, group: str, start: str, render: Render, block_ms: int) -> None:
-        self.redis = redis
+    def __init__(
+        self, outboxes: OutboxReader, group: str, start: str, render: Render, block_ms: int
+    ) -> None:
+        self.outboxes = outboxes
         self.block_ms = block_ms
-        self.stream = outbox_stream(group)
         self.group = group
         self.render = render
         self.watchers: set[asyncio.Queue[Event]] = set()
@@ -72,16 +67,11 @@ class _Feed:
     async def _read(self, after: str) -> None:
         try:
             while not self.stopping:
-                response = await self.redis.xread(
-                    {self.stream: after}, count=_BATCH, block=self.block_ms
-                )
-                for _name, items in cast(list[Any], response or []):
-                    for entry_id, fields in items:
-                        after = _text(entry_id)
-                        item = Outbound.from_fields(decode_fields(fields))
-                        self._hand_out((after, await self.render(after, item)))
-        except RedisError as exc:
-            logger.warning("events of group %s stopped: %s", self.group, exc.__class__.__name__)
+                posted = await self.outboxes.wait_after(self.group, after, _BATCH, self.block_ms)
+                for after, item in posted:
+                    self._hand_out((after, await self.render(after, item)))
+        except BusError as exc:
+            logger.warning("events of group %s stopped: %s", self.group, exc.kind)
         finally:
             self._hand_out(_END)
 
@@ -97,16 +87,17 @@ class _Feed:
 class RoomFeeds:
     """The shared readers of the rooms being watched in this process."""
 
-    def __init__(self, redis: Redis, render: Render, *, keepalive_s: float = 15.0) -> None:
-        self.redis = redis
+    def __init__(
+        self, outboxes: OutboxReader, render: Render, *, keepalive_s: float = 15.0
+    ) -> None:
+        self.outboxes = outboxes
         self.render = render
         self.keepalive_s = keepalive_s
         self._feeds: dict[str, _Feed] = {}
 
     async def stream_end(self, group: str) -> str:
         """The id of the room's newest outbound item (``0-0`` when it has none)."""
-        newest = cast(list[Any], await self.redis.xrevrange(outbox_stream(group), count=1))
-        return _text(newest[0][0]) if newest else "0-0"
+        return await self.outboxes.newest_id(group)
 
     async def watch(self, group: str, after: str) -> AsyncIterator[str]:
         """The room's event blocks after entry ``after``, then live ones; a keep-alive comment
@@ -114,7 +105,7 @@ class RoomFeeds:
         too far behind.
 
         Raises:
-            RedisError: reading what was missed failed.
+            BusError: reading what was missed failed.
         """
         queue: asyncio.Queue[Event] = asyncio.Queue()
         feed = await self._join(group, queue)
@@ -144,7 +135,7 @@ class RoomFeeds:
             feed = self._feeds.get(group)  # another watcher may have started it meanwhile
             if feed is None or feed.task.done():
                 block_ms = max(100, int(self.keepalive_s * 1000))
-                feed = _Feed(self.redis, group, start, self.render, block_ms)
+                feed = _Feed(self.outboxes, group, start, self.render, block_ms)
                 self._feeds[group] = feed
         feed.watchers.add(queue)
         return feed
@@ -159,17 +150,10 @@ class RoomFeeds:
         """What the room said after ``after`` up to now, read straight from its stream."""
         events: list[Event] = []
         while True:
-            rows = cast(
-                list[Any],
-                await self.redis.xrange(
-                    outbox_stream(group), min=f"({after}", max="+", count=_BATCH
-                ),
-            )
-            for entry_id, fields in rows:
-                after = _text(entry_id)
-                item = Outbound.from_fields(decode_fields(fields))
+            posted = await self.outboxes.after(group, after, _BATCH)
+            for after, item in posted:
                 events.append((after, await self.render(after, item)))
-            if len(rows) < _BATCH:
+            if len(posted) < _BATCH:
                 return events
 
     async def close(self) -> None:

@@ -26,13 +26,13 @@ from prometheus_client.core import (
     HistogramMetricFamily,
     Metric,
 )
-from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
 from orchestrator.adapters.metrics_reader import Reading, read_metrics
+from orchestrator.adapters.redis_client import AsyncConnection
 from orchestrator.adapters.spend import SpendLedger, enforced_caps
 from orchestrator.core.caps import MICRO, CapLimits
 from orchestrator.core.spend_report import SpendRow, spend_report
+from orchestrator.errors import BusError
 from orchestrator.runtime.spending import cap_limits
 
 __all__ = [
@@ -78,10 +78,10 @@ class ClientGauge:
 sse_clients = ClientGauge()
 
 
-def get_metrics_source(request: Request) -> Redis:
+def get_metrics_source(request: Request) -> AsyncConnection:
     """The Redis the counters are read from: the running console's (a FastAPI dependency the
     app may override)."""
-    redis: Redis = request.app.state.console.redis
+    redis: AsyncConnection = request.app.state.console.redis
     return redis
 
 
@@ -177,16 +177,19 @@ class PrometheusText(Response):
 
 @router.get("/metrics", response_class=PrometheusText)
 async def metrics(
-    redis: Annotated[Redis, Depends(get_metrics_source)],
+    redis: Annotated[AsyncConnection, Depends(get_metrics_source)],
     spend: Annotated[SpendSource | None, Depends(get_spend_source)],
 ) -> Response:
     """The counters in Prometheus' text format (503 when Redis cannot be read)."""
     try:
         readings = await read_metrics(redis)
         rows = await _spend_rows(spend)
-    except (RedisError, OSError) as exc:
-        logger.warning("GET /metrics: redis cannot be read: %s", exc)
-        return JSONResponse({"error": f"metrics unavailable: redis cannot be read ({exc})"}, 503)
+    except (BusError, OSError) as exc:
+        problem = exc.problem if isinstance(exc, BusError) else str(exc)
+        logger.warning("GET /metrics: redis cannot be read: %s", problem)
+        return JSONResponse(
+            {"error": f"metrics unavailable: redis cannot be read ({problem})"}, 503
+        )
     return PrometheusText(render(readings, sse_clients.value, rows))
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fastapi import Request
-from redis.asyncio import Redis
 
+from orchestrator.adapters.redis_client import AsyncConnection
 from orchestrator.client import ArenaClient
 from orchestrator.core.models import AgentSpec
 from orchestrator.settings import Settings
@@ -30,7 +30,7 @@ class Console:
     agents: tuple[AgentSpec, ...]
     rooms: Rooms
     client: ArenaClient
-    redis: Redis
+    redis: AsyncConnection
     feeds: RoomFeeds
     keepalive_s: float = 15.0
 

@@ -1,7 +1,8 @@
 """The partitioner: moves entries from the inbox, in the order they were posted, to their group's
 partition stream, keeping each entry's id (``arena status`` calls this role "router").
 
-Only the daemon holding the ``router`` lease runs it. Each batch moves in one Lua script that
+Only the daemon holding the ``router`` lease runs it (through
+:meth:`orchestrator.adapters.bus.Bus.route`). Each batch moves in one Lua script that
 acknowledges an entry before copying it, so an entry is moved once even if two daemons both
 believe they are the router for a moment, and removes it from the inbox once moved.
 """
@@ -9,10 +10,9 @@ believe they are the router for a moment, and removes it from the inbox once mov
 from __future__ import annotations
 
 import logging
+from typing import Any, cast
 
-from redis.asyncio import Redis
-
-from orchestrator.adapters.bus import decode_entries
+from orchestrator.adapters.redis_client import AsyncConnection, translated
 from orchestrator.core.wire import CONSUMER_GROUP, inbox_stream, partition_of, partition_stream
 
 __all__ = ["Partitioner"]
@@ -49,7 +49,7 @@ return moved
 class Partitioner:
     """Moves inbound entries to their partition streams."""
 
-    def __init__(self, redis: Redis, consumer: str) -> None:
+    def __init__(self, redis: AsyncConnection, consumer: str) -> None:
         self.redis = redis
         self.consumer = consumer
         self._move = redis.register_script(_MOVE)
@@ -60,7 +60,14 @@ class Partitioner:
 
         Returns:
             How many entries were moved.
+
+        Raises:
+            BusError: Redis failed (``BusUnavailable``: it did not answer).
         """
+        with translated():
+            return await self._step(count, block_ms, claim=claim)
+
+    async def _step(self, count: int, block_ms: int, *, claim: bool) -> int:
         moved = 0
         start: bytes | str = "0-0"
         while claim:
@@ -73,7 +80,11 @@ class Partitioner:
         response = await self.redis.xreadgroup(
             CONSUMER_GROUP, self.consumer, {inbox_stream(): ">"}, count=count, block=block_ms
         )
-        moved += await self._move_batch([(e.id, e.fields) for e in decode_entries(response)])
+        read = cast(list[tuple[Any, list[tuple[bytes, dict[bytes, bytes]]]]], response or [])
+        new: list[tuple[bytes | str, dict[bytes, bytes]]] = [
+            (i, f) for _stream, items in read for i, f in items if f
+        ]
+        moved += await self._move_batch(new)
         return moved
 
     async def _move_batch(self, entries: list[tuple[bytes | str, dict[bytes, bytes]]]) -> int:
