@@ -15,7 +15,7 @@ never make an agent save something. The labelled conversation is
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -72,11 +72,12 @@ class Layers:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ContextLimits:
-    """The window and the per-layer budgets of one agent."""
+    """The window and the per-layer budgets of one agent (the daemon's come from ``Settings``
+    and the agent's YAML: see :meth:`orchestrator.runtime.briefing.Briefing.limits`)."""
 
-    window: int = 200_000
-    reserved_output: int = 1024
-    budgets: LayerBudgets = field(default_factory=LayerBudgets)
+    window: int
+    reserved_output: int
+    budgets: LayerBudgets
     correction: float = 1.0
 
 

@@ -18,16 +18,18 @@ __all__ = ["BudgetRequest", "ContextPlan", "HistoryItem", "LayerBudgets", "Recal
 class LayerBudgets:
     """Token caps of layers 1 to 5, and how history behaves when the window is tight.
 
+    The caps have no defaults here: the daemon's come from ``Settings`` (``ARENA_BUDGET_*``)
+    and an agent's YAML, so a plan is never made with numbers the daemon does not use.
     ``min_history_messages`` newest messages are kept even when they overflow what remains,
     so that the degradation steps, not the fill, decide what to give up. An older agent reply
     trimmed in degradation step 2 is cut to ``trimmed_reply`` tokens.
     """
 
-    identity: int = 500
-    summary: int = 500
-    memory_md: int = 800
-    logs: int = 600
-    recall: int = 400
+    identity: int
+    summary: int
+    memory_md: int
+    logs: int
+    recall: int
     min_history_messages: int = 6
     trimmed_reply: int = 120
 
