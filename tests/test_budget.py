@@ -280,13 +280,13 @@ def test_correction_scales_estimates_and_caps():
     assert plan.tokens["total"] <= plan.available
 
 
-def test_plan_as_dict_is_json_ready():
-    """The cost-report view lists tokens, decisions and what was kept."""
-    data = plan_context(_request(_forcing_windows()["recall"]), BUDGETS).as_dict()
-    assert data["recall"] == ["r1", "r2"]
-    assert data["history_messages"] == len(HISTORY)
-    assert data["decisions"][-1] == "dropped 1 recalled memory"
-    assert set(data["tokens"]) >= {"identity", "history", "total"}
+def test_plan_says_what_was_kept():
+    """The plan lists tokens, decisions and what was kept, as the cost report shows them."""
+    plan = plan_context(_request(_forcing_windows()["recall"]), BUDGETS)
+    assert [item.id for item in plan.recall] == ["r1", "r2"]
+    assert plan.history == HISTORY
+    assert plan.decisions[-1] == "dropped 1 recalled memory"
+    assert set(plan.tokens) >= {"identity", "history", "total"}
 
 
 def test_invalid_requests_are_rejected():

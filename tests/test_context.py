@@ -101,8 +101,9 @@ def test_layers_appear_in_order():
     assert "sourced" in tail
     assert "groups/g/messages/1-0:1:dev" in tail
     assert built.request.messages[-1]["content"].endswith("[12:00 alex (human)]: what next?")
-    assert built.report["citations"] == [{"id": 1, "ref": "1-0:1:dev", "trust": "sourced"}]
-    assert set(built.report["tokens"]) >= {"identity", "summary", "memory_md", "logs", "recall"}
+    report = built.report.as_json()
+    assert report["citations"] == [{"id": 1, "ref": "1-0:1:dev", "trust": "sourced"}]
+    assert set(report["tokens"]) >= {"identity", "summary", "memory_md", "logs", "recall"}
 
 
 def test_roles_labels_and_merging():
@@ -184,7 +185,7 @@ def test_a_small_window_degrades_and_says_so(window, expected):
     if not expected:
         assert built.plan.decisions == ()
     assert "ROLE" in built.request.system
-    assert built.report["tokens"]["total"] <= window - 100
+    assert built.report.tokens.total <= window - 100
 
 
 def test_the_next_turn_over_the_same_layers_tokenises_nothing_again():

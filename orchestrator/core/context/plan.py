@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 __all__ = ["BudgetRequest", "ContextPlan", "HistoryItem", "LayerBudgets", "RecallItem"]
 
@@ -124,14 +123,3 @@ class ContextPlan:
     available: int
     decisions: tuple[str, ...]
     over_budget: bool
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready summary for the context cost report."""
-        return {
-            "available": self.available,
-            "tokens": dict(self.tokens),
-            "decisions": list(self.decisions),
-            "over_budget": self.over_budget,
-            "recall": [item.id for item in self.recall],
-            "history_messages": len(self.history),
-        }
