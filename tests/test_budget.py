@@ -20,6 +20,8 @@ from orchestrator.core.context.budget import (
 from orchestrator.core.context.tokens import TokenCounter
 
 COUNTER = TokenCounter()
+# The caps these tests are written against (the daemon's own come from Settings).
+BUDGETS = LayerBudgets(identity=500, summary=500, memory_md=800, logs=600, recall=400)
 
 # Each degradation step, in the documented order, and how its decision reads.
 STEPS = (
@@ -85,7 +87,7 @@ def _request(window: int, **changes: object) -> BudgetRequest:
 
 def _sizes() -> dict[str, int]:
     """Token sizes of the standard request's layers, with nothing cut."""
-    plan = plan_context(_request(100_000), counter=COUNTER)
+    plan = plan_context(_request(100_000), BUDGETS, counter=COUNTER)
     assert plan.decisions == ()
     return dict(plan.tokens)
 
@@ -93,7 +95,7 @@ def _sizes() -> dict[str, int]:
 def test_generous_window_keeps_everything_without_decisions():
     """With room to spare every layer is shown whole and nothing is decided."""
     request = _request(100_000)
-    plan = plan_context(request)
+    plan = plan_context(request, BUDGETS)
     assert plan.decisions == ()
     assert not plan.over_budget
     assert (plan.identity, plan.summary, plan.memory_md, plan.logs) == (
@@ -141,7 +143,7 @@ def test_layers_appear_capped_to_their_budgets():
 def test_history_fills_what_remains_newest_first():
     """History takes the newest messages that fit what the other layers leave."""
     sizes = _sizes()
-    budgets = LayerBudgets(min_history_messages=1)
+    budgets = replace(BUDGETS, min_history_messages=1)
     fixed = sizes["total"] - sizes["history"]
     room = TRIGGER.tokens + HISTORY[-2].tokens + 5
     plan = plan_context(_request(fixed + room), budgets)
@@ -157,8 +159,7 @@ def _forcing_windows() -> dict[str, int]:
     s = _sizes()
     fixed = s["identity"] + s["summary"] + s["memory_md"] + s["logs"] + s["overhead"]
     trimmed = sum(
-        COUNTER.count(COUNTER.head_tail(item.text, LayerBudgets().trimmed_reply))
-        for item in HISTORY[1:3]
+        COUNTER.count(COUNTER.head_tail(item.text, BUDGETS.trimmed_reply)) for item in HISTORY[1:3]
     )
     history_after_trim = s["history"] - HISTORY[1].tokens - HISTORY[2].tokens + trimmed
     bare = s["identity"] + TRIGGER.tokens + s["overhead"]
@@ -177,7 +178,7 @@ def _forcing_windows() -> dict[str, int]:
 def test_tiny_windows_force_each_degradation_step_in_turn(step: str):
     """Shrinking the window forces each step in the documented order, each one named."""
     window = _forcing_windows()[step]
-    plan = plan_context(_request(window))
+    plan = plan_context(_request(window), BUDGETS)
     names = [name for name, _ in STEPS]
     assert _steps(plan) == names[: names.index(step) + 1]
     assert plan.over_budget == (step == "over")
@@ -189,22 +190,22 @@ def test_tiny_windows_force_each_degradation_step_in_turn(step: str):
 def test_each_step_stops_as_soon_as_it_fits():
     """Steps take only what they must: one recall item, one trimmed reply, one old message."""
     windows = _forcing_windows()
-    plan = plan_context(_request(windows["recall"]))
+    plan = plan_context(_request(windows["recall"]), BUDGETS)
     assert [r.id for r in plan.recall] == ["r1", "r2"]
     assert "dropped 1 recalled memory" in plan.decisions
-    plan = plan_context(_request(windows["replies"]))
+    plan = plan_context(_request(windows["replies"]), BUDGETS)
     assert "trimmed 1 older agent reply to head+tail" in plan.decisions
     assert re.search(r"\[… \d+ tokens trimmed …\]", plan.history[1].text)
     assert plan.history[2] == HISTORY[2]
     assert plan.history[-2] == HISTORY[-2]
-    plan = plan_context(_request(windows["window"]))
+    plan = plan_context(_request(windows["window"]), BUDGETS)
     assert "history window shrunk: 1 oldest message left out" in plan.decisions
     assert [item.id for item in plan.history] == ["m1", "m2", "m3", "m4", "m5"]
 
 
 def test_the_two_newest_messages_are_never_trimmed():
     """Degradation trims older agent replies only; the newest two keep their full text."""
-    plan = plan_context(_request(_forcing_windows()["logs"] + 400))
+    plan = plan_context(_request(_forcing_windows()["logs"] + 400), BUDGETS)
     assert plan.history[-1] == TRIGGER
     for item in plan.history:
         if item.id in ("m4", "m5"):
@@ -217,7 +218,7 @@ def test_degradation_order_holds_over_every_window():
     names = [name for name, _ in STEPS]
     seen: set[str] = set()
     for window in range(1, total + 20, 3):
-        steps = _steps(plan_context(_request(window), counter=COUNTER))
+        steps = _steps(plan_context(_request(window), BUDGETS, counter=COUNTER))
         assert [names.index(s) for s in steps] == sorted({names.index(s) for s in steps})
         seen.update(steps)
     assert seen == set(names)
@@ -227,15 +228,15 @@ def test_identity_survives_every_squeeze():
     """Identity is shown whole (within its cap) at every window, even over budget."""
     request = _request(1)
     for window in (1, 50, 150, 300, 600, 1200):
-        plan = plan_context(_request(window))
+        plan = plan_context(_request(window), BUDGETS)
         assert plan.identity == request.identity
         assert plan.history[-1] == TRIGGER
-    assert plan_context(request).over_budget
+    assert plan_context(request, BUDGETS).over_budget
 
 
 def test_over_budget_keeps_identity_and_trigger_and_says_so():
     """When identity, trigger and overhead alone overflow, the plan keeps them and is flagged."""
-    plan = plan_context(_request(100, reserved_output=50))
+    plan = plan_context(_request(100, reserved_output=50), BUDGETS)
     assert plan.over_budget
     assert plan.available == 50
     assert plan.history == (TRIGGER,)
@@ -246,7 +247,7 @@ def test_over_budget_keeps_identity_and_trigger_and_says_so():
 def test_trigger_kept_even_when_it_alone_overflows():
     """A trigger bigger than the whole window is still in the plan."""
     huge = _item(9, _words("z", 3000))
-    plan = plan_context(_request(2000, history=(*HISTORY, huge)))
+    plan = plan_context(_request(2000, history=(*HISTORY, huge)), BUDGETS)
     assert plan.history == (huge,)
     assert plan.over_budget
 
@@ -259,18 +260,18 @@ def test_ten_thousand_messages_are_not_recounted():
     )
     for window in (500_000, 60_000, 2_000, 300):
         counter = TokenCounter()
-        plan = plan_context(_request(window, history=history), counter=counter)
+        plan = plan_context(_request(window, history=history), BUDGETS, counter=counter)
         assert plan.history[-1] is history[-1]
         assert counter.calls <= 12
     counter = TokenCounter()
-    plan = plan_context(_request(500_000, history=history), counter=counter)
+    plan = plan_context(_request(500_000, history=history), BUDGETS, counter=counter)
     assert len(plan.history) == 10_000
     assert counter.calls == 4
 
 
 def test_correction_scales_estimates_and_caps():
     """With a correction factor, corrected estimates stay within caps and the window."""
-    budgets = LayerBudgets(identity=100)
+    budgets = replace(BUDGETS, identity=100)
     request = _request(1_000, identity=_words("i", 300), correction=1.5)
     plan = plan_context(request, budgets)
     assert plan.tokens["identity"] <= 100
@@ -279,13 +280,13 @@ def test_correction_scales_estimates_and_caps():
     assert plan.tokens["total"] <= plan.available
 
 
-def test_plan_as_dict_is_json_ready():
-    """The cost-report view lists tokens, decisions and what was kept."""
-    data = plan_context(_request(_forcing_windows()["recall"])).as_dict()
-    assert data["recall"] == ["r1", "r2"]
-    assert data["history_messages"] == len(HISTORY)
-    assert data["decisions"][-1] == "dropped 1 recalled memory"
-    assert set(data["tokens"]) >= {"identity", "history", "total"}
+def test_plan_says_what_was_kept():
+    """The plan lists tokens, decisions and what was kept, as the cost report shows them."""
+    plan = plan_context(_request(_forcing_windows()["recall"]), BUDGETS)
+    assert [item.id for item in plan.recall] == ["r1", "r2"]
+    assert plan.history == HISTORY
+    assert plan.decisions[-1] == "dropped 1 recalled memory"
+    assert set(plan.tokens) >= {"identity", "history", "total"}
 
 
 def test_invalid_requests_are_rejected():
@@ -297,9 +298,9 @@ def test_invalid_requests_are_rejected():
     with pytest.raises(ValueError, match="correction"):
         _request(1000, correction=0.0)
     with pytest.raises(ValueError, match="budget"):
-        LayerBudgets(logs=-1)
+        replace(BUDGETS, logs=-1)
     with pytest.raises(ValueError, match="min_history_messages"):
-        LayerBudgets(min_history_messages=0)
+        replace(BUDGETS, min_history_messages=0)
 
 
 def _texts(max_lines: int) -> st.SearchStrategy[str]:
@@ -425,7 +426,7 @@ def test_the_oldest_message_shown_states_its_date():
     request = BudgetRequest(
         window=150, reserved_output=0, overhead_tokens=0, identity="", history=[*dated, trigger]
     )
-    plan = plan_context(request, LayerBudgets(min_history_messages=1), counter=counter)
+    plan = plan_context(request, replace(BUDGETS, min_history_messages=1), counter=counter)
     assert [item.id for item in plan.history] == ["2", "3", "t"]
     assert plan.history[0].text.startswith("[2026-03-01 10:02 alex (human)]: ")
     assert plan.history[1].text.startswith("[10:03 alex (human)]: ")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -24,6 +25,11 @@ AGENTS = (
     AgentSpec(id="dev", name="Dev", role="developer", model="m"),
     AgentSpec(id="qa", name="QA", role="tester", model="m"),
 )
+
+
+# The caps and window these tests are written against (the daemon's own come from Settings).
+BUDGETS = LayerBudgets(identity=500, summary=500, memory_md=800, logs=600, recall=400)
+LIMITS = ContextLimits(window=200_000, reserved_output=100, budgets=BUDGETS)
 
 
 def _msg(n: int, sender: str, kind: MessageKind, text: str) -> ChatMessage:
@@ -69,7 +75,7 @@ def _build(layers: Layers, trigger: ChatMessage, window: int = 200_000, **budget
         prompts=Prompts(REPO / "prompts"),
         now=T0,
         tz="UTC",
-        limits=ContextLimits(window=window, reserved_output=100, budgets=LayerBudgets(**budgets)),
+        limits=replace(LIMITS, window=window, budgets=replace(BUDGETS, **budgets)),
         counter=TokenCounter(),
     )
 
@@ -95,8 +101,9 @@ def test_layers_appear_in_order():
     assert "sourced" in tail
     assert "groups/g/messages/1-0:1:dev" in tail
     assert built.request.messages[-1]["content"].endswith("[12:00 alex (human)]: what next?")
-    assert built.report["citations"] == [{"id": 1, "ref": "1-0:1:dev", "trust": "sourced"}]
-    assert set(built.report["tokens"]) >= {"identity", "summary", "memory_md", "logs", "recall"}
+    report = built.report.as_json()
+    assert report["citations"] == [{"id": 1, "ref": "1-0:1:dev", "trust": "sourced"}]
+    assert set(report["tokens"]) >= {"identity", "summary", "memory_md", "logs", "recall"}
 
 
 def test_roles_labels_and_merging():
@@ -178,7 +185,7 @@ def test_a_small_window_degrades_and_says_so(window, expected):
     if not expected:
         assert built.plan.decisions == ()
     assert "ROLE" in built.request.system
-    assert built.report["tokens"]["total"] <= window - 100
+    assert built.report.tokens.total <= window - 100
 
 
 def test_the_next_turn_over_the_same_layers_tokenises_nothing_again():
@@ -195,7 +202,7 @@ def test_the_next_turn_over_the_same_layers_tokenises_nothing_again():
         history=_past(*history),
     )
     counter = TokenCounter()
-    limits = ContextLimits(reserved_output=100)
+    limits = LIMITS
     turn = {
         "agent": AGENTS[0],
         "agents": AGENTS,
@@ -231,7 +238,7 @@ def test_two_turns_in_a_row_name_each_ones_sender():
             prompts=prompts,
             now=T0,
             tz="UTC",
-            limits=ContextLimits(reserved_output=100),
+            limits=LIMITS,
             counter=TokenCounter(),
         )
         tails.append(built.request.system_tail)

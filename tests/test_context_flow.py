@@ -161,7 +161,7 @@ def test_ten_thousand_messages_are_not_recounted(tmp_path: Path):
     )
     engine.dispose()
     assert counter.calls - before < 20
-    assert built.report["tokens"]["total"] <= built.report["available"]
+    assert built.report.tokens.total <= built.report.available
     assert len(built.plan.history) > 100
 
 

@@ -7,13 +7,16 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from orchestrator.cli.main import main
+from orchestrator.core.context.plan import LayerBudgets
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.session.store import NewMemory, SessionMemory
+from orchestrator.settings import Settings
 from tests.arena_helpers import make_pipeline, make_settings, set_environment
 from tests.fakes import anthropic_provider
 
@@ -74,3 +77,27 @@ async def test_a_preview_leaves_last_used_alone_and_a_turn_sets_it(
         assert memory.get(entry).last_used_at == T0
     finally:
         engine.dispose()
+
+
+def test_a_turn_is_planned_with_the_settings_budgets_and_no_others(tmp_path: Path, monkeypatch):
+    """`arena context` plans with the layer budgets Settings defines; the core has no set of
+    its own that a plan could fall back to."""
+    settings = make_settings(tmp_path, "redis://127.0.0.1:1", "mqtt://127.0.0.1:1", None)
+    set_environment(monkeypatch, settings)
+    result = CliRunner().invoke(main, ["context", "ping", "plans", "--json"])
+    assert result.exit_code == 0, result.output
+    budgets = json.loads(result.output)["budgets"]
+    defaults = {name: Settings.model_fields[f"budget_{name}"].default for name in budgets}
+    assert (
+        budgets
+        == defaults
+        == {
+            "identity": 700,
+            "summary": 500,
+            "memory_md": 800,
+            "logs": 600,
+            "recall": 1400,
+        }
+    )
+    with pytest.raises(TypeError, match="missing 5 required keyword-only arguments"):
+        LayerBudgets()  # type: ignore[call-arg]

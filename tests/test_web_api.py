@@ -20,6 +20,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from orchestrator.cli.main import main
+from orchestrator.core.context.report import ContextReport
 from orchestrator.core.models import MessageKind, RouteDecision, RouteReason, Usage
 from orchestrator.core.wire import deadletter_stream, inbox_stream, validate_post
 from orchestrator.errors import ValidationError
@@ -28,6 +29,7 @@ from orchestrator.memory.conversation.store import Closing, NewReply
 from orchestrator.memory.db import make_engine
 from orchestrator.settings import Settings
 from orchestrator.web.rooms import Rooms
+from tests.test_context_report import OLD_REPORT, RECALL
 from tests.web_helpers import chat_message, console_server, console_settings, own_redis, store
 
 HOSTILE = "<img src=x onerror=alert(1)> and <script>alert(2)</script>"
@@ -92,7 +94,10 @@ def _seed_chain(engine: Engine, group: str) -> dict[str, str]:
     ping_meta = ReplyMeta(
         agent="ping",
         trigger=human.id,
-        context={"tokens": {"identity": 120, "summary": 0, "history": 40, "total": 160}},
+        # As an older version stored it: a report with only some layers' tokens.
+        context=ContextReport.from_json(
+            {"tokens": {"identity": 120, "summary": 0, "history": 40, "total": 160}}
+        ),
         turn=TurnMeta(
             provider="anthropic",
             model="claude-test",
@@ -503,3 +508,24 @@ def test_a_failure_is_one_json_line(tmp_path: Path, embedded_redis_url: str):
         response = httpx.get(f"{base}/api/groups", timeout=5)
     assert response.status_code == 500
     assert response.json() == {"error": "the console failed (see its log)"}
+
+
+def test_an_old_reply_report_is_served_as_it_was_stored(api: httpx.Client, served: Served):
+    """`GET /api/messages/{id}/report` on a reply stored before recall_dropped existed sends
+    its report and recall as stored, and its room shows the report's tokens."""
+    group = "report-old"
+    human = chat_message(group, f"{group}-1", "alex", "@ping hello")
+    reply = chat_message(
+        group, f"{group}-1:1:ping", "ping", "hi", kind=MessageKind.AGENT, in_reply_to=human.id
+    )
+    meta = {"agent": "ping", "trigger": human.id, "recall": RECALL, "context": OLD_REPORT}
+    store(served.engine, [NewReply(message=human), NewReply(message=reply, meta=meta)])
+    answer = api.get(f"/api/messages/{reply.id}/report")
+    room = api.get(f"/api/groups/{group}/messages")
+    assert answer.status_code == 200, answer.text
+    assert json.dumps(answer.json()["report"]) == json.dumps(OLD_REPORT)
+    assert answer.json()["recall"] == RECALL
+    shown = next(m for m in room.json()["messages"] if m["id"] == reply.id)
+    layers = {k: v for k, v in OLD_REPORT["tokens"].items() if k != "total"}
+    assert shown["context"] == {"layers": layers, "total": 438}
+    assert ReplyMeta.from_json(meta).as_json() == meta

@@ -22,6 +22,7 @@ from pydantic import TypeAdapter
 from sqlalchemy.engine import Engine
 
 from orchestrator import web
+from orchestrator.core.context.report import ContextReport, RecalledSnippet, RecallReport
 from orchestrator.core.models import MessageKind, RouteDecision, RouteReason, Usage
 from orchestrator.core.wire import deadletter_stream, spend_key
 from orchestrator.memory.conversation.meta import (
@@ -74,8 +75,12 @@ def _seed_room(engine: Engine, group: str) -> str:
     ping_meta = ReplyMeta(
         agent="ping",
         trigger=human.id,
-        recall={"query": "game", "kept": [1], "dropped": []},
-        context={"window": 200000, "tokens": {"identity": 120, "history": 40, "total": 160}},
+        recall=RecallReport(
+            snippets=(RecalledSnippet(id=1, score=0.5, trust="sourced"),), dropped=()
+        ),
+        context=ContextReport.from_json(
+            {"window": 200000, "tokens": {"identity": 120, "history": 40, "total": 160}}
+        ),
         turn=TurnMeta(
             provider="anthropic",
             model="claude-test",

@@ -17,7 +17,6 @@ from orchestrator.cli.resources import database
 from orchestrator.core.agents import load_agents
 from orchestrator.core.caps import CapLimits
 from orchestrator.core.context.build import (
-    ContextLimits,
     Identity,
     Layers,
     PastMessage,
@@ -28,6 +27,7 @@ from orchestrator.core.models import AgentSpec, ChatMessage, MessageKind
 from orchestrator.core.prompts import Prompts
 from orchestrator.errors import BusError, OrchestratorError
 from orchestrator.memory.conversation.store import HistoryStore
+from orchestrator.runtime.briefing import context_limits
 from orchestrator.runtime.spending import cap_limits, unpriced_dollar_cap
 from orchestrator.settings import Settings
 
@@ -158,7 +158,7 @@ def _check_templates(settings: Settings, agents: tuple[AgentSpec, ...] | None) -
             prompts=prompts,
             now=sample.created_at,
             tz=settings.tz,
-            limits=ContextLimits(),
+            limits=context_limits(settings, agents[0]),
             counter=TokenCounter(),
         )
         _render_job_templates(prompts, agents[0], settings)

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import click
 from rich.table import Table
 
 from orchestrator.cli.output import json_text, out
 from orchestrator.cli.resources import database
+from orchestrator.core.context.report import ContextReport
 from orchestrator.core.models import known_agent
 from orchestrator.core.wire import validate_group
 from orchestrator.memory.conversation.store import HistoryStore
@@ -22,19 +20,19 @@ __all__ = ["context"]
 LAYERS = ("overhead", "identity", "summary", "memory_md", "logs", "recall", "history")
 
 
-def _print_recall(report: Mapping[str, Any]) -> None:
+def _print_recall(report: ContextReport) -> None:
     """What the references cite, and how many candidates recall's layers left out."""
-    for citation in report["citations"]:
-        if str(citation["trust"]).startswith("said by"):
-            out.print(f"cites message {citation['id']} ({citation['trust']})", markup=False)
+    for citation in report.citations:
+        if citation.is_message:
+            out.print(f"cites message {citation.id} ({citation.trust})", markup=False)
         else:
             out.print(
-                f"cites memory {citation['id']} ({citation['trust']}): {citation['ref']}",
+                f"cites memory {citation.id} ({citation.trust}): {citation.ref}",
                 markup=False,
             )
     layers: dict[str, int] = {}
-    for dropped in report.get("recall_dropped", ()):
-        layers[dropped["layer"]] = layers.get(dropped["layer"], 0) + 1
+    for dropped in report.recall_dropped:
+        layers[dropped.layer] = layers.get(dropped.layer, 0) + 1
     if layers:
         counts = ", ".join(f"{layer} {n}" for layer, n in sorted(layers.items()))
         out.print(f"recall left out {sum(layers.values())} candidates ({counts})", markup=False)
@@ -63,18 +61,18 @@ def context(
     built = made.built
     request = built.request
     report = built.report
-    tokens = report["tokens"]
+    tokens = report.tokens
     table = Table("layer", "tokens")
     for name in LAYERS:
-        table.add_row(name, str(tokens.get(name, 0)))
-    table.add_row("total", str(tokens.get("total", 0)))
+        table.add_row(name, str(getattr(tokens, name)))
+    table.add_row("total", str(tokens.total))
     out.print(
-        f"{agent.id} in {group}: window {report['window']}, reserved output "
-        f"{report['reserved_output']}, available {report['available']}",
+        f"{agent.id} in {group}: window {report.window}, reserved output "
+        f"{report.reserved_output}, available {report.available}",
         markup=False,
     )
     out.print(table)
-    for decision in report["decisions"] or ["everything fits"]:
+    for decision in report.decisions or ["everything fits"]:
         out.print(f"- {decision}", markup=False)
     _print_recall(report)
     out.print("\n[bold]system (cached prefix)[/]", markup=True)

@@ -236,16 +236,16 @@ class MemoryTools:
         report = self._parts.writer.apply([marker], origin)
         if report.rejected:
             rejected = report.rejected[0]
-            detail = rejected.get("detail")
-            raise _Refused(f"rejected: {rejected['reason']}" + (f" ({detail})" if detail else ""))
+            detail = rejected.detail
+            raise _Refused(f"rejected: {rejected.reason}" + (f" ({detail})" if detail else ""))
         saved = report.saved[0]
-        if "id" not in saved:
-            return f"{saved['action']} to your personal log"
-        if saved["action"] == "superseded":  # the new entry, in place of the old one
-            old = self.session.get(saved["id"])
+        if saved.id is None:
+            return f"{saved.action} to your personal log"
+        if saved.action == "superseded":  # the new entry, in place of the old one
+            old = self.session.get(saved.id)
             replaced = f" (supersedes m:{old.supersedes})" if old and old.supersedes else ""
-            return f"added m:{saved['id']}{replaced}"
-        return f"{saved['action']} m:{saved['id']}"
+            return f"added m:{saved.id}{replaced}"
+        return f"{saved.action} m:{saved.id}"
 
     def _forget(self, forget: Forget, turn: ToolTurn) -> str:
         record = self._visible(forget.id, turn)

@@ -15,12 +15,12 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, time
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from orchestrator.core.markers import InvalidMarker, Marker
+from orchestrator.core.markers import InvalidMarker, Marker, MarkerKind
 from orchestrator.memory.conversation.meta import MarkerMeta
 from orchestrator.memory.gate import GateConfig, check
 from orchestrator.memory.personal import PersonalLog
@@ -33,7 +33,17 @@ from orchestrator.memory.schema import (
 from orchestrator.memory.session.records import Citation, NewMemory
 from orchestrator.memory.session.store import SessionMemory
 
-__all__ = ["MAX_ENTRIES", "MAX_META_BYTES", "MemoryWriter", "Origin", "WriteReport", "marker_meta"]
+__all__ = [
+    "MAX_ENTRIES",
+    "MAX_META_BYTES",
+    "MemoryWriter",
+    "Origin",
+    "Rejected",
+    "Saved",
+    "WriteReport",
+    "WriteResult",
+    "marker_meta",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -58,14 +68,63 @@ class Origin:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Saved:
+    """A marker stored: a session memory ``added``, ``superseded`` (a new entry in place of
+    an old one) or ``reinforced`` (an equal entry confirmed: ``id`` is that entry's), or a
+    personal log line ``appended`` to ``file``."""
+
+    kind: MarkerKind
+    action: str
+    type: str
+    id: int | None = None
+    file: str | None = None
+
+    @property
+    def reinforced(self) -> bool:
+        """It confirmed an entry already stored rather than adding one."""
+        return self.action == "reinforced"
+
+    def as_json(self) -> dict[str, Any]:
+        """The stored form (a reply's ``memory.saved`` entry)."""
+        where = {"id": self.id} if self.kind == "memory" else {"file": self.file}
+        return {"kind": self.kind, "action": self.action, **where, "type": self.type}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Rejected:
+    """A marker refused, and why; never its content (it may be a secret, or megabytes), only
+    its text's length and :func:`orchestrator.core.markers.fingerprint`."""
+
+    kind: MarkerKind
+    reason: str
+    detail: str
+    length: int = 0
+    sha256: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        """The stored form (a reply's ``memory.rejected`` entry)."""
+        return {
+            "kind": self.kind,
+            "reason": self.reason,
+            "detail": self.detail,
+            "length": self.length,
+            "sha256": self.sha256,
+        }
+
+
+WriteResult = Saved | Rejected
+"""What became of one marker."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class WriteReport:
     """What became of each marker: ``saved`` and ``rejected`` entries, and the markers stored.
 
     Unbounded: what a reply keeps of it is :func:`marker_meta`.
     """
 
-    saved: tuple[dict[str, Any], ...] = ()
-    rejected: tuple[dict[str, Any], ...] = ()
+    saved: tuple[Saved, ...] = ()
+    rejected: tuple[Rejected, ...] = ()
     stored: tuple[Marker, ...] = ()
 
 
@@ -83,8 +142,8 @@ def marker_meta(invalid: Sequence[InvalidMarker], report: WriteReport | None) ->
         ``rejected`` entries, and ``truncated`` (entries left out, per list).
     """
     lists: dict[str, list[dict[str, Any]]] = {
-        "saved": list(report.saved) if report else [],
-        "rejected": list(report.rejected) if report else [],
+        "saved": [s.as_json() for s in report.saved] if report else [],
+        "rejected": [r.as_json() for r in report.rejected] if report else [],
         "invalid_markers": [
             {"kind": m.kind, "reason": m.reason, "length": m.length, "sha256": m.digest}
             for m in invalid
@@ -136,20 +195,21 @@ class MemoryWriter:
 
     def apply(self, markers: Sequence[Marker], origin: Origin) -> WriteReport:
         """Store every acceptable marker; report the rest with their reasons."""
-        saved: list[dict[str, Any]] = []
-        rejected: list[dict[str, Any]] = []
+        saved: list[Saved] = []
+        rejected: list[Rejected] = []
         stored: list[Marker] = []
         for marker in markers:
+            result: WriteResult
             try:
                 if marker.kind == "memory":
                     result = self._memory(marker.payload, origin)
                 else:
                     result = self._personal(marker.payload, origin)
             except MarkerSchemaError as exc:
-                result = {"kind": marker.kind, "reason": "schema", "detail": exc.problem}
-            if "reason" in result:
+                result = Rejected(kind=marker.kind, reason="schema", detail=exc.problem)
+            if isinstance(result, Rejected):
                 # Never the content: what was refused may be a secret, or megabytes.
-                rejected.append({**result, "length": marker.length, "sha256": marker.digest})
+                rejected.append(replace(result, length=marker.length, sha256=marker.digest))
             else:
                 saved.append(result)
                 stored.append(marker)
@@ -158,7 +218,7 @@ class MemoryWriter:
                 "reply %s: %d memory markers rejected (%s)",
                 origin.reply_id,
                 len(rejected),
-                ", ".join(r["reason"] for r in rejected),
+                ", ".join(r.reason for r in rejected),
             )
         return WriteReport(saved=tuple(saved), rejected=tuple(rejected), stored=tuple(stored))
 
@@ -166,14 +226,14 @@ class MemoryWriter:
         local = now.astimezone(self.tz)
         return datetime.combine(local.date(), time(0), tzinfo=self.tz)
 
-    def _memory(self, payload: dict[str, Any], origin: Origin) -> dict[str, Any]:
+    def _memory(self, payload: dict[str, Any], origin: Origin) -> WriteResult:
         draft = validate_memory(payload)
         written = self.session.count_written_since(
             origin.agent, origin.group, self._start_of_day(origin.now)
         )
         rejection = check(draft.content, draft.confidence, config=self.gate, written_today=written)
         if rejection is not None:
-            return {"kind": "memory", "reason": rejection.reason, "detail": rejection.detail}
+            return Rejected(kind="memory", reason=rejection.reason, detail=rejection.detail)
         outcome = self.session.write(
             NewMemory(
                 scope="session",
@@ -206,19 +266,14 @@ class MemoryWriter:
                 source=f"{origin.group}/{origin.reply_id}",
                 now=origin.now,
             )
-        return {
-            "kind": "memory",
-            "action": outcome.action,
-            "id": outcome.record.id,
-            "type": draft.type,
-        }
+        return Saved(kind="memory", action=outcome.action, id=outcome.record.id, type=draft.type)
 
-    def _personal(self, payload: dict[str, Any], origin: Origin) -> dict[str, Any]:
+    def _personal(self, payload: dict[str, Any], origin: Origin) -> WriteResult:
         draft = validate_personal(payload)
         rejection = check(draft.content, 1.0, config=self.gate, written_today=0)
         if rejection is not None:
-            return {"kind": "personal", "reason": rejection.reason, "detail": rejection.detail}
+            return Rejected(kind="personal", reason=rejection.reason, detail=rejection.detail)
         path = self.personal.append(
             origin.agent, draft, source=f"{origin.group}/{origin.reply_id}", now=origin.now
         )
-        return {"kind": "personal", "action": "appended", "file": path.name, "type": draft.type}
+        return Saved(kind="personal", action="appended", file=path.name, type=draft.type)

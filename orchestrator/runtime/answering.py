@@ -12,10 +12,16 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from orchestrator.core.caps import OverCap
 from orchestrator.core.context.build import build_context
+from orchestrator.core.context.report import (
+    ContextReport,
+    LeftOutCandidate,
+    RecalledSnippet,
+    RecallReport,
+)
 from orchestrator.core.context.tokens import DriftCorrector, TokenCounter
 from orchestrator.core.models import AgentSpec, ChatMessage, Completion, MessageKind, Usage
 from orchestrator.core.prompts import Prompts
@@ -122,7 +128,7 @@ class Answerer:
                 limits=self.briefing.limits(agent, self.drift.factor(agent.model)),
                 counter=self.counter,
             )
-            meta = replace(meta, context=dict(built.report))
+            meta = replace(meta, context=built.report)
             request, runner = built.request, self._runner(asked, now)
             if runner is not None:
                 request = replace(request, tools=tuple(schemas(agent.tools)))
@@ -199,14 +205,13 @@ class Answerer:
         text = f"{asked.agent.name} could not answer: {problem}"
         return Draft(message=self.notice(asked.root, asked.reply_id, asked.hop, text), meta=meta)
 
-    def _observe_drift(self, report: Mapping[str, Any], completion: Completion) -> None:
+    def _observe_drift(self, report: ContextReport, completion: Completion) -> None:
         """Compare our estimate with what the provider counted (real providers only)."""
         usage = completion.usage
         actual = usage.input_tokens + usage.cache_read_tokens + usage.cache_creation_tokens
         if completion.provider == "offline" or actual <= 0:
             return
-        correction = float(report.get("correction", 1.0)) or 1.0
-        estimated = int(report["tokens"]["total"] / correction)
+        estimated = int(report.tokens.total / (report.correction or 1.0))
         self.drift.observe(completion.model, estimated, actual)
 
     async def _count(self, markers: MarkerMeta) -> None:
@@ -253,13 +258,16 @@ class Answerer:
         )
 
 
-def _recall_meta(result: RecallResult) -> dict[str, Any]:
-    return {
-        "snippets": [
-            {"id": s.id, "score": round(s.score, 3), "trust": s.trust} for s in result.snippets
-        ],
-        "dropped": [{"id": d.id, "layer": d.layer, "reason": d.reason} for d in result.dropped],
-    }
+def _recall_meta(result: RecallResult) -> RecallReport:
+    return RecallReport(
+        snippets=tuple(
+            RecalledSnippet(id=s.id, score=round(s.score, 3), trust=s.trust)
+            for s in result.snippets
+        ),
+        dropped=tuple(
+            LeftOutCandidate(id=d.id, layer=d.layer, reason=d.reason) for d in result.dropped
+        ),
+    )
 
 
 def _tools_meta(result: TurnResult) -> ToolsMeta | None:

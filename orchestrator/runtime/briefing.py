@@ -42,6 +42,7 @@ __all__ = [
     "Gathered",
     "RecentSource",
     "Team",
+    "context_limits",
     "load_drift",
     "load_team",
     "make_briefing",
@@ -123,21 +124,7 @@ class Briefing:
 
     def limits(self, agent: AgentSpec, correction: float = 1.0) -> ContextLimits:
         """The agent's window and layer budgets: the settings, with its own overrides."""
-        s = self.settings
-        o = agent.context
-        budgets = LayerBudgets(
-            identity=o.get("identity", s.budget_identity),
-            summary=o.get("summary", s.budget_summary),
-            memory_md=o.get("memory_md", s.budget_memory_md),
-            logs=o.get("logs", s.budget_logs),
-            recall=o.get("recall", s.budget_recall),
-        )
-        return ContextLimits(
-            window=o.get("window", s.context_window),
-            reserved_output=o.get("reserved_output", s.reserved_output_tokens or agent.max_tokens),
-            budgets=budgets,
-            correction=correction,
-        )
+        return context_limits(self.settings, agent, correction)
 
     def gather(
         self, agent: AgentSpec, trigger: ChatMessage, now: datetime, *, mark_used: bool = False
@@ -249,6 +236,27 @@ def make_briefing(
         personal=PersonalLog(settings.workspaces_dir, settings.zone),
         recaller=Recaller(session, history=HistoryIndex(engine)),
         counter=TokenCounter(),
+    )
+
+
+def context_limits(settings: Settings, agent: AgentSpec, correction: float = 1.0) -> ContextLimits:
+    """``agent``'s window and layer budgets: the settings, with its YAML's overrides. The one
+    place the budgets a turn is planned with are made (a turn, ``arena context``, ``arena
+    check``)."""
+    s = settings
+    o = agent.context
+    budgets = LayerBudgets(
+        identity=o.get("identity", s.budget_identity),
+        summary=o.get("summary", s.budget_summary),
+        memory_md=o.get("memory_md", s.budget_memory_md),
+        logs=o.get("logs", s.budget_logs),
+        recall=o.get("recall", s.budget_recall),
+    )
+    return ContextLimits(
+        window=o.get("window", s.context_window),
+        reserved_output=o.get("reserved_output", s.reserved_output_tokens or agent.max_tokens),
+        budgets=budgets,
+        correction=correction,
     )
 
 

@@ -41,7 +41,7 @@ class Preview:
             "system": request.system,
             "system_tail": request.system_tail,
             "messages": [dict(m) for m in request.messages],
-            "report": dict(self.built.report),
+            "report": self.built.report.as_json(),
             "budgets": {
                 "identity": budgets.identity,
                 "summary": budgets.summary,

@@ -65,7 +65,6 @@ class Tally:
 def reply_sample(message: ChatMessage, meta: ReplyMeta) -> ReplySample:
     """One reply's metrics: its agent, model, latency, tokens, memory writes and recall hits."""
     usage, turn = meta.usage, meta.turn
-    snippets = (meta.recall or {}).get("snippets")
     saved, reinforced, rejected = _memory_writes(meta.markers)
     return ReplySample(
         agent=meta.agent or message.sender,
@@ -79,7 +78,7 @@ def reply_sample(message: ChatMessage, meta: ReplyMeta) -> ReplySample:
         saved=saved,
         reinforced=reinforced,
         rejected=rejected,
-        recall_hits=len(snippets) if isinstance(snippets, list) else 0,
+        recall_hits=len(meta.recall.snippets) if meta.recall is not None else 0,
     )
 
 

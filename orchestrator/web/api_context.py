@@ -66,8 +66,8 @@ def reply_report(message_id: str, running: Running) -> ReplyReport:
         group=stored.message.group,
         agent=meta.agent,
         created_at=stored.message.created_at.isoformat(),
-        report=dict(meta.context),
-        recall=dict(meta.recall) if meta.recall is not None else None,
+        report=meta.context.as_json(),
+        recall=meta.recall.as_json() if meta.recall is not None else None,
         # The memory tools it called and every model call's tokens (None: no tool called).
         tools=ToolsReport.model_validate(meta.tools.as_json()) if meta.tools is not None else None,
     )

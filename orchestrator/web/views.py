@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from orchestrator.core.context.report import ContextReport
 from orchestrator.core.models import AgentSpec, MessageKind
 from orchestrator.core.routing import route
 from orchestrator.core.wire import Outbound
@@ -275,14 +276,8 @@ def usage(meta: ReplyMeta) -> dict[str, Any] | None:
     return shown
 
 
-def context(report: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def context(report: ContextReport | None) -> dict[str, Any] | None:
     """The context cost report: each layer's tokens and the total."""
-    tokens = report.get("tokens") if report is not None else None
-    if not isinstance(tokens, dict):
+    if report is None or not report.has("tokens"):
         return None
-    layers = {str(k): int(v) for k, v in tokens.items() if k != "total" and isinstance(v, int)}
-    total = tokens.get("total")
-    return {
-        "layers": layers,
-        "total": int(total) if isinstance(total, int) else sum(layers.values()),
-    }
+    return {"layers": report.tokens.layers(), "total": report.tokens.total}

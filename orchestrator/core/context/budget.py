@@ -146,7 +146,7 @@ def _state_first_date(draft: Draft) -> None:
 
 def plan_context(
     request: BudgetRequest,
-    budgets: LayerBudgets | None = None,
+    budgets: LayerBudgets,
     counter: TokenCounter | None = None,
 ) -> ContextPlan:
     """Decide what of each layer fits the window, degrading in the documented order.
@@ -156,14 +156,13 @@ def plan_context(
 
     Args:
         request: the candidate layers, the window and the correction factor.
-        budgets: caps of layers 1 to 5; the defaults when omitted.
+        budgets: caps of layers 1 to 5 and the history rules.
         counter: the token counter to use; a new one when omitted.
 
     Returns:
         The plan: the texts and items to show, corrected token estimates per layer and
         every decision taken.
     """
-    budgets = budgets or LayerBudgets()
     draft = Draft(
         counter=counter or TokenCounter(),
         correction=request.correction,

@@ -15,7 +15,7 @@ never make an agent save something. The labelled conversation is
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -28,6 +28,7 @@ from orchestrator.core.context.references import (
     citations,
     recall_items,
 )
+from orchestrator.core.context.report import ContextReport, LayerTokens, LeftOutCandidate
 from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.context.transcript import PastMessage, conversation, history_items
 from orchestrator.core.markers import neutralise
@@ -72,11 +73,12 @@ class Layers:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ContextLimits:
-    """The window and the per-layer budgets of one agent."""
+    """The window and the per-layer budgets of one agent (the daemon's come from ``Settings``
+    and the agent's YAML: see :meth:`orchestrator.runtime.briefing.Briefing.limits`)."""
 
-    window: int = 200_000
-    reserved_output: int = 1024
-    budgets: LayerBudgets = field(default_factory=LayerBudgets)
+    window: int
+    reserved_output: int
+    budgets: LayerBudgets
     correction: float = 1.0
 
 
@@ -86,7 +88,7 @@ class BuiltContext:
 
     request: LLMRequest
     plan: ContextPlan
-    report: Mapping[str, Any]
+    report: ContextReport
 
 
 def build_context(
@@ -144,16 +146,21 @@ def build_context(
         refs=[item.text for item in plan.recall],
     )
     cited = citations(layers.recalled, layers.said, {item.id for item in plan.recall})
-    report = {
-        "window": limits.window,
-        "reserved_output": limits.reserved_output,
-        "correction": limits.correction,
-        **plan.as_dict(),
-        "citations": cited,
-        "recall_dropped": [
-            {"id": d.id, "layer": d.layer, "reason": d.reason} for d in layers.left_out
-        ],
-    }
+    report = ContextReport(
+        window=limits.window,
+        reserved_output=limits.reserved_output,
+        correction=limits.correction,
+        available=plan.available,
+        tokens=LayerTokens.of(plan.tokens),
+        decisions=plan.decisions,
+        over_budget=plan.over_budget,
+        recall=tuple(item.id for item in plan.recall),
+        history_messages=len(plan.history),
+        citations=cited,
+        recall_dropped=tuple(
+            LeftOutCandidate(id=d.id, layer=d.layer, reason=d.reason) for d in layers.left_out
+        ),
+    )
     request = LLMRequest(
         agent=agent,
         trigger=trigger,

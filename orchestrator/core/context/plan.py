@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 __all__ = ["BudgetRequest", "ContextPlan", "HistoryItem", "LayerBudgets", "RecallItem"]
 
@@ -18,16 +17,18 @@ __all__ = ["BudgetRequest", "ContextPlan", "HistoryItem", "LayerBudgets", "Recal
 class LayerBudgets:
     """Token caps of layers 1 to 5, and how history behaves when the window is tight.
 
+    The caps have no defaults here: the daemon's come from ``Settings`` (``ARENA_BUDGET_*``)
+    and an agent's YAML, so a plan is never made with numbers the daemon does not use.
     ``min_history_messages`` newest messages are kept even when they overflow what remains,
     so that the degradation steps, not the fill, decide what to give up. An older agent reply
     trimmed in degradation step 2 is cut to ``trimmed_reply`` tokens.
     """
 
-    identity: int = 500
-    summary: int = 500
-    memory_md: int = 800
-    logs: int = 600
-    recall: int = 400
+    identity: int
+    summary: int
+    memory_md: int
+    logs: int
+    recall: int
     min_history_messages: int = 6
     trimmed_reply: int = 120
 
@@ -122,14 +123,3 @@ class ContextPlan:
     available: int
     decisions: tuple[str, ...]
     over_budget: bool
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready summary for the context cost report."""
-        return {
-            "available": self.available,
-            "tokens": dict(self.tokens),
-            "decisions": list(self.decisions),
-            "over_budget": self.over_budget,
-            "recall": [item.id for item in self.recall],
-            "history_messages": len(self.history),
-        }

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from orchestrator.core.context.plan import RecallItem
+from orchestrator.core.context.report import CitedSource
 from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.context.transcript import stamp
 from orchestrator.core.markers import neutralise
@@ -156,16 +157,16 @@ def _said_id(ref: SaidReference) -> str:
 
 def citations(
     recalled: Sequence[Reference], said: Sequence[SaidReference], kept: set[str]
-) -> list[dict[str, Any]]:
+) -> tuple[CitedSource, ...]:
     """What the references shown cite: a memory's source, or a message's id (and the id of
     the message whose question it answers)."""
-    found: list[dict[str, Any]] = [
-        {"id": r.id, "ref": r.citation.ref if r.citation else None, "trust": r.trust}
+    found = [
+        CitedSource(id=r.id, ref=r.citation.ref if r.citation else None, trust=r.trust)
         for r in recalled
         if str(r.id) in kept
     ]
     for ref in said:
         if _said_id(ref) in kept:
             shown = [ref.previous, ref.said] if ref.previous else [ref.said]
-            found += [{"id": s.id, "ref": s.id, "trust": f"said by {s.sender}"} for s in shown]
-    return found
+            found += [CitedSource(id=s.id, ref=s.id, trust=f"said by {s.sender}") for s in shown]
+    return tuple(found)

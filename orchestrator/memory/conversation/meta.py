@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.core.context.report import ContextReport, RecallReport
 from orchestrator.core.models import Usage
 
 __all__ = ["MarkerMeta", "ReplyError", "ReplyMeta", "ToolCallMeta", "ToolsMeta", "TurnMeta"]
@@ -175,8 +176,8 @@ class ReplyMeta:
     agent: str | None = None
     trigger: str | None = None
     notice: str | None = None
-    recall: Mapping[str, Any] | None = None
-    context: Mapping[str, Any] | None = None
+    recall: RecallReport | None = None
+    context: ContextReport | None = None
     turn: TurnMeta | None = None
     markers: MarkerMeta | None = None
     error: ReplyError | None = None
@@ -212,9 +213,9 @@ class ReplyMeta:
         data: dict[str, Any] = {} if self.notice is None else {"notice": self.notice}
         data.update(agent=self.agent, trigger=self.trigger)
         if self.recall is not None:
-            data["recall"] = dict(self.recall)
+            data["recall"] = self.recall.as_json()
         if self.context is not None:
-            data["context"] = dict(self.context)
+            data["context"] = self.context.as_json()
         if self.error is not None:
             data["error"] = self.error.as_json()
         if self.turn is not None:
@@ -235,8 +236,12 @@ class ReplyMeta:
             agent=_text(data.get("agent")),
             trigger=_text(data.get("trigger")),
             notice=_text(data.get("notice")),
-            recall=data.get("recall") if isinstance(data.get("recall"), dict) else None,
-            context=data.get("context") if isinstance(data.get("context"), dict) else None,
+            recall=RecallReport.from_json(recall)
+            if isinstance(recall := data.get("recall"), dict)
+            else None,
+            context=ContextReport.from_json(context)
+            if isinstance(context := data.get("context"), dict)
+            else None,
             turn=_turn(data),
             markers=MarkerMeta.from_json(data) if has_markers else None,
             error=_error(error) if isinstance(error, dict) and error else None,
