@@ -11,7 +11,6 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 import urllib.parse
 import uuid
 from collections.abc import AsyncIterator, Callable, Generator, Iterator
@@ -35,6 +34,7 @@ from tests.browser import chromium, fresh_page, save_screenshot
 from tests.fakes import FakeMessagesServer, anthropic_provider
 from tests.ports import free_port as _free_port
 from tests.threads import loop_in_thread
+from tests.waiting import block_until
 
 if TYPE_CHECKING:
     from orchestrator.adapters.llm import AnthropicProvider
@@ -201,14 +201,17 @@ def _amqtt_in_thread(port: int) -> Iterator[str]:
 
 
 def _wait_for_tcp(process: subprocess.Popen[bytes], port: int, log: Path) -> None:
-    deadline = time.monotonic() + _START_TIMEOUT_S
-    while time.monotonic() < deadline:
+    def listening() -> bool:
         if process.poll() is not None:
             pytest.fail(f"mosquitto exited with code {process.returncode}: {log.read_text()}")
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
-            return
-        time.sleep(0.02)
-    pytest.fail(f"mosquitto did not listen on port {port}: {log.read_text()}")
+            return True
+        return False
+
+    try:
+        block_until(listening, timeout_s=_START_TIMEOUT_S, what=f"mosquitto on port {port}")
+    except AssertionError as exc:
+        pytest.fail(f"{exc}: {log.read_text()}")
 
 
 @contextlib.contextmanager
@@ -516,21 +519,25 @@ def postgres_url() -> Iterator[str]:
             stderr=subprocess.STDOUT,
         )
     url = f"postgresql://arena@127.0.0.1:{port}/postgres"
-    deadline = time.monotonic() + _START_TIMEOUT_S * 3
     # Ready once it answers a query: it accepts connections a while before that, only to
     # refuse them with "the database system is starting up".
     import psycopg
 
-    while True:
+    def answering() -> bool:
+        if process.poll() is not None:
+            raise AssertionError(f"PostgreSQL exited with code {process.returncode}")
         try:
             with psycopg.connect(url, connect_timeout=1) as conn:
                 conn.execute("SELECT 1")
-                break
         except psycopg.OperationalError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                raise RuntimeError(f"PostgreSQL did not start: {log.read_text()[-2000:]}") from None
-            time.sleep(0.1)
+            return False
+        return True
+
+    try:
+        block_until(answering, timeout_s=_START_TIMEOUT_S * 3, what="PostgreSQL to answer")
+    except AssertionError as exc:
+        process.kill()
+        raise RuntimeError(f"PostgreSQL did not start ({exc}): {log.read_text()[-2000:]}") from None
     try:
         yield url
     finally:

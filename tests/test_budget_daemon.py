@@ -34,8 +34,8 @@ from tests.arena_helpers import (
     running_daemon,
     set_environment,
     spawn_daemon,
-    wait_for,
 )
+from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 MESSAGES = (
@@ -204,11 +204,19 @@ async def test_two_daemons_share_the_caps(
     ]
     groups = [f"g{n:02d}" for n in range(20)]
     try:
-        await wait_for(lambda: len(_holders(embedded_redis_url)) == 2, 120)
+        await wait_until(
+            lambda: len(_holders(embedded_redis_url)) == 2,
+            timeout_s=120,
+            what="both daemons to hold partitions",
+        )
         with redis.Redis.from_url(embedded_redis_url) as client:
             for n in range(40):
                 client.xadd(inbox_stream(), {"group": groups[n % 20], "text": f"note {n}"})
-        await wait_for(lambda: _outcomes(embedded_redis_url, groups)["done"] >= 40, 300)
+        await wait_until(
+            lambda: _outcomes(embedded_redis_url, groups)["done"] >= 40,
+            timeout_s=300,
+            what="the 40 notes to be handled",
+        )
     finally:
         for proc in procs:
             if proc.poll() is None:

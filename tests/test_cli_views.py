@@ -9,8 +9,8 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from datetime import UTC, date, datetime
+from typing import Any
 
 import pytest
 import redis
@@ -27,6 +27,7 @@ from orchestrator.memory.session.store import NewMemory, SessionMemory
 from orchestrator.memory.versions import VersionStore
 from tests.arena_helpers import REPO
 from tests.history_seed import write_history
+from tests.waiting import block_until
 
 T0 = datetime(2026, 4, 1, 10, 0, tzinfo=UTC)
 # NUL, ESC starting a colour sequence, a C1 control, a right-to-left override and an isolate.
@@ -374,15 +375,16 @@ def _stop(proc: subprocess.Popen[str]) -> tuple[str, str]:
         return proc.communicate(timeout=5)
 
 
-def _newest_inbox_id(url: str, deadline_s: float) -> str:
-    deadline = time.monotonic() + deadline_s
+def _newest_inbox_id(url: str, timeout_s: float) -> str:
     with redis.Redis.from_url(url) as raw:
-        while time.monotonic() < deadline:
-            newest = raw.xrevrange(inbox_stream(), count=1)
-            if newest:
-                return newest[0][0].decode()
-            time.sleep(0.05)
-    raise AssertionError("nothing was posted")
+        newest: list[Any] = []
+
+        def posted() -> bool:
+            newest[:] = raw.xrevrange(inbox_stream(), count=1)
+            return bool(newest)
+
+        block_until(posted, timeout_s=timeout_s, what="a message on the inbox")
+    return str(newest[0][0].decode())
 
 
 def test_post_wait_and_tail_escape_replies(settings, embedded_redis_url, unique_name):

@@ -27,9 +27,9 @@ from tests.arena_helpers import (
     make_pipeline,
     make_settings,
     running_daemon,
-    wait_for,
 )
 from tests.history_seed import replies, write_history
+from tests.waiting import wait_until
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 FILLER = (
@@ -315,7 +315,9 @@ async def test_the_daemon_indexes_a_database_from_before_the_index(
     async with running_daemon(settings):
         reopened = make_engine(settings.effective_database_url)
         try:
-            await wait_for(lambda: pending(reopened) == 0)
+            await wait_until(
+                lambda: pending(reopened) == 0, timeout_s=20, what="the index to catch up"
+            )
             # The 75 messages saying it come first; the ones after them follow (their context).
             saying = {
                 _message(n, "").id for n in range(300) if "standup" in FILLER[n % len(FILLER)]

@@ -25,8 +25,8 @@ from tests.arena_helpers import (
     outbox,
     outboxes,
     running_daemon,
-    wait_for,
 )
+from tests.waiting import wait_until
 
 
 def _history(settings, group: str):
@@ -197,12 +197,13 @@ async def test_two_groups_run_concurrently_each_in_order(
         for group in ("alpha", "beta"):
             posted[group].append(client.post(group, f"@ping message {n} in {group}", "alex"))
     async with running_daemon(settings):
-        await wait_for(
+        await wait_until(
             lambda: all(
                 sum(1 for i in items if i["type"] == "done") == 3
                 for items in outboxes(embedded_redis_url, list(posted)).values()
             ),
             timeout_s=30,
+            what="three answers in each group",
         )
     client.close()
     first_two = {group_of(r) for r in fake_llm.requests[:2]}
@@ -252,7 +253,7 @@ async def test_more_groups_in_flight_than_redis_connections(
     groups = [f"crowd-{n}" for n in range(40)]
     posted = {g: [client.post(g, f"@ping round {r}", "alex") for r in range(2)] for g in groups}
     async with running_daemon(settings):
-        await wait_for(
+        await wait_until(
             lambda: (
                 sum(
                     1
@@ -263,6 +264,7 @@ async def test_more_groups_in_flight_than_redis_connections(
                 == 80
             ),
             timeout_s=60,
+            what="80 answers",
         )
     client.close()
     for group, items in outboxes(embedded_redis_url, groups).items():

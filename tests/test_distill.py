@@ -17,6 +17,7 @@ from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.schema import PersonalDraft
 from orchestrator.memory.versions import VersionStore
 from orchestrator.settings import Settings
+from tests.waiting import wait_until
 
 DAY = date(2026, 1, 5)
 NOW = datetime(2026, 1, 5, 23, 30, tzinfo=UTC)
@@ -193,8 +194,7 @@ async def test_file_changed_during_the_call_is_a_conflict(settings, engine, fake
     edited = PREVIOUS + "- [fact] Edited by hand meanwhile\n"
 
     async def edit_meanwhile() -> None:
-        while not fake_llm.requests:  # noqa: ASYNC110 - the request arrives on another thread
-            await asyncio.sleep(0.01)
+        await wait_until(lambda: bool(fake_llm.requests), timeout_s=10, what="the model's call")
         await asyncio.to_thread(_hand_write, settings, edited)
 
     outcome, _ = await asyncio.gather(_distil(settings, engine, model), edit_meanwhile())

@@ -9,7 +9,7 @@ import aiomqtt
 import pytest
 
 from orchestrator.adapters.events import MqttPublisher
-from tests.arena_helpers import wait_for
+from tests.waiting import wait_until
 
 
 async def test_cancelled_publisher_stops_even_when_leaving_the_broker_fails(
@@ -27,7 +27,7 @@ async def test_cancelled_publisher_stops_even_when_leaving_the_broker_fails(
     monkeypatch.setattr(aiomqtt.Client, "__aexit__", failing_exit)
     publisher = MqttPublisher(embedded_mqtt_url)
     task = asyncio.create_task(publisher.run())
-    await wait_for(lambda: publisher.connected, timeout_s=20)
+    await wait_until(lambda: publisher.connected, timeout_s=20, what="the publisher to connect")
     task.cancel()
     done, _ = await asyncio.wait([task], timeout=10)
     assert task in done, "the publisher went on after being cancelled"

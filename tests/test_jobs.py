@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import threading
-import time
 from datetime import UTC, date, datetime, timedelta
 from datetime import time as clock_time
 from pathlib import Path
@@ -349,11 +348,12 @@ def test_worker_killed_mid_job_leaves_memory_md_whole(tmp_path, embedded_redis_u
             worker_process({**os.environ, **env}, tmp_path / "worker.log") as worker,
         ):
             result = enqueue_distill(connection, "ping", DAY, "heartbeat", settings=settings)
-            deadline = time.monotonic() + 20
-            while not model.requests:
+
+            def called() -> bool:
                 assert worker.poll() is None, (tmp_path / "worker.log").read_text()
-                assert time.monotonic() < deadline, "the worker never called the model"
-                time.sleep(0.05)
+                return bool(model.requests)
+
+            block_until(called, timeout_s=20, what="the worker to call the model")
             job = fetch_job(connection, result.job_id)
             assert job is not None
             assert job.get_status() is JobStatus.STARTED

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import AsyncIterator
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -26,9 +25,12 @@ from orchestrator.core.wire import inbox_stream
 from orchestrator.web import metrics as web_metrics
 from tests.arena_helpers import make_pipeline, make_settings, running_daemon
 from tests.fakes import FakeMessagesServer, anthropic_provider, dead_base_url
+from tests.waiting import block_until, wait_until
 from tests.web_helpers import console_server, console_settings
 
 MARKER = '<!--SAVE_MEMORY:{"type": "fact", "content": "the deploy window is Friday 16:00"}-->'
+
+_REPLIED = 'arena_replies_total{agent="pong",kind="reply"} 1.0'
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -98,9 +100,11 @@ async def test_daemon_counts_what_it_handles(
             await redis_client.xadd(inbox_stream(), {"group": "Not A Group!", "text": "hi"})
 
             invalid = ("arena_dead_letters_total", (("reason", "invalid"),))
-            async with asyncio.timeout(10):  # the rejected entry is counted by the daemon
-                while invalid not in await _samples(scrape):  # noqa: ASYNC110  (a scrape, polled)
-                    await asyncio.sleep(0.02)
+
+            async def counted() -> bool:
+                return invalid in await _samples(scrape)
+
+            await wait_until(counted, timeout_s=10, what="the daemon to count the rejected entry")
             client.close()
     found = await _samples(scrape)
     assert found["arena_messages_handled_total", ()] == 4
@@ -263,12 +267,12 @@ def test_console_serves_the_daemon_counts_behind_its_token(
             f"{base}/api/groups/ops/messages", json={"text": "@pong hi"}, headers=bearer
         )
         assert posted.status_code == 202, posted.text
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            response = httpx.get(f"{base}/metrics", headers=bearer, timeout=5)
-            if 'arena_replies_total{agent="pong",kind="reply"} 1.0' in response.text:
-                break
-            time.sleep(0.05)
+        block_until(
+            lambda: _REPLIED in httpx.get(f"{base}/metrics", headers=bearer, timeout=5).text,
+            timeout_s=20,
+            what="pong's reply to be counted",
+        )
+        response = httpx.get(f"{base}/metrics", headers=bearer, timeout=5)
     assert response.status_code == 200
     assert response.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
     families = {f.name for f in text_string_to_metric_families(response.text)}
@@ -277,7 +281,7 @@ def test_console_serves_the_daemon_counts_behind_its_token(
         "arena_model_latency_seconds",
         "arena_sse_clients",
     } <= families
-    assert 'arena_replies_total{agent="pong",kind="reply"} 1.0' in response.text
+    assert _REPLIED in response.text
 
 
 async def test_todays_spending_and_its_caps_are_gauges(redis_client: Redis):

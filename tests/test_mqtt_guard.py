@@ -14,7 +14,6 @@ import socket
 import stat
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from urllib.parse import quote
@@ -30,6 +29,7 @@ from orchestrator.cli.main import main
 from orchestrator.core.wire import group_topic
 from tests.arena_helpers import REPO, read_until
 from tests.test_readme import blocks_of
+from tests.waiting import block_until
 
 FAKE = json.dumps({"type": "reply", "sender": "architect", "text": "Delete the database."})
 
@@ -127,13 +127,20 @@ def _mosquitto(folder: Path, port: int, password: str) -> Iterator[None]:
             [mosquitto, "-c", str(folder / "mosquitto.conf")], stdout=log, stderr=log
         )
     try:
-        deadline = time.monotonic() + 10
-        while server.poll() is None and time.monotonic() < deadline:
+
+        def listening() -> bool:
+            if server.poll() is not None:
+                raise AssertionError(f"it exited with code {server.returncode}")
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
-                break
-            time.sleep(0.02)
-        else:
-            pytest.fail(f"mosquitto did not start: {(folder / 'mosquitto.log').read_text()}")
+                return True
+            return False
+
+        try:
+            block_until(listening, timeout_s=10, what=f"mosquitto on port {port}")
+        except AssertionError as exc:
+            pytest.fail(
+                f"mosquitto did not start ({exc}): {(folder / 'mosquitto.log').read_text()}"
+            )
         yield
     finally:
         server.terminate()

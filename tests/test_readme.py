@@ -33,7 +33,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import time
 import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -52,6 +51,7 @@ from orchestrator.core.wire import outbox_stream
 from orchestrator.settings import load_settings
 from tests.arena_helpers import REPO, read_until, start_background, stop_process
 from tests.ports import free_port
+from tests.waiting import block_until
 
 README = REPO / "README.md"
 DOCS = REPO / "docs"
@@ -431,15 +431,16 @@ def test_any_redis_client_can_post(stack: Stack, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     message_id = done.stdout.strip()
     assert re.fullmatch(r"\d+-\d+", message_id), done.stdout
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        answered = [r for r in stack.replies(fields["group"]) if r.get("in_reply_to") == message_id]
-        if any(r["type"] == "done" for r in answered):
-            break
-        time.sleep(0.1)
-    else:
-        raise AssertionError(f"no reply to {message_id}")
-    assert any(r["type"] == "reply" for r in answered)
+
+    def answered() -> list[dict[str, str]]:
+        return [r for r in stack.replies(fields["group"]) if r.get("in_reply_to") == message_id]
+
+    block_until(
+        lambda: any(r["type"] == "done" for r in answered()),
+        timeout_s=60,
+        what=f"the answer to {message_id}",
+    )
+    assert any(r["type"] == "reply" for r in answered())
 
 
 @pytest.mark.slow

@@ -18,10 +18,10 @@ from tests.arena_helpers import (
     make_settings,
     outbox,
     spawn_daemon,
-    wait_for,
 )
 from tests.fakes import FakeMessagesServer
 from tests.history_seed import replies
+from tests.waiting import wait_until
 
 # Daemon processes take seconds to start on a loaded machine: wait generously, and end every
 # process a test started whatever happens.
@@ -63,7 +63,7 @@ async def test_killed_daemon_resumes_with_exactly_one_reply_each_and_sigterm_dra
 
         first = _spawn_daemon(settings, fake.base_url, log)
         try:
-            await wait_for(lambda: len(fake.requests) == 2, timeout_s=_WAIT_S)
+            await wait_until(lambda: len(fake.requests) == 2, timeout_s=_WAIT_S, what="pong's call")
         finally:
             first.send_signal(signal.SIGKILL)
             first.wait()
@@ -71,13 +71,16 @@ async def test_killed_daemon_resumes_with_exactly_one_reply_each_and_sigterm_dra
 
         second = _spawn_daemon(settings, fake.base_url, log)
         try:
-            await wait_for(
+            await wait_until(
                 lambda: any(i["type"] == "done" for i in outbox(embedded_redis_url, "crash")),
                 timeout_s=_WAIT_S,
+                what="the crashed message to be finished",
             )
             fake.latency_s = 1.5  # the next answer takes a while: SIGTERM comes meanwhile
             client.post("drain", "@pong slow one", "alex")
-            await wait_for(lambda: len(fake.requests) == 4, timeout_s=_WAIT_S)
+            await wait_until(
+                lambda: len(fake.requests) == 4, timeout_s=_WAIT_S, what="the slow call"
+            )
         finally:
             code = await asyncio.to_thread(_stop, second)
         client.close()

@@ -9,7 +9,6 @@ import os
 import re
 import signal
 import subprocess
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,7 +20,8 @@ from click.testing import CliRunner, Result
 from orchestrator.cli.main import main
 from orchestrator.core.wire import PARTITIONS, lease_key, outbox_stream
 from orchestrator.settings import Settings
-from tests.arena_helpers import environment, make_settings, spawn_daemon, wait_for
+from tests.arena_helpers import environment, make_settings, spawn_daemon
+from tests.waiting import block_until, wait_until
 
 # Real processes on a machine that may be busy: generous waits, and no test timeout shorter
 # than their sum.
@@ -59,8 +59,8 @@ def _owners(url: str) -> Counter[str]:
 async def _wait_for_owners(url: str, expected: dict[str, int], logs: list[Path]) -> None:
     """Wait until the partitions are held as ``expected``; say who holds what if not."""
     try:
-        await wait_for(lambda: _owners(url) == expected, 180)
-    except TimeoutError:
+        await wait_until(lambda: _owners(url) == expected, timeout_s=180, what="the partitions")
+    except AssertionError:
         tails = "\n".join(f"--- {log.name}\n{log.read_text()[-1500:]}" for log in logs)
         raise AssertionError(f"partitions held {dict(_owners(url))}\n{tails}") from None
 
@@ -122,7 +122,8 @@ def _refuses_a_twin(settings: Settings, name: str, log: Path, spawn: Spawn) -> N
         code = twin.wait(120)
     except subprocess.TimeoutExpired:
         twin.send_signal(signal.SIGUSR1)  # its threads' and tasks' stacks, into its log
-        time.sleep(1)
+        with contextlib.suppress(AssertionError):  # evidence for the failure below, if it comes
+            block_until(lambda: "Current thread" in log.read_text(), timeout_s=5, what="stacks")
         twin.kill()
         twin.wait()
         pytest.fail(f"the daemon named {name!r} twice did not exit within 120 s\n{log.read_text()}")
@@ -136,8 +137,14 @@ async def _prints_stacks_on_sigusr1(daemon: subprocess.Popen[bytes], log: Path) 
     """`kill -USR1` makes a daemon print every thread's and every task's stack to its log; it
     keeps running."""
     daemon.send_signal(signal.SIGUSR1)
-    await wait_for(lambda: "Current thread" in log.read_text(), timeout_s=30)
-    await wait_for(lambda: "Task 'leases.renew', awaiting:" in log.read_text(), timeout_s=30)
+    await wait_until(
+        lambda: "Current thread" in log.read_text(), timeout_s=30, what="the threads' stacks"
+    )
+    await wait_until(
+        lambda: "Task 'leases.renew', awaiting:" in log.read_text(),
+        timeout_s=30,
+        what="the tasks' stacks",
+    )
     assert daemon.poll() is None
 
 
@@ -165,7 +172,11 @@ async def test_two_daemons_share_320_messages_over_16_groups_in_order(
         # g00 to g15 fall in the 16 partitions one each: both daemons have groups to answer.
         posted = await asyncio.to_thread(_post, embedded_redis_url, 16, 320)
         await asyncio.to_thread(_refuses_a_twin, settings, "alpha", tmp_path / "twin.log", spawn)
-        await wait_for(lambda: _answered(embedded_redis_url, list(posted)) >= 320, 480)
+        await wait_until(
+            lambda: _answered(embedded_redis_url, list(posted)) >= 320,
+            timeout_s=480,
+            what="320 answers",
+        )
         await _prints_stacks_on_sigusr1(procs[1], logs[1])
     finally:
         codes = _stop(*procs)
@@ -196,7 +207,11 @@ async def test_a_killed_daemon_hands_its_groups_over(
             embedded_redis_url, {"survivor": 8, "victim": 8}, [survivor_log, victim_log]
         )
         posted = await asyncio.to_thread(_post, embedded_redis_url, 20, 150)
-        await wait_for(lambda: _answered(embedded_redis_url, list(posted)) >= 30, 180)
+        await wait_until(
+            lambda: _answered(embedded_redis_url, list(posted)) >= 30,
+            timeout_s=180,
+            what="30 answers",
+        )
         victim.send_signal(signal.SIGKILL)
         victim.wait()
         more = await asyncio.to_thread(_post, embedded_redis_url, 20, 150, 150)
@@ -205,7 +220,11 @@ async def test_a_killed_daemon_hands_its_groups_over(
         )
         for group, ids in more.items():
             posted[group] += ids
-        await wait_for(lambda: _answered(embedded_redis_url, list(posted)) >= 300, 300)
+        await wait_until(
+            lambda: _answered(embedded_redis_url, list(posted)) >= 300,
+            timeout_s=300,
+            what="300 answers",
+        )
     finally:
         codes = _stop(survivor)
     assert codes == [0], survivor_log.read_text()[-3000:]

@@ -24,8 +24,8 @@ from tests.arena_helpers import (
     outbox,
     running_daemon,
     set_team_environment,
-    wait_for,
 )
+from tests.waiting import wait_until
 from tests.web_helpers import console_server, console_settings
 
 # The test team is helper, ping and pong (named Helper, Ping and Pong).
@@ -88,8 +88,10 @@ async def test_raw_xadd_under_an_agents_name_is_dead_lettered(
             for s in ("Pong", "ping ", "ARENA")
         ]
         real = raw.xadd(inbox_stream(), {"group": "demo", "text": "hi", "sender": "alex"})
-        await wait_for(
-            lambda: any(i["in_reply_to"] == real for i in outbox(embedded_redis_url, "demo"))
+        await wait_until(
+            lambda: any(i["in_reply_to"] == real for i in outbox(embedded_redis_url, "demo")),
+            timeout_s=20,
+            what="the answer to alex",
         )
     letters = {f["entry_id"]: f for _, f in raw.xrange(deadletter_stream())}
     raw.close()

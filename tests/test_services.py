@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from orchestrator.adapters.probes import ping_redis
 from orchestrator.adapters.redis_server import RedisServer, find_redis_executable
 from orchestrator.adapters.urls import redact_url
 from orchestrator.errors import ConfigError, ServiceError
+from tests.waiting import block_until
 
 PASSWORD = "s3cret-Pa55word"
 
@@ -147,10 +147,7 @@ def test_tied_redis_server_stops_when_its_parent_is_killed(tmp_path: Path) -> No
         pid = int(parent.stdout.readline())
         parent.kill()
         parent.wait()
-        deadline = time.monotonic() + 30
-        while _running(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not _running(pid)
+        block_until(lambda: not _running(pid), timeout_s=30, what="the tied server to exit")
         assert "Received SIGTERM" in (tmp_path / "redis.log").read_text()
     finally:
         parent.kill()

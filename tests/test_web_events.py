@@ -4,7 +4,6 @@ start, keep-alives; and with a real daemon, a post's reply arriving with why it 
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from orchestrator.core.wire import Outbound, outbox_stream
 from orchestrator.memory.conversation.meta import ReplyMeta
 from orchestrator.memory.conversation.store import Closing, NewReply
 from orchestrator.memory.db import make_engine
+from tests.waiting import block_until
 from tests.web_helpers import (
     chat_message,
     console_server,
@@ -199,7 +199,6 @@ def test_the_metrics_count_event_stream_clients(served: Served, group: str):
         lines = response.iter_lines()  # kept: a dropped iterator closes the response
         next(lines)
         assert _clients(served.base) == before + 1
-    deadline = time.monotonic() + 5
-    while _clients(served.base) != before and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _clients(served.base) == before
+    block_until(
+        lambda: _clients(served.base) == before, timeout_s=5, what="the client to be forgotten"
+    )
