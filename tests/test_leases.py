@@ -40,7 +40,7 @@ async def test_a_lease_not_renewed_runs_out_and_another_daemon_takes_it(redis: R
     dying, other = Leases(redis, "dying", 200), Leases(redis, "other", 10_000)
     assert await dying.acquire(["router"], take=1) == {"router"}
     assert await other.acquire(["router"], take=1) == set()
-    await asyncio.sleep(0.35)
+    await asyncio.sleep(0.35)  # the scenario: longer than the 200 ms lease, with no renewal
     assert await other.acquire(["router"], take=1) == {"router"}
     assert await dying.acquire(["router"], take=1) == set()
 
@@ -50,7 +50,7 @@ async def test_members_join_leave_and_expire(redis: Redis):
     await a.members()
     await brief.members()
     assert await b.members() == ["a", "b", "c"]
-    await asyncio.sleep(0.35)
+    await asyncio.sleep(0.35)  # the scenario: longer than c's 200 ms membership, not renewed
     assert await a.members() == ["a", "b"]
     await b.members(join=False)
     assert await a.members() == ["a"]

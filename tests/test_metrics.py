@@ -205,11 +205,13 @@ async def test_recording_resumes_after_redis_pauses(redis_client: Redis, caplog)
     """A Redis that stops answering for a moment costs the numbers of that moment: one
     WARNING, then one INFO line when it answers again, and later numbers are counted."""
     recorder = MetricsRecorder(redis_client, interval_s=60, timeout_s=0.2)
-    await redis_client.execute_command("CLIENT", "PAUSE", "600", "WRITE")
+    await redis_client.execute_command("CLIENT", "PAUSE", "30000", "WRITE")
     with caplog.at_level(logging.INFO, logger="orchestrator.adapters.metrics"):
-        await recorder.message_handled(MessageSample(duration_s=0.1))
-        await recorder.flush()
-        await asyncio.sleep(0.7)
+        try:
+            await recorder.message_handled(MessageSample(duration_s=0.1))
+            await recorder.flush()
+        finally:
+            await redis_client.execute_command("CLIENT", "UNPAUSE")  # the moment is over
         await recorder.message_handled(MessageSample(duration_s=0.1))
         await recorder.aclose()
     # The recorder's own lines: redis-py may log at DEBUG on the way (a reconnection).

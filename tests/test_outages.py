@@ -196,7 +196,7 @@ def test_a_retry_due_after_a_redis_restart_runs(tmp_path: Path, free_port: int):
                 assert server.pid is not None
                 before = log.stat().st_size  # the model's error was told, with its traceback
                 os.kill(server.pid, signal.SIGKILL)
-                time.sleep(OUTAGE_S)
+                time.sleep(OUTAGE_S)  # the scenario: Redis stays down this long
                 server.start()
                 block_until(
                     lambda: status() is JobStatus.FINISHED, timeout_s=60, what="the retry to run"

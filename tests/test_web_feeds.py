@@ -87,8 +87,9 @@ async def test_a_watcher_resuming_gets_the_missed_items_then_the_live_ones_once(
     feeds = RoomFeeds(redis, Counting(), keepalive_s=0.2)
     try:
         first = await _say(redis, unique_name, "one")
-        live = asyncio.create_task(_take(feeds, unique_name, first, 3))
-        await asyncio.sleep(0.2)
+        watching = asyncio.Event()
+        live = asyncio.create_task(_take(feeds, unique_name, first, 3, watching))
+        await asyncio.wait_for(watching.wait(), 10)
         said = [await _say(redis, unique_name, t) for t in ("two", "three")]
         # A second watcher comes back from "one" while the room's reader is running.
         late = asyncio.create_task(_take(feeds, unique_name, first, 3))
@@ -112,11 +113,14 @@ async def test_the_reader_stops_with_its_last_watcher_and_starts_again(
     feeds = RoomFeeds(redis, render, keepalive_s=0.2)
     try:
         start = await feeds.stream_end(unique_name)
-        first = asyncio.create_task(_take(feeds, unique_name, start, 1))
-        await asyncio.sleep(0.2)
+        watching = asyncio.Event()
+        first = asyncio.create_task(_take(feeds, unique_name, start, 1, watching))
+        await asyncio.wait_for(watching.wait(), 10)
         one = await _say(redis, unique_name, "one")
         assert await asyncio.wait_for(first, 10) == [f"{one} one"]
         two = await _say(redis, unique_name, "two")  # nobody watching: nothing rendered
+        # The scenario, not a signal: a room nobody watches for longer than a blocking read
+        # (keepalive_s) has no reader left to render what is said in it.
         await asyncio.sleep(0.3)
         assert render.calls == 1
         again = await asyncio.wait_for(_take(feeds, unique_name, one, 1), 10)
