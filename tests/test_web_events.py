@@ -145,6 +145,8 @@ def test_keep_alive_comments(served: Served, group: str):
         for line in response.iter_lines():
             if line == ": keep-alive":
                 break
+        else:
+            pytest.fail("the stream closed without a keep-alive")
 
 
 @pytest.mark.parametrize("bad", ["yesterday", "1-2-3", "$"])
