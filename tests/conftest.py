@@ -681,47 +681,6 @@ _LONGEST_FIRST = (
 )
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    """In the process that starts the parallel workers: rewrite the test files' asserts once
-    and store them where pytest looks for them, before the workers start. The workers start
-    together, so on a fresh checkout each would otherwise rewrite every file itself (about
-    2.5 CPU-s each), and on every run when PYTHONDONTWRITEBYTECODE is set (pytest then stores
-    nothing). This uses pytest's own rewriting, not a public API: if it has changed, the
-    workers rewrite as usual."""
-    parallel = config.pluginmanager.has_plugin("xdist") and config.getoption("numprocesses", None)
-    if parallel and not hasattr(config, "workerinput"):
-        with contextlib.suppress(Exception):  # only a head start: the workers rewrite the rest
-            _store_rewritten_tests(config)
-
-
-def _store_rewritten_tests(config: pytest.Config) -> None:
-    from _pytest.assertion import rewrite
-
-    todo = []
-    for path in [*sorted(REPO.glob("tests/test_*.py")), REPO / "tests" / "conftest.py"]:
-        cache = rewrite.get_cache_dir(path)
-        pyc = cache / (path.name[:-3] + rewrite.PYC_TAIL)
-        if rewrite._read_pyc(path, pyc) is None:  # not stored yet, for this source
-            cache.mkdir(exist_ok=True)
-            todo.append((path, pyc))
-
-    def store(share: list[tuple[Path, Path]]) -> None:
-        for path, pyc in share:
-            source_hash, code = rewrite._rewrite_test(path, config)
-            rewrite._write_pyc(config.stash[rewrite.assertstate_key], code, source_hash, pyc)
-
-    # Half in a forked copy of this process (no thread runs yet): the workers wait for it.
-    child = os.fork() if len(todo) > 1 and (os.cpu_count() or 1) > 1 else -1
-    if child == 0:
-        try:
-            store(todo[::2])
-        finally:
-            os._exit(0)
-    store(todo[1::2] if child > 0 else todo)
-    if child > 0:
-        os.waitpid(child, 0)
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Run the longest files first, each file's tests keeping their order."""
     rank = {name: n for n, name in enumerate(_LONGEST_FIRST)}
