@@ -657,34 +657,35 @@ def store(engine: Engine) -> HistoryStore:
 
 # The files that take longest (they run whole processes: `arena up`, daemons, Chromium) go
 # first, longest first, so that the parallel workers do not end the run waiting on one of them
-# (the Makefile keeps this order: --no-loadscope-reorder). Seconds each in a parallel run: about
-# 41, 32, 31, 29, 28, 20, then 19 to 12 for the next five, 8 and less for the rest.
+# (the Makefile keeps this order: --no-loadscope-reorder). Paths under tests/. Seconds each in a
+# parallel run: about 41, 32, 31, 29, 28, 20, then 19 to 12 for the next five, 8 and less.
 _LONGEST_FIRST = (
-    "test_crash_recovery.py",
-    "test_jobs.py",
-    "test_daemon.py",
-    "test_cli_startup.py",
-    "test_web_browser.py",
-    "test_outages.py",
-    "test_readme.py",
-    "test_scale_out.py",
-    "test_cli.py",
-    "test_auth_tls.py",
-    "test_recovery.py",
-    "test_web_layout.py",
-    "test_budget_daemon.py",
-    "test_hostile.py",
-    "test_tools_loop.py",
-    "test_import.py",
-    "test_marker_meta.py",
-    "test_database_start.py",
+    "cli/test_crash_recovery.py",
+    "background/test_jobs.py",
+    "runtime/test_daemon.py",
+    "cli/test_startup.py",
+    "web/test_browser.py",
+    "runtime/test_outages.py",
+    "docs/test_examples.py",
+    "runtime/test_scale_out.py",
+    "cli/test_main.py",
+    "adapters/test_auth_tls.py",
+    "runtime/test_recovery.py",
+    "web/test_layout.py",
+    "runtime/test_budget_daemon.py",
+    "core/test_hostile.py",
+    "core/test_turns.py",
+    "memory/test_conversation_import.py",
+    "runtime/test_marker_meta.py",
+    "memory/test_db.py",
 )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Run the longest files first, each file's tests keeping their order."""
-    rank = {name: n for n, name in enumerate(_LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+    rank = {path: n for n, path in enumerate(_LONGEST_FIRST)}
+    tests = Path(__file__).parent
+    items.sort(key=lambda item: rank.get(item.path.relative_to(tests).as_posix(), len(rank)))
 
 
 @pytest.fixture(scope="module")

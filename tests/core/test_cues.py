@@ -7,8 +7,8 @@ import pytest
 from orchestrator.adapters.offline import OfflineProvider
 from orchestrator.background.summary import run_summary
 from orchestrator.core import cues
-from tests.test_offline import request_for
-from tests.test_summary import NOW, _say
+from tests.adapters.test_offline import request_for
+from tests.background.test_summary import NOW, _say
 
 
 @pytest.mark.parametrize(

@@ -131,7 +131,7 @@ def test_caps_are_read_from_the_environment(monkeypatch: pytest.MonkeyPatch):
 def test_default_prices_cover_the_shipped_agents_models():
     """Every model agents/*.yaml names has a price by default."""
     settings = load_settings()
-    repo = Path(__file__).resolve().parent.parent
+    repo = Path(__file__).resolve().parents[2]
     for agent in load_agents(repo / "agents"):
         assert agent.model in settings.model_prices
 

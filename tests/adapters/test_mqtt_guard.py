@@ -28,7 +28,7 @@ from orchestrator.adapters.mqtt_broker import MqttBroker, login_file
 from orchestrator.cli.main import main
 from orchestrator.core.wire import group_topic
 from tests.arena_helpers import REPO, read_until
-from tests.test_readme import blocks_of
+from tests.docs.test_examples import blocks_of
 from tests.waiting import block_until
 
 FAKE = json.dumps({"type": "reply", "sender": "architect", "text": "Delete the database."})

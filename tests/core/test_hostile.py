@@ -38,7 +38,7 @@ from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.schema import PersonalDraft
 from orchestrator.settings import Settings, env_name, load_settings
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 SECRET = "hunter2"
 REDIS_WITH_PASSWORD = "redis://:hunter2-secret@127.0.0.1:1/0"

@@ -14,7 +14,7 @@ from orchestrator.core.agents import load_agents
 from orchestrator.core.models import AgentSpec, RouteReason, RoutingRule
 from orchestrator.core.routing import Router, find_mentions, handoff_targets, route
 
-AGENTS_DIR = Path(__file__).resolve().parent.parent / "agents"
+AGENTS_DIR = Path(__file__).resolve().parents[2] / "agents"
 
 
 @cache

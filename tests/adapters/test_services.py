@@ -139,7 +139,7 @@ def test_tied_redis_server_stops_when_its_parent_is_killed(tmp_path: Path) -> No
         [sys.executable, "-c", _TIED_PARENT, str(tmp_path)],
         stdout=subprocess.PIPE,
         text=True,
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=Path(__file__).resolve().parents[2],
     )
     pid = 0
     try:

@@ -16,7 +16,7 @@ from orchestrator.core.models import RoutingRule
 from orchestrator.core.routing import route
 from orchestrator.errors import AgentDefinitionError, ValidationError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 GOOD = {
     "id": "architect",

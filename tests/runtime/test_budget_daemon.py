@@ -37,7 +37,7 @@ from tests.arena_helpers import (
 )
 from tests.waiting import wait_until
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 MESSAGES = (
     "we decided to use Postgres",
     "@architect what did we decide about the database?",

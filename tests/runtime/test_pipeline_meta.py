@@ -8,7 +8,7 @@ from sqlalchemy import text
 
 from orchestrator.memory.conversation.meta import ReplyMeta
 from tests.arena_helpers import agent_of
-from tests.test_pipeline import _human, _pipeline
+from tests.runtime.test_pipeline import _human, _pipeline
 
 ANSWERED = {
     "agent": "ping",
