@@ -12,7 +12,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -327,13 +327,6 @@ def outboxes(redis_url: str, groups: Sequence[str]) -> dict[str, list[dict[str, 
         streams = pipe.execute()
     read = zip(groups, streams, strict=True)
     return {group: [fields for _id, fields in items] for group, items in read}
-
-
-async def wait_for(predicate: Callable[[], bool], timeout_s: float = 20.0) -> None:
-    """Poll ``predicate`` until it holds (AssertionError after ``timeout_s``)."""
-    async with asyncio.timeout(timeout_s):
-        while not predicate():  # noqa: ASYNC110 - polls state owned by other processes
-            await asyncio.sleep(0.05)
 
 
 def copy_prompts(tmp_path: Path) -> Path:

@@ -11,7 +11,6 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 import urllib.parse
 import uuid
 from collections.abc import AsyncIterator, Callable, Generator, Iterator
@@ -35,6 +34,7 @@ from tests.browser import chromium, fresh_page, save_screenshot
 from tests.fakes import FakeMessagesServer, anthropic_provider
 from tests.ports import free_port as _free_port
 from tests.threads import loop_in_thread
+from tests.waiting import block_until
 
 if TYPE_CHECKING:
     from orchestrator.adapters.llm import AnthropicProvider
@@ -201,14 +201,17 @@ def _amqtt_in_thread(port: int) -> Iterator[str]:
 
 
 def _wait_for_tcp(process: subprocess.Popen[bytes], port: int, log: Path) -> None:
-    deadline = time.monotonic() + _START_TIMEOUT_S
-    while time.monotonic() < deadline:
+    def listening() -> bool:
         if process.poll() is not None:
             pytest.fail(f"mosquitto exited with code {process.returncode}: {log.read_text()}")
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
-            return
-        time.sleep(0.02)
-    pytest.fail(f"mosquitto did not listen on port {port}: {log.read_text()}")
+            return True
+        return False
+
+    try:
+        block_until(listening, timeout_s=_START_TIMEOUT_S, what=f"mosquitto on port {port}")
+    except AssertionError as exc:
+        pytest.fail(f"{exc}: {log.read_text()}")
 
 
 @contextlib.contextmanager
@@ -516,21 +519,25 @@ def postgres_url() -> Iterator[str]:
             stderr=subprocess.STDOUT,
         )
     url = f"postgresql://arena@127.0.0.1:{port}/postgres"
-    deadline = time.monotonic() + _START_TIMEOUT_S * 3
     # Ready once it answers a query: it accepts connections a while before that, only to
     # refuse them with "the database system is starting up".
     import psycopg
 
-    while True:
+    def answering() -> bool:
+        if process.poll() is not None:
+            raise AssertionError(f"PostgreSQL exited with code {process.returncode}")
         try:
             with psycopg.connect(url, connect_timeout=1) as conn:
                 conn.execute("SELECT 1")
-                break
         except psycopg.OperationalError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                raise RuntimeError(f"PostgreSQL did not start: {log.read_text()[-2000:]}") from None
-            time.sleep(0.1)
+            return False
+        return True
+
+    try:
+        block_until(answering, timeout_s=_START_TIMEOUT_S * 3, what="PostgreSQL to answer")
+    except AssertionError as exc:
+        process.kill()
+        raise RuntimeError(f"PostgreSQL did not start ({exc}): {log.read_text()[-2000:]}") from None
     try:
         yield url
     finally:
@@ -650,75 +657,35 @@ def store(engine: Engine) -> HistoryStore:
 
 # The files that take longest (they run whole processes: `arena up`, daemons, Chromium) go
 # first, longest first, so that the parallel workers do not end the run waiting on one of them
-# (the Makefile keeps this order: --no-loadscope-reorder). Seconds each in a parallel run: about
-# 41, 32, 31, 29, 28, 20, then 19 to 12 for the next five, 8 and less for the rest.
+# (the Makefile keeps this order: --no-loadscope-reorder). Paths under tests/. Seconds each in a
+# parallel run: about 41, 32, 31, 29, 28, 20, then 19 to 12 for the next five, 8 and less.
 _LONGEST_FIRST = (
-    "test_crash_recovery.py",
-    "test_jobs.py",
-    "test_daemon.py",
-    "test_cli_startup.py",
-    "test_web_browser.py",
-    "test_outages.py",
-    "test_readme.py",
-    "test_scale_out.py",
-    "test_cli.py",
-    "test_auth_tls.py",
-    "test_recovery.py",
-    "test_web_layout.py",
-    "test_budget_daemon.py",
-    "test_hostile.py",
-    "test_tools_loop.py",
-    "test_import.py",
-    "test_marker_meta.py",
-    "test_database_start.py",
+    "cli/test_crash_recovery.py",
+    "background/test_jobs.py",
+    "runtime/test_daemon.py",
+    "cli/test_startup.py",
+    "web/test_browser.py",
+    "runtime/test_outages.py",
+    "docs/test_examples.py",
+    "runtime/test_scale_out.py",
+    "cli/test_main.py",
+    "adapters/test_auth_tls.py",
+    "runtime/test_recovery.py",
+    "web/test_layout.py",
+    "runtime/test_budget_daemon.py",
+    "core/test_hostile.py",
+    "core/test_turns.py",
+    "memory/test_conversation_import.py",
+    "runtime/test_marker_meta.py",
+    "memory/test_db.py",
 )
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """In the process that starts the parallel workers: rewrite the test files' asserts once
-    and store them where pytest looks for them, before the workers start. The workers start
-    together, so on a fresh checkout each would otherwise rewrite every file itself (about
-    2.5 CPU-s each), and on every run when PYTHONDONTWRITEBYTECODE is set (pytest then stores
-    nothing). This uses pytest's own rewriting, not a public API: if it has changed, the
-    workers rewrite as usual."""
-    parallel = config.pluginmanager.has_plugin("xdist") and config.getoption("numprocesses", None)
-    if parallel and not hasattr(config, "workerinput"):
-        with contextlib.suppress(Exception):  # only a head start: the workers rewrite the rest
-            _store_rewritten_tests(config)
-
-
-def _store_rewritten_tests(config: pytest.Config) -> None:
-    from _pytest.assertion import rewrite
-
-    todo = []
-    for path in [*sorted(REPO.glob("tests/test_*.py")), REPO / "tests" / "conftest.py"]:
-        cache = rewrite.get_cache_dir(path)
-        pyc = cache / (path.name[:-3] + rewrite.PYC_TAIL)
-        if rewrite._read_pyc(path, pyc) is None:  # not stored yet, for this source
-            cache.mkdir(exist_ok=True)
-            todo.append((path, pyc))
-
-    def store(share: list[tuple[Path, Path]]) -> None:
-        for path, pyc in share:
-            source_hash, code = rewrite._rewrite_test(path, config)
-            rewrite._write_pyc(config.stash[rewrite.assertstate_key], code, source_hash, pyc)
-
-    # Half in a forked copy of this process (no thread runs yet): the workers wait for it.
-    child = os.fork() if len(todo) > 1 and (os.cpu_count() or 1) > 1 else -1
-    if child == 0:
-        try:
-            store(todo[::2])
-        finally:
-            os._exit(0)
-    store(todo[1::2] if child > 0 else todo)
-    if child > 0:
-        os.waitpid(child, 0)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Run the longest files first, each file's tests keeping their order."""
-    rank = {name: n for n, name in enumerate(_LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+    rank = {path: n for n, path in enumerate(_LONGEST_FIRST)}
+    tests = Path(__file__).parent
+    items.sort(key=lambda item: rank.get(item.path.relative_to(tests).as_posix(), len(rank)))
 
 
 @pytest.fixture(scope="module")

@@ -63,6 +63,7 @@ sys.path.insert(0, str(REPO))
 from orchestrator.adapters.redis_server import RedisServer  # noqa: E402
 from orchestrator.core.wire import inbox_stream, outbox_stream  # noqa: E402
 from tests.bench.daemon_env import copy_workspaces, daemon_environment, dead_port  # noqa: E402
+from tests.waiting import block_until  # noqa: E402
 
 CONSUMER = "chaos"
 READY_LINE = "arena: ready"
@@ -469,17 +470,19 @@ class Plan:
         )
 
 
-def _wait_ready(fleet: Fleet, deadline: float) -> None:
+def _wait_ready(fleet: Fleet) -> None:
     """Wait for the first daemons; a daemon that cannot start at all ends the run."""
-    while time.monotonic() < deadline:
+
+    def ready() -> bool:
         if fleet.ready():
-            return
+            return True
         for proc in fleet.daemons.values():
             if not proc.alive():
                 tail = proc.log.read_text(encoding="utf-8", errors="replace")[-2000:]
                 raise RuntimeError(f"the daemon exited at start:\n{tail}")
-        time.sleep(TICK_S)
-    raise RuntimeError(f"the daemons were not ready within {READY_TIMEOUT_S:g}s")
+        return False
+
+    block_until(ready, timeout_s=READY_TIMEOUT_S, what="the daemons to be ready")
 
 
 def drive(args: argparse.Namespace, client: redis.Redis, fleet: Fleet) -> dict[str, Any]:
@@ -488,7 +491,7 @@ def drive(args: argparse.Namespace, client: redis.Redis, fleet: Fleet) -> dict[s
     plan = Plan.make(args, rng)
     posted = Posted(groups=[f"chaos-{n}" for n in range(args.groups)])
     fleet.start()
-    _wait_ready(fleet, time.monotonic() + READY_TIMEOUT_S)
+    _wait_ready(fleet)
     started = time.monotonic()
     deadline = started + args.timeout_s
     next_batch = 0

@@ -48,6 +48,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from tests.bench.daemon_env import copy_workspaces, dead_port, stop_arena  # noqa: E402
+from tests.waiting import block_until  # noqa: E402
 
 Sample = tuple[float, float, int]  # wall seconds, CPU seconds, exit code
 TARGET_S = 0.5
@@ -110,12 +111,14 @@ def arena_up(folder: Path) -> Iterator[dict[str, str]]:
             start_new_session=True,
         )
         try:
-            deadline = time.monotonic() + READY_TIMEOUT_S
             listening = folder / "data" / "cli.sock"  # the command server, once it is warm
-            while "arena: ready" not in log_path.read_text() or not listening.exists():
-                if up.poll() is not None or time.monotonic() > deadline:
+
+            def ready() -> bool:
+                if up.poll() is not None:
                     raise SystemExit(f"arena up did not start:\n{log_path.read_text()}")
-                time.sleep(0.2)
+                return "arena: ready" in log_path.read_text() and listening.exists()
+
+            block_until(ready, timeout_s=READY_TIMEOUT_S, what="arena up to be ready")
             yield env
         finally:
             stop_arena(up, timeout_s=30)

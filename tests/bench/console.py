@@ -54,6 +54,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from orchestrator.core.wire import inbox_stream, outbox_stream  # noqa: E402
+from tests.waiting import block_until  # noqa: E402
 
 ROOM = "big-room"
 AGENTS = ("architect", "developer", "tester", "receptionist")
@@ -100,13 +101,15 @@ def arena_up(folder: Path) -> Iterator[dict[str, str]]:
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 120
-        while "arena: ready" not in (folder / "arena-up.log").read_text():
-            if up.poll() is not None or time.monotonic() > deadline:
+
+        def ready() -> bool:
+            if up.poll() is not None:
                 raise SystemExit(
                     "arena up did not start:\n" + (folder / "arena-up.log").read_text()
                 )
-            time.sleep(0.2)
+            return "arena: ready" in (folder / "arena-up.log").read_text()
+
+        block_until(ready, timeout_s=120, what="arena up to be ready")
         yield env
     finally:
         up.send_signal(signal.SIGTERM)

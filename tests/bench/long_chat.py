@@ -89,6 +89,7 @@ from tests.bench.daemon_env import (  # noqa: E402
     start_arena,
     stop_arena,
 )
+from tests.waiting import block_until  # noqa: E402
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 MEMORY_LAYERS = ("summary", "memory_md", "logs", "recall")
@@ -242,26 +243,26 @@ class ArenaUp:
 
     def wait_ready(self) -> None:
         """Until the daemon holds every partition of the inbox."""
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while time.monotonic() < deadline:
+
+        def ready() -> bool:
             self.check_alive()
             with contextlib.suppress(redis.RedisError), redis.Redis.from_url(self.redis_url) as r:
-                if all(r.mget([lease_key(f"p{p}") for p in range(PARTITIONS)])):
-                    return
-            time.sleep(0.2)
-        raise RuntimeError(f"arena up was not ready within {READY_TIMEOUT_S:g}s")
+                return all(r.mget([lease_key(f"p{p}") for p in range(PARTITIONS)]))
+            return False
+
+        block_until(ready, timeout_s=READY_TIMEOUT_S, what="arena up to hold every partition")
 
     def wait_jobs(self) -> None:
         """Until no background job is queued or running (the summaries are written)."""
-        deadline = time.monotonic() + JOBS_TIMEOUT_S
         with redis.Redis.from_url(self.redis_url) as r:
             jobs = queue(r)
             running = StartedJobRegistry(queue=jobs)
-            while jobs.count or running.count:
+
+            def idle() -> bool:
                 self.check_alive()
-                if time.monotonic() > deadline:
-                    raise RuntimeError("background jobs still running after the timeout")
-                time.sleep(0.5)
+                return not (jobs.count or running.count)
+
+            block_until(idle, timeout_s=JOBS_TIMEOUT_S, what="the background jobs to finish")
 
     def stop(self) -> None:
         stop_arena(self.popen, STOP_TIMEOUT_S)

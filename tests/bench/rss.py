@@ -37,6 +37,7 @@ sys.path.insert(0, str(REPO))
 from orchestrator.adapters.redis_server import RedisServer  # noqa: E402
 from orchestrator.core.wire import inbox_stream, outbox_stream  # noqa: E402
 from tests.bench.daemon_env import copy_workspaces, daemon_environment, dead_port  # noqa: E402
+from tests.waiting import block_until  # noqa: E402
 
 READY_LINE = "arena: ready"
 READY_TIMEOUT_S = 60.0
@@ -63,14 +64,12 @@ def _text(n: int, group: str) -> str:
 
 
 def _wait_ready(proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
+    def ready() -> bool:
         if proc.poll() is not None:
             raise RuntimeError(f"daemon exited with {proc.returncode}: {log.read_text()[-2000:]}")
-        if READY_LINE in log.read_text(encoding="utf-8", errors="replace"):
-            return
-        time.sleep(0.1)
-    raise RuntimeError(f"daemon not ready after {READY_TIMEOUT_S} s: {log.read_text()[-2000:]}")
+        return READY_LINE in log.read_text(encoding="utf-8", errors="replace")
+
+    block_until(ready, timeout_s=READY_TIMEOUT_S, what="the daemon to be ready")
 
 
 def _post_and_wait(client: redis.Redis, messages: int, groups: int, timeout_s: float) -> float:

@@ -88,6 +88,7 @@ from tests.bench.daemon_env import (  # noqa: E402
     stop_arena,
 )
 from tests.fakes import FakeMessagesServer  # noqa: E402
+from tests.waiting import block_until  # noqa: E402
 
 READY_RE = re.compile(r"daemon \S+: \d+ agents")
 LINE_RE = re.compile(r"message (\S+) group=\S+ .*\breplies=(\d+) .*\bduration_ms=(\d+)")
@@ -249,10 +250,13 @@ def _broker() -> Iterator[str]:
     proc = context.Process(target=_serve_mqtt, args=args, name="bench-mqtt", daemon=True)
     proc.start()
     try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not ready.wait(0.1):
-            if not proc.is_alive() or time.monotonic() > deadline:
+
+        def started() -> bool:
+            if not proc.is_alive():
                 raise RuntimeError("the MQTT broker did not start")
+            return ready.is_set()
+
+        block_until(started, timeout_s=READY_TIMEOUT_S, what="the MQTT broker to start")
         # The daemons publish as the arena (the broker drops anyone else's replies).
         yield MqttBroker("127.0.0.1", port, password=password).publisher_url
     finally:
@@ -281,13 +285,12 @@ class Daemon:
         check_running(self.popen, self.log, "the daemon")
 
     def wait_ready(self) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while time.monotonic() < deadline:
+
+        def ready() -> bool:
             self.check_alive()
-            if READY_RE.search(self.text()):
-                return
-            time.sleep(0.05)
-        raise RuntimeError(f"the daemon was not ready within {READY_TIMEOUT_S:g}s")
+            return READY_RE.search(self.text()) is not None
+
+        block_until(ready, timeout_s=READY_TIMEOUT_S, what="the daemon to be ready")
 
     def holds_partitions(self, client: redis.Redis, daemons: int) -> bool:
         """Whether ``daemons`` daemons each hold a share of the partitions."""
@@ -407,12 +410,12 @@ class Daemons:
     def wait_ready(self, client: redis.Redis) -> None:
         for daemon in self.members:
             daemon.wait_ready()
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not self.members[0].holds_partitions(client, len(self.members)):
+
+        def shared() -> bool:
             self.check_alive()
-            if time.monotonic() > deadline:
-                raise RuntimeError("the daemons did not share the partitions in time")
-            time.sleep(0.1)
+            return self.members[0].holds_partitions(client, len(self.members))
+
+        block_until(shared, timeout_s=READY_TIMEOUT_S, what="the daemons to share the partitions")
 
     def cpu_s(self) -> float:
         """CPU time the daemon processes have used (user + system), from ``/proc``."""

@@ -1,0 +1,97 @@
+"""What is recorded about a reply: typed in the pipeline, stored as the same JSON as ever."""
+
+from __future__ import annotations
+
+import json
+
+from sqlalchemy import text
+
+from orchestrator.memory.conversation.meta import ReplyMeta
+from tests.arena_helpers import agent_of
+from tests.runtime.test_pipeline import _human, _pipeline
+
+ANSWERED = {
+    "agent": "ping",
+    "trigger": "1-0",
+    "recall": {"snippets": [{"id": "m1", "score": 0.5, "trust": "high"}], "dropped": []},
+    "context": {"tokens": {"total": 10}},
+    "provider": "anthropic",
+    "model": "claude",
+    "latency_ms": 12.5,
+    "stop_reason": "end_turn",
+    "usage": {
+        "input_tokens": 7,
+        "output_tokens": 3,
+        "cache_read_tokens": 1,
+        "cache_creation_tokens": 0,
+    },
+    "attempts": {"count": 2, "failed": ["529 overloaded_error"]},
+    "markers": [{"kind": "SAVE_MEMORY", "payload": {"type": "Decision", "content": "Use JWT"}}],
+    "invalid_markers": [{"kind": "SAVE_MEMORY", "reason": "not JSON", "length": 3}],
+    "memory": {"saved": [{"type": "decision"}], "rejected": [{"reason": "duplicate"}]},
+    "truncated": {"saved": 2},
+}
+FAILED = {
+    "agent": "pong",
+    "trigger": "1-0",
+    "context": {"tokens": {"total": 10}},
+    "error": {"kind": "llm", "problem": "overloaded", "status": 529, "retryable": True},
+}
+BROKEN = {"agent": "pong", "trigger": "1-0", "error": {"kind": "internal", "problem": "E: x"}}
+NOTICE = {"notice": "hop_limit", "agent": "pong", "trigger": "1-0:1:ping"}
+
+
+def test_stored_meta_reads_back_and_writes_the_same_json():
+    """Each kind of reply meta reads into ReplyMeta and back to the same keys, same order."""
+    for stored in (ANSWERED, FAILED, BROKEN, NOTICE):
+        again = ReplyMeta.from_json(stored).as_json()
+        assert json.dumps(again) == json.dumps(stored)
+
+
+def test_what_the_tally_and_the_summary_read():
+    """Tokens, saved memory types, failures and the markers' notes, typed."""
+    answered = ReplyMeta.from_json(ANSWERED)
+    assert (answered.usage.input_tokens, answered.usage.output_tokens) == (7, 3)
+    assert answered.saved_types() == ["decision"]
+    assert answered.failure() is None
+    assert answered.notes() == (("decision", "Use JWT"),)
+    assert answered.markers is not None
+    assert answered.markers.amounts() == {
+        "markers_invalid": 1,
+        "memory_saved": 3,
+        "memory_rejected": 1,
+    }
+    assert ReplyMeta.from_json(FAILED).failure() == "pong: overloaded"
+    imported = ReplyMeta.from_json({"imported": True, "line": 3})
+    assert (imported.usage.input_tokens, imported.notes(), imported.failure()) == (0, (), None)
+
+
+async def test_the_pipeline_stores_reply_meta_keys_in_their_usual_order(tmp_path, store, fake_llm):
+    """A reply and a failure notice, as the daemon stores them: the JSON text in the row has
+    the keys in the order they have always had."""
+    fake_llm.reply_fn = lambda r: f"{agent_of(r)} answers"
+    fake_llm.script(status=500)
+    pipeline, outbox, _events, llm = await _pipeline(tmp_path, store, fake_llm.base_url)
+    await pipeline.handle(_human("@ping @pong both of you please"))
+    await llm.aclose()
+    notice = next(i for i in outbox.items if i.type == "notice")
+    reply = next(i for i in outbox.items if i.type == "reply")
+    with store.engine.connect() as conn:
+        rows = dict(conn.execute(text("SELECT id, meta FROM messages")).all())
+    assert list(json.loads(rows[reply.id])) == [
+        "agent",
+        "trigger",
+        "recall",
+        "context",
+        "provider",
+        "model",
+        "latency_ms",
+        "stop_reason",
+        "usage",
+        "attempts",
+        "markers",
+        "invalid_markers",
+    ]
+    failed = json.loads(rows[notice.id])
+    assert list(failed) == ["agent", "trigger", "recall", "context", "error"]
+    assert list(failed["error"]) == ["kind", "problem", "status", "retryable"]
