@@ -666,6 +666,7 @@ _LONGEST_FIRST = (
     "cli/test_startup.py",
     "web/test_browser.py",
     "runtime/test_outages.py",
+    "cli/test_warm.py",
     "docs/test_examples.py",
     "runtime/test_scale_out.py",
     "cli/test_main.py",
