@@ -9,7 +9,7 @@ from typing import Any
 from orchestrator.core.context.build import Identity, Layers
 from orchestrator.core.context.report import ContextReport, RecallReport
 from orchestrator.core.models import MessageKind
-from tests.test_context import _build, _msg, _past, _Ref
+from tests.core.test_context import _build, _msg, _past, _Ref
 
 # What build_context reported for the turn below before the report was typed (a real run).
 GOLDEN: dict[str, Any] = {

@@ -198,9 +198,15 @@ def test_a_retry_due_after_a_redis_restart_runs(tmp_path: Path, free_port: int):
                 os.kill(server.pid, signal.SIGKILL)
                 time.sleep(OUTAGE_S)  # the scenario: Redis stays down this long
                 server.start()
-                block_until(
-                    lambda: status() is JobStatus.FINISHED, timeout_s=60, what="the retry to run"
-                )
+                try:
+                    block_until(
+                        lambda: status() is JobStatus.FINISHED,
+                        timeout_s=60,
+                        what="the retry to run",
+                    )
+                except AssertionError as exc:  # what the worker said tells why
+                    said_then = log.read_bytes()[before:].decode(errors="replace")[-4000:]
+                    raise AssertionError(f"{exc}; status {status()}; worker:\n{said_then}") from None
                 assert len(model.requests) == 2
                 # A job's forked process may end a moment before the worker waits for it; a
                 # zombie that stays (RQ's own scheduler process, once it had died) is the fault.

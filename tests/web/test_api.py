@@ -29,7 +29,7 @@ from orchestrator.memory.conversation.store import Closing, NewReply
 from orchestrator.memory.db import make_engine
 from orchestrator.settings import Settings
 from orchestrator.web.rooms import Rooms
-from tests.test_context_report import OLD_REPORT, RECALL
+from tests.core.test_context_report import OLD_REPORT, RECALL
 from tests.web_helpers import chat_message, console_server, console_settings, own_redis, store
 
 HOSTILE = "<img src=x onerror=alert(1)> and <script>alert(2)</script>"
