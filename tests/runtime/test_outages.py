@@ -206,7 +206,7 @@ def test_a_retry_due_after_a_redis_restart_runs(tmp_path: Path, free_port: int):
                     )
                 except AssertionError as exc:  # what the worker said tells why
                     said_then = log.read_bytes()[before:].decode(errors="replace")[-4000:]
-                    raise AssertionError(f"{exc}; status {status()}; worker:\n{said_then}") from None
+                    raise AssertionError(f"{exc} ({status()}); worker:\n{said_then}") from None
                 assert len(model.requests) == 2
                 # A job's forked process may end a moment before the worker waits for it; a
                 # zombie that stays (RQ's own scheduler process, once it had died) is the fault.
