@@ -22,7 +22,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from orchestrator.cli.main import main
 from orchestrator.client import ArenaClient
 from tests.arena_helpers import REPO, read_until, start_background, stop_process
 from tests.arena_up import Arena, alive, arenas, processes_on
@@ -95,36 +97,39 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
-# A command, and whether a cold start of it reads the database (imports SQL).
 READS = [
-    (("history", "demo"), True),
-    (("history", "nobody-here"), True),
-    (("history", "demo", "--limit", "0"), False),  # refused before it reads
-    (("memory", "list", "--json"), True),
-    (("memory", "show", "999"), True),
-    (("logs", "architect"), False),
-    (("route", "@tester what should we test first?"), False),
-    (("dead-letters",), False),
-    (("--help",), False),
+    ("history", "demo"),
+    ("history", "nobody-here"),
+    ("history", "demo", "--limit", "0"),  # a usage error
+    ("memory", "list", "--json"),
+    ("memory", "show", "999"),
+    ("logs", "architect"),
+    ("route", "@tester what should we test first?"),
+    ("dead-letters",),
 ]
 
 
-@pytest.mark.parametrize(("args", "database"), READS, ids=[" ".join(a) for a, _ in READS])
-def test_a_read_is_answered_warm_as_a_cold_start_would(
-    arena: Arena, args: tuple[str, ...], database: bool
-):
-    """The warm answer prints and exits as the cold one does, and its `arena` process imports
-    no SQL library (the cold one does, for the commands that read the database)."""
+@pytest.mark.parametrize("args", READS, ids=[" ".join(a) for a in READS])
+def test_a_read_is_answered_warm_as_it_is_answered_here(arena: Arena, args: tuple[str, ...]):
+    """The warm answer prints and exits as the same command run in this process does (the
+    cold path: the same click command, here), and its `arena` process imports no SQL
+    library."""
+    warm, imports = run(arena, *args)
+    here = CliRunner().invoke(main, list(args), env=arena.env, prog_name="python -m orchestrator")
+    assert (warm.stdout, warm.stderr, warm.returncode) == (here.stdout, here.stderr, here.exit_code)
+    assert "orchestrator" in imports  # the import log was read
+    assert sorted(imports & set(SQL)) == []
+
+
+@pytest.mark.parametrize("args", [("history", "demo"), ("--help",)])
+def test_switched_off_a_read_starts_cold_and_says_the_same(arena: Arena, args: tuple[str, ...]):
+    """With ARENA_CLI_SERVER=false the command imports what it needs itself (SQL to read the
+    history), to the same output as the warm answer (the help as wide, too)."""
     warm, warm_imports = run(arena, *args)
-    cold, cold_imports = run(arena, *args, ARENA_CLI_SERVER="false")
-    assert (warm.stdout, warm.stderr, warm.returncode) == (
-        cold.stdout,
-        cold.stderr,
-        cold.returncode,
-    )
-    assert "orchestrator" in warm_imports  # the import log was read
+    cold, imports = run(arena, *args, ARENA_CLI_SERVER="false")
+    assert (cold.stdout, cold.stderr, cold.returncode) == (warm.stdout, warm.stderr, 0)
     assert sorted(warm_imports & set(SQL)) == []
-    assert (set(SQL) <= cold_imports) is database
+    assert (set(SQL) <= imports) is (args[0] == "history")
 
 
 def test_the_socket_is_the_owners_alone_and_junk_on_it_changes_nothing(arena: Arena):
