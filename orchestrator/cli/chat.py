@@ -2,7 +2,7 @@
 to the groups and reading what was said.
 
 ``arena --help`` and ``arena post`` must start quickly: each command imports the client, the
-database or the agent files when it runs (``tests/test_cli_startup.py``).
+database or the agent files when it runs (``tests/cli/test_startup.py``).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ The subcommands live in modules by family: :mod:`~orchestrator.cli.serve` (``up`
 The daemon's modules (the model SDK above all) take seconds to import, so the commands above
 import what they use when they run, and ``arena --help`` lists the commands of
 :attr:`ArenaGroup.lazy` without importing their modules: ``--help`` and ``arena post`` start
-quickly (``tests/test_cli_startup.py`` keeps the heavy libraries out of both). What the
+quickly (``tests/cli/test_startup.py`` keeps the heavy libraries out of both). What the
 commands print goes through :mod:`orchestrator.cli.output`.
 """
 
