@@ -407,7 +407,7 @@ class Builder:
             "system": request.system,
             "system_tail": request.system_tail,
             "messages": [dict(m) for m in request.messages],
-            "report": dict(built.report),
+            "report": built.report.as_json(),
         }
         return data, gather_ms
 

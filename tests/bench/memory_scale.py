@@ -351,8 +351,7 @@ def measure_writes(settings: Settings, engine: Any, corpus: Corpus, count: int, 
         started = time.perf_counter()
         report = writer.apply(parse_markers(reply).markers, origin)
         samples.since(started)
-        for item in (*report.saved, *report.rejected):
-            label = str(item.get("action") or item.get("reason"))
+        for label in (*(s.action for s in report.saved), *(r.reason for r in report.rejected)):
             outcomes[label] = outcomes.get(label, 0) + 1
     return {**samples.summary(), "outcomes": outcomes}
 
@@ -437,7 +436,7 @@ def measure_context(settings: Settings, engine: Any, corpus: Corpus, count: int)
         )
         build.since(building)
         total.since(started)
-        history_tokens.append(int(built.report["tokens"]["history"]))
+        history_tokens.append(built.report.tokens.history)
     return {
         **total.summary(),
         "gather": gather.summary(),
