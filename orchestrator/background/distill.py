@@ -38,10 +38,9 @@ from orchestrator.background.versioned_run import (
 from orchestrator.core.agents import load_agents, workspace_dir
 from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.markers import neutralise
-from orchestrator.core.models import AgentSpec, ChatMessage, LLMRequest, MessageKind
+from orchestrator.core.models import AgentSpec, ChatMessage, LLMRequest, MessageKind, known_agent
 from orchestrator.core.prompts import Prompts
 from orchestrator.core.turns import LLM
-from orchestrator.errors import ValidationError
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.versioned_file import VersionedFile
 from orchestrator.memory.versions import Kind, VersionStore, sha256_of
@@ -173,12 +172,7 @@ def _read(
 
 
 def _agent(settings: Settings, agent_id: str) -> AgentSpec:
-    agents = load_agents(settings.agents_dir)
-    for agent in agents:
-        if agent.id == agent_id:
-            return agent
-    known = ", ".join(a.id for a in agents)
-    raise ValidationError("agent", f"no agent {agent_id!r} (agents: {known})")
+    return known_agent(load_agents(settings.agents_dir), agent_id)
 
 
 def _skip(job: _Job) -> str | None:

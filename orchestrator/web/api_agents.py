@@ -22,7 +22,8 @@ from pydantic import BaseModel, Field
 from orchestrator.background.entries import entries
 from orchestrator.core.agents import IDENTITY_FILES, workspace_dir
 from orchestrator.core.context.tokens import TokenCounter
-from orchestrator.core.models import AgentSpec
+from orchestrator.core.models import AgentSpec, known_agent
+from orchestrator.errors import ValidationError
 from orchestrator.memory.hand_edit import (
     MEMORY_FILE,
     HandEditConflict,
@@ -77,10 +78,10 @@ class MemoryMdEdit(BaseModel):
 
 
 def _agent(running: Running, agent_id: str) -> AgentSpec:
-    for agent in running.agents:
-        if agent.id == agent_id:
-            return agent
-    raise HTTPException(404, f"no agent {agent_id!r}")
+    try:
+        return known_agent(running.agents, agent_id)
+    except ValidationError as exc:
+        raise HTTPException(404, exc.problem) from None
 
 
 def _file(running: Running, agent: AgentSpec) -> VersionedFile:

@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query
 
+from orchestrator.core.models import known_agent
 from orchestrator.core.wire import validate_group
 from orchestrator.errors import ValidationError
 from orchestrator.memory.conversation.meta import ReplyMeta
@@ -40,9 +41,10 @@ def context(
     except ValidationError as exc:
         raise HTTPException(422, str(exc)) from None
     team = load_team(running.settings)
-    spec = next((a for a in team.agents if a.id == agent), None)
-    if spec is None:
-        raise HTTPException(404, f"no agent {agent!r}")
+    try:
+        spec = known_agent(team.agents, agent)
+    except ValidationError as exc:
+        raise HTTPException(404, exc.problem) from None
     trigger = next_trigger(running.rooms.history, name, message)
     made = preview(running.settings, engine_of(running), team, spec, trigger)
     return ContextPreview.model_validate(made.as_json(spec, name))

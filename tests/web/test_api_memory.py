@@ -130,6 +130,10 @@ def test_hostile_agent_ids_and_bodies(api: httpx.Client, served: Served):
     for path in ("/api/agents/..%2F..%2Fetc", "/api/agents/nobody/growth", "/api/agents/.."):
         assert api.get(path).status_code == 404, path
     assert api.get("/api/agents/..%2Fping/logs").status_code == 404
+    unknown = api.get("/api/agents/nobody/growth").json()["error"]
+    # The one lookup of the team's agents, as the CLI says it, naming the ids there are.
+    assert unknown.startswith("no agent 'nobody' (agents: ")
+    assert "ping" in unknown
     huge = {"text": "x" * (300 * 1024), "base_version": 0}
     assert api.put("/api/agents/ping/memory-md", json=huge).status_code == 413
     bad = api.put("/api/agents/ping/memory-md", json={"text": "x", "base_version": -1})
