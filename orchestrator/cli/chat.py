@@ -133,7 +133,6 @@ def tail(settings: Settings, group: str) -> None:
     with ArenaClient.from_settings(settings) as client:
         client.ping()
         after = client.last_reply_id(group)
-        err.print(f"arena: following group {group}; Ctrl-C to stop")
 
         def outage(problem: BusError | None) -> None:
             if problem is None:
@@ -141,7 +140,8 @@ def tail(settings: Settings, group: str) -> None:
             else:
                 err.print(f"arena: Redis is not answering ({problem.problem}); waiting for it")
 
-        try:
+        try:  # from the line that says so on, Ctrl-C ends the following normally
+            err.print(f"arena: following group {group}; Ctrl-C to stop")
             for item in client.follow(group, after=after, outage=outage):
                 if item is not None and item.type != "done":
                     _print_item(item)
