@@ -121,7 +121,7 @@ def _request(argv: list[str]) -> dict[str, object]:
         "cwd": os.getcwd(),
         "umask": _umask(),
         "python": sys.executable,
-        "package": os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        "package": os.path.dirname(os.path.dirname(os.path.realpath(__file__))),
         "path": sys.path[1:],
         "stdin": _how(sys.stdin),
         "stdout": _how(sys.stdout),

@@ -69,7 +69,7 @@ def code_stamp() -> Stamp:
 def _preload() -> None:
     """Import every module of the package and what the commands load on first use."""
     for info in pkgutil.walk_packages([str(_PACKAGE)], prefix="orchestrator."):
-        if info.name not in ("orchestrator.__main__", "orchestrator.cli.launch"):
+        if info.name != "orchestrator.__main__":  # it would run the command
             importlib.import_module(info.name)
     # Loaded by the first call rather than by import: the SQLite dialect, the token counter.
     from sqlalchemy import create_engine
