@@ -20,15 +20,13 @@ from typing import Any
 import pytest
 import redis
 
-from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.models import AgentSpec, ChatMessage, LLMRequest, MessageKind
-from orchestrator.core.prompts import Prompts
 from orchestrator.core.turns import LLM
 from orchestrator.core.wire import Outbound, outbox_stream
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.runtime import daemon
-from orchestrator.runtime.briefing import load_team, make_briefing
 from orchestrator.runtime.pipeline import Pipeline
+from orchestrator.runtime.wiring import Wiring
 from orchestrator.settings import Settings, load_settings
 
 REPO = Path(__file__).resolve().parent.parent
@@ -238,16 +236,17 @@ def make_pipeline(
     """The daemon's pipeline for the team of ``settings`` over ``store``, with ``options`` (e.g.
     ``memory``, ``clock``); what it publishes is kept by the outbox and events returned."""
     outbox, events = RecordingOutbox(), RecordingEvents()
-    team = load_team(settings)
+    wiring = Wiring(settings, store.engine)
     pipeline = Pipeline(
-        team=team,
+        team=wiring.team,
         store=store,
         outbox=outbox,
         events=events,
         llm=llm,
-        prompts=Prompts(settings.prompts_dir),
-        briefing=make_briefing(settings, store.engine, team),
-        counter=TokenCounter(),
+        prompts=wiring.prompts,
+        briefing=wiring.briefing(),
+        tuning=wiring.tuning,
+        transcript=wiring.transcript,
         **options,
     )
     return pipeline, outbox, events

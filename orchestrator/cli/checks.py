@@ -23,12 +23,13 @@ from orchestrator.core.context.build import (
     build_context,
 )
 from orchestrator.core.context.tokens import TokenCounter
+from orchestrator.core.context.transcript import Transcript
 from orchestrator.core.models import AgentSpec, ChatMessage, MessageKind
 from orchestrator.core.prompts import Prompts
 from orchestrator.errors import BusError, OrchestratorError
 from orchestrator.memory.conversation.store import HistoryStore
-from orchestrator.runtime.briefing import context_limits
 from orchestrator.runtime.spending import cap_limits, unpriced_dollar_cap
+from orchestrator.runtime.tuning import Tuning
 from orchestrator.settings import Settings
 
 __all__ = ["CheckResult", "run_checks"]
@@ -157,9 +158,8 @@ def _check_templates(settings: Settings, agents: tuple[AgentSpec, ...] | None) -
             trigger=sample,
             prompts=prompts,
             now=sample.created_at,
-            tz=settings.tz,
-            limits=context_limits(settings, agents[0]),
-            counter=TokenCounter(),
+            limits=Tuning(settings).limits(agents[0]),
+            transcript=Transcript(TokenCounter(), settings.tz),
         )
         _render_job_templates(prompts, agents[0], settings)
         unknown = sorted(set(names) - KNOWN_TEMPLATES)

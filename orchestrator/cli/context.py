@@ -8,11 +8,10 @@ from rich.table import Table
 from orchestrator.cli.output import json_text, out
 from orchestrator.cli.resources import database
 from orchestrator.core.context.report import ContextReport
-from orchestrator.core.models import known_agent
 from orchestrator.core.wire import validate_group
-from orchestrator.memory.conversation.store import HistoryStore
-from orchestrator.runtime.briefing import load_team
 from orchestrator.runtime.preview import next_trigger, preview
+from orchestrator.runtime.team import load_team
+from orchestrator.runtime.wiring import Wiring
 from orchestrator.settings import Settings
 
 __all__ = ["context"]
@@ -51,10 +50,11 @@ def context(
     budget decisions and the citations. Nothing is sent to the model."""
     validate_group(group)
     team = load_team(settings)
-    agent = known_agent(team.agents, agent_id)
+    agent = team.get(agent_id)
     with database(settings) as engine:
-        trigger = next_trigger(HistoryStore(engine), group, message)
-        made = preview(settings, engine, team, agent, trigger)
+        wiring = Wiring(settings, engine, team=team)
+        trigger = next_trigger(wiring.history, group, message)
+        made = preview(wiring, agent, trigger)
     if as_json:
         out.print(json_text(made.as_json(agent, group), indent=2))
         return

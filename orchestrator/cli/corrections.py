@@ -16,23 +16,18 @@ from rich.text import Text
 from orchestrator.cli.output import json_text, out, printable
 from orchestrator.cli.resources import database
 from orchestrator.memory.corrections import Corrections, check_actor
-from orchestrator.memory.gate import GateConfig
 from orchestrator.settings import Settings
 
-__all__ = ["COMMANDS", "actor", "gate_of"]
-
-
-def gate_of(settings: Settings) -> GateConfig:
-    """The gate's limits, as the daemon applies them to agents' markers."""
-    return GateConfig(
-        min_confidence=settings.memory_min_confidence, daily_limit=settings.memory_daily_limit
-    )
+__all__ = ["COMMANDS", "actor"]
 
 
 @contextmanager
 def _corrections(settings: Settings) -> Iterator[Corrections]:
+    # Here, not at the top: the commands that only read memories do not load the team.
+    from orchestrator.runtime.wiring import Wiring
+
     with database(settings) as engine:
-        yield Corrections(engine, gate=gate_of(settings))
+        yield Wiring(settings, engine).corrections
 
 
 def actor(by: str | None) -> str:

@@ -30,6 +30,7 @@ __all__ = [
     "RoutingRule",
     "Usage",
     "assume_utc",
+    "find_agent",
     "known_agent",
 ]
 
@@ -146,15 +147,21 @@ class AgentSpec:
             raise ValueError("max_tokens must be >= 1")
 
 
+def find_agent(agents: Sequence[AgentSpec], agent_id: str) -> AgentSpec | None:
+    """The team's agent with the id ``agent_id``, or None (a past reply's author may have left
+    the team)."""
+    return next((agent for agent in agents if agent.id == agent_id), None)
+
+
 def known_agent(agents: Sequence[AgentSpec], agent_id: str) -> AgentSpec:
     """The team's agent with the id ``agent_id``.
 
     Raises:
         ValidationError: no agent has that id (the message lists the ids there are).
     """
-    for agent in agents:
-        if agent.id == agent_id:
-            return agent
+    found = find_agent(agents, agent_id)
+    if found is not None:
+        return found
     known = ", ".join(a.id for a in agents)
     raise ValidationError("agent", f"no agent {agent_id!r} (agents: {known})")
 

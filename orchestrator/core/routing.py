@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from orchestrator.core.models import AgentSpec, RouteDecision, RouteReason, RoutingRule
 
-__all__ = ["Router", "find_mentions", "handoff_targets", "route", "router_for"]
+__all__ = ["Router", "find_mentions", "handoff_targets", "route"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,8 +37,6 @@ _WORD_CHAR = re.compile(_WORD)
 _WORDS = re.compile(f"{_WORD}+")
 _ASCII_WORDS = re.compile(r"\w+", re.ASCII)  # the same as _WORDS on ASCII text, but faster
 _PLAIN_WORD = re.compile(r"[a-z0-9_]+")
-
-_CACHE_SIZE = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +250,10 @@ class Router:
             detail=f"no mention or rule matched; default agent {self.default}",
         )
 
+    def handoffs(self, reply_text: str, author: str) -> tuple[str, ...]:
+        """The agents a reply hands the turn to: those it mentions, never its own author."""
+        return tuple(agent for agent in self.find_mentions(reply_text) if agent != author)
+
 
 def _mention_regex(agents: Sequence[AgentSpec]) -> tuple[re.Pattern[str] | None, dict[str, str]]:
     """One regex for every ``@handle``, and the agent id behind each of its named groups."""
@@ -283,22 +285,6 @@ def _mention_regex(agents: Sequence[AgentSpec]) -> tuple[re.Pattern[str] | None,
     return re.compile(pattern, re.IGNORECASE), handles
 
 
-# Keyed by the identities of the agents: specs are frozen, and each cached Router holds its
-# agents, so an id in a key cannot be reused by another object while the entry exists.
-_routers: dict[tuple[int, ...], Router] = {}
-
-
-def router_for(agents: Sequence[AgentSpec]) -> Router:
-    """A ``Router`` for ``agents``, built on first use and reused for the same agents."""
-    key = tuple(map(id, agents))
-    router = _routers.get(key)
-    if router is None:
-        if len(_routers) >= _CACHE_SIZE:
-            _routers.clear()
-        router = _routers[key] = Router(agents)
-    return router
-
-
 def find_mentions(text: str, agents: Sequence[AgentSpec]) -> tuple[str, ...]:
     """The ids of the agents ``text`` mentions as ``@id`` or ``@name``.
 
@@ -311,7 +297,7 @@ def find_mentions(text: str, agents: Sequence[AgentSpec]) -> tuple[str, ...]:
     """
     if not agents:
         return ()
-    return router_for(agents).find_mentions(text)
+    return Router(agents).find_mentions(text)
 
 
 def route(text: str, agents: Sequence[AgentSpec]) -> RouteDecision:
@@ -327,7 +313,7 @@ def route(text: str, agents: Sequence[AgentSpec]) -> RouteDecision:
     Raises:
         ValueError: if ``agents`` is empty.
     """
-    return router_for(agents).route(text)
+    return Router(agents).route(text)
 
 
 def handoff_targets(reply_text: str, author: str, agents: Sequence[AgentSpec]) -> tuple[str, ...]:
@@ -341,4 +327,6 @@ def handoff_targets(reply_text: str, author: str, agents: Sequence[AgentSpec]) -
     Returns:
         Agent ids in order of first mention, without ``author``.
     """
-    return tuple(agent for agent in find_mentions(reply_text, agents) if agent != author)
+    if not agents:
+        return ()
+    return Router(agents).handoffs(reply_text, author)

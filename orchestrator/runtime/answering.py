@@ -22,7 +22,8 @@ from orchestrator.core.context.report import (
     RecalledSnippet,
     RecallReport,
 )
-from orchestrator.core.context.tokens import DriftCorrector, TokenCounter
+from orchestrator.core.context.tokens import DriftCorrector
+from orchestrator.core.context.transcript import Transcript
 from orchestrator.core.models import AgentSpec, ChatMessage, Completion, MessageKind, Usage
 from orchestrator.core.prompts import Prompts
 from orchestrator.core.tools import ToolCall, ToolResult, describe, schemas
@@ -40,7 +41,9 @@ from orchestrator.memory.conversation.meta import (
 from orchestrator.memory.recall.recaller import RecallResult
 from orchestrator.memory.tools import MemoryTools, ToolTurn
 from orchestrator.memory.writer import MemoryWriter, Origin, WriteReport, marker_meta
-from orchestrator.runtime.briefing import Briefing, Team
+from orchestrator.runtime.briefing import Briefing
+from orchestrator.runtime.team import Team
+from orchestrator.runtime.tuning import Tuning
 
 __all__ = ["Answerer", "Counters", "Draft"]
 
@@ -84,7 +87,8 @@ class Answerer:
         llm: LLM,
         prompts: Prompts,
         briefing: Briefing,
-        counter: TokenCounter,
+        tuning: Tuning,
+        transcript: Transcript,
         clock: Callable[[], datetime],
         drift: DriftCorrector,
         memory: MemoryWriter | None = None,
@@ -96,7 +100,8 @@ class Answerer:
         self.llm = llm
         self.prompts = prompts
         self.briefing = briefing
-        self.counter = counter
+        self.tuning = tuning
+        self.transcript = transcript
         self.clock = clock
         self.drift = drift
         self.memory = memory
@@ -123,10 +128,9 @@ class Answerer:
                 layers=gathered.layers,
                 trigger=trigger,
                 prompts=self.prompts,
-                now=now.astimezone(self.briefing.zone),
-                tz=self.briefing.settings.tz,
-                limits=self.briefing.limits(agent, self.drift.factor(agent.model)),
-                counter=self.counter,
+                now=now.astimezone(self.tuning.zone),
+                limits=self.tuning.limits(agent, self.drift.factor(agent.model)),
+                transcript=self.transcript,
             )
             meta = replace(meta, context=built.report)
             request, runner = built.request, self._runner(asked, now)
@@ -193,7 +197,7 @@ class Answerer:
             trigger_id=asked.trigger.id,
             now=now,
             allowed=asked.agent.tools,
-            recall=self.briefing.recall_config(asked.agent),
+            recall=self.tuning.recall(asked.agent),
         )
 
         async def run(call: ToolCall) -> ToolResult:

@@ -8,8 +8,6 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from sqlalchemy.engine import Engine
-
 from orchestrator.adapters.bus import Bus
 from orchestrator.adapters.events import MqttPublisher
 from orchestrator.adapters.leases import Leases
@@ -21,62 +19,24 @@ from orchestrator.adapters.redis_client import connect, connect_pool
 from orchestrator.adapters.spend import publish_caps
 from orchestrator.adapters.summary_counts import SummaryCounts
 from orchestrator.background.schedule import start_schedule
-from orchestrator.core.context.tokens import TokenCounter
-from orchestrator.core.prompts import Prompts
 from orchestrator.core.turns import LLM
 from orchestrator.errors import ConfigError
-from orchestrator.memory.conversation.index import HistoryIndex
 from orchestrator.memory.conversation.indexing import BackgroundIndexing
 from orchestrator.memory.conversation.recent import RecentMessages
-from orchestrator.memory.conversation.store import HistoryStore
-from orchestrator.memory.corrections import Corrections
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.gate import GateConfig
-from orchestrator.memory.personal import PersonalLog
-from orchestrator.memory.recall.recaller import Recaller
-from orchestrator.memory.session.store import SessionMemory
-from orchestrator.memory.tools import MemoryTools
-from orchestrator.memory.writer import MemoryWriter
-from orchestrator.runtime.briefing import load_drift, load_team, make_briefing, save_drift
+from orchestrator.runtime.briefing import save_drift
 from orchestrator.runtime.consumer import Consumer
 from orchestrator.runtime.coordinator import Coordinator
 from orchestrator.runtime.pipeline import Pipeline
 from orchestrator.runtime.spending import make_guard
+from orchestrator.runtime.team import load_team
 from orchestrator.runtime.triggers import SummaryTrigger
+from orchestrator.runtime.wiring import Wiring
 from orchestrator.settings import Settings
 
-__all__ = ["ensure_data_dir", "make_tools", "make_writer", "run"]
+__all__ = ["ensure_data_dir", "run"]
 
 logger = logging.getLogger(__name__)
-
-
-def make_writer(settings: Settings, engine: Engine) -> MemoryWriter:
-    """The memory write path: gate, session memory and personal logs."""
-    return MemoryWriter(
-        SessionMemory(engine),
-        PersonalLog(settings.workspaces_dir, settings.zone),
-        GateConfig(
-            min_confidence=settings.memory_min_confidence,
-            daily_limit=settings.memory_daily_limit,
-        ),
-        settings.zone,
-    )
-
-
-def make_tools(settings: Settings, engine: Engine) -> MemoryTools:
-    """The memory tools agents call: the recall, write path and corrections above."""
-    session = SessionMemory(engine)
-    gate = GateConfig(
-        min_confidence=settings.memory_min_confidence, daily_limit=settings.memory_daily_limit
-    )
-    return MemoryTools(
-        engine=engine,
-        session=session,
-        recaller=Recaller(session, history=HistoryIndex(engine)),
-        writer=make_writer(settings, engine),
-        corrections=Corrections(engine, gate=gate),
-        history=HistoryStore(engine),
-    )
 
 
 def ensure_data_dir(settings: Settings) -> None:
@@ -109,9 +69,9 @@ async def run(
     """
     ensure_data_dir(settings)
     team = load_team(settings)
-    prompts = Prompts(settings.prompts_dir)
     await ping_redis(settings.effective_redis_url, timeout_s=5)
     engine = await asyncio.to_thread(make_engine, settings.effective_database_url)
+    wiring = Wiring(settings, engine, team=team)
     redis = connect_pool(
         settings.effective_redis_url,
         max_connections=settings.redis_max_connections,
@@ -120,12 +80,12 @@ async def run(
     provider = llm or build_llm(settings)
     publisher = MqttPublisher(publisher_url(settings))
     bus = Bus(redis, settings.consumer)
-    drift = load_drift(settings)
+    drift = wiring.drift()
     loaded = drift.snapshot()
     summaries = SummaryTrigger(
         SummaryCounts(redis), connect(settings.effective_redis_url), settings
     )
-    store = HistoryStore(engine)
+    store = wiring.history
     # This daemon is the only writer of the groups of the partitions it holds; on taking a
     # partition over, the consumer has it let go of that partition's groups.
     recent = RecentMessages(store, settings.history_limit, verify=False)
@@ -137,12 +97,13 @@ async def run(
         outbox=bus,
         events=publisher,
         llm=provider,
-        prompts=prompts,
-        briefing=make_briefing(settings, engine, team, recent),
-        counter=TokenCounter(),
+        prompts=wiring.prompts,
+        briefing=wiring.briefing(recent),
+        tuning=wiring.tuning,
+        transcript=wiring.transcript,
         hop_limit=settings.hop_limit,
-        memory=make_writer(settings, engine),
-        tools=make_tools(settings, engine),
+        memory=wiring.writer,
+        tools=wiring.tools,
         max_tool_steps=settings.max_tool_steps,
         counters=bus,
         drift=drift,

@@ -19,10 +19,10 @@ from typing import Protocol
 
 from orchestrator.adapters.bus import DeadLetter
 from orchestrator.adapters.metrics import MessageSample
-from orchestrator.core.context.tokens import DriftCorrector, TokenCounter
+from orchestrator.core.context.tokens import DriftCorrector
+from orchestrator.core.context.transcript import Transcript
 from orchestrator.core.models import AgentSpec, ChatMessage, MessageKind, RouteDecision
 from orchestrator.core.prompts import Prompts
-from orchestrator.core.routing import handoff_targets, route
 from orchestrator.core.turns import LLM
 from orchestrator.core.wire import Outbound, group_topic
 from orchestrator.memory.conversation.meta import ReplyMeta
@@ -37,9 +37,11 @@ from orchestrator.memory.conversation.store import (
 from orchestrator.memory.tools import MemoryTools
 from orchestrator.memory.writer import MemoryWriter
 from orchestrator.runtime.answering import Answerer, Counters, Draft
-from orchestrator.runtime.briefing import Briefing, Team
+from orchestrator.runtime.briefing import Briefing
 from orchestrator.runtime.spending import CapGuard, CappedLLM
 from orchestrator.runtime.tally import Tally, closing
+from orchestrator.runtime.team import Team
+from orchestrator.runtime.tuning import Tuning
 
 __all__ = ["Counters", "DeadLetters", "EventSink", "HandledMetrics", "Outbox", "Pipeline"]
 
@@ -105,7 +107,8 @@ class Pipeline:
         llm: LLM,
         prompts: Prompts,
         briefing: Briefing,
-        counter: TokenCounter,
+        tuning: Tuning,
+        transcript: Transcript,
         hop_limit: int = 3,
         clock: Callable[[], datetime] = _utcnow,
         memory: MemoryWriter | None = None,
@@ -123,7 +126,7 @@ class Pipeline:
         self.store = store
         self.outbox = outbox
         self.events = events
-        self.counter = counter
+        self.counter = counter = transcript.counter
         self.hop_limit = hop_limit
         self.summaries = summaries
         self.dead_letters = dead_letters
@@ -137,7 +140,8 @@ class Pipeline:
             llm=llm,
             prompts=prompts,
             briefing=briefing,
-            counter=counter,
+            tuning=tuning,
+            transcript=transcript,
             clock=clock,
             drift=drift or DriftCorrector(),
             memory=memory,
@@ -172,7 +176,7 @@ class Pipeline:
         if opened.stored.status in ("done", "failed"):
             await self._emit(opened.replies, done=(message, len(opened.replies)))
             return len(opened.replies)
-        decision = route(message.text, self.team.agents)
+        decision = self.team.route(message.text)
         earlier = {r.message.id: r for r in opened.replies}
         tally = await self._run_hops(opened.stored, decision, earlier)
         if not tally.closed:  # no agent to answer
@@ -260,9 +264,7 @@ class Pipeline:
             tally.add(reply.message, meta)
             if reply.message.kind is not MessageKind.AGENT:
                 continue
-            for target in handoff_targets(
-                reply.message.text, reply.message.sender, self.team.agents
-            ):
+            for target in self.team.handoffs(reply.message.text, reply.message.sender):
                 if target not in next_triggers:
                     next_targets.append(target)
                     next_triggers[target] = reply.message

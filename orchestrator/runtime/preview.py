@@ -8,16 +8,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy.engine import Engine
-
 from orchestrator.core.context.build import BuiltContext, ContextLimits, build_context
-from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.models import AgentSpec, ChatMessage, MessageKind
-from orchestrator.core.prompts import Prompts
 from orchestrator.core.wire import DEFAULT_SENDER
 from orchestrator.memory.conversation.store import HistoryStore
-from orchestrator.runtime.briefing import Team, load_drift, make_briefing
-from orchestrator.settings import Settings
+from orchestrator.runtime.wiring import Wiring
 
 __all__ = ["Preview", "next_trigger", "preview"]
 
@@ -67,24 +62,20 @@ def next_trigger(store: HistoryStore, group: str, message: str | None) -> ChatMe
     )
 
 
-def preview(
-    settings: Settings, engine: Engine, team: Team, agent: AgentSpec, trigger: ChatMessage
-) -> Preview:
+def preview(wiring: Wiring, agent: AgentSpec, trigger: ChatMessage) -> Preview:
     """What ``agent``'s turn on ``trigger`` would be given (a dry run: recalled memories are
     not marked as used)."""
-    briefing = make_briefing(settings, engine, team)
     now = datetime.now(UTC)
-    gathered = briefing.gather(agent, trigger, now)
-    limits = briefing.limits(agent, load_drift(settings).factor(agent.model))
+    gathered = wiring.briefing().gather(agent, trigger, now)
+    limits = wiring.tuning.limits(agent, wiring.drift().factor(agent.model))
     built = build_context(
         agent=agent,
-        agents=team.agents,
+        agents=wiring.team.agents,
         layers=gathered.layers,
         trigger=trigger,
-        prompts=Prompts(settings.prompts_dir),
-        now=now.astimezone(settings.zone),
-        tz=settings.tz,
+        prompts=wiring.prompts,
+        now=now.astimezone(wiring.tuning.zone),
         limits=limits,
-        counter=TokenCounter(),
+        transcript=wiring.transcript,
     )
     return Preview(built=built, limits=limits)

@@ -7,13 +7,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query
 
-from orchestrator.core.models import known_agent
 from orchestrator.core.wire import validate_group
 from orchestrator.errors import ValidationError
 from orchestrator.memory.conversation.meta import ReplyMeta
-from orchestrator.runtime.briefing import load_team
 from orchestrator.runtime.preview import next_trigger, preview
-from orchestrator.web.api_memory import Running, engine_of
+from orchestrator.web.api_memory import Running
 from orchestrator.web.schemas import errors
 from orchestrator.web.schemas_memory import ContextPreview, ReplyReport, ToolsReport
 
@@ -40,13 +38,14 @@ def context(
         name = validate_group(group)
     except ValidationError as exc:
         raise HTTPException(422, str(exc)) from None
-    team = load_team(running.settings)
+    # The identity files as they are now: the console edits them.
+    wiring = running.wiring.reloaded()
     try:
-        spec = known_agent(team.agents, agent)
+        spec = wiring.team.get(agent)
     except ValidationError as exc:
         raise HTTPException(404, exc.problem) from None
     trigger = next_trigger(running.rooms.history, name, message)
-    made = preview(running.settings, engine_of(running), team, spec, trigger)
+    made = preview(wiring, spec, trigger)
     return ContextPreview.model_validate(made.as_json(spec, name))
 
 

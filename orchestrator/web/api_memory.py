@@ -24,7 +24,6 @@ from orchestrator.memory.corrections import (
     MemoryStateError,
     UnknownMemory,
 )
-from orchestrator.memory.gate import GateConfig
 from orchestrator.memory.summaries import read_summary
 from orchestrator.memory.versions import VersionStore
 from orchestrator.web.bodies import BodyLimit
@@ -70,9 +69,7 @@ def engine_of(running: Console) -> Engine:
 
 
 def _corrections(running: Console) -> Corrections:
-    s = running.settings
-    gate = GateConfig(min_confidence=s.memory_min_confidence, daily_limit=s.memory_daily_limit)
-    return Corrections(engine_of(running), gate=gate)
+    return running.wiring.corrections
 
 
 class MemoryEdit(BaseModel):

@@ -28,10 +28,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from orchestrator.adapters.outbox import OutboxReader
 from orchestrator.adapters.redis_client import connect_async
 from orchestrator.client import ArenaClient
-from orchestrator.core.agents import load_agents
-from orchestrator.core.models import AgentSpec
 from orchestrator.errors import OrchestratorError, ServiceError
 from orchestrator.memory.db import make_engine
+from orchestrator.runtime.team import Team, load_team
+from orchestrator.runtime.wiring import Wiring
 from orchestrator.settings import Settings
 from orchestrator.web import (
     api,
@@ -68,20 +68,19 @@ _DOCS = Environment(autoescape=True).from_string(
 )
 
 
-def _console(
-    settings: Settings, agents: tuple[AgentSpec, ...], engine: Engine, keepalive_s: float
-) -> Console:
+def _console(settings: Settings, team: Team, engine: Engine, keepalive_s: float) -> Console:
     """What the handlers share while the console runs: its clients over ``engine`` and Redis."""
     client = ArenaClient.from_settings(settings)
     # An event stream's XREAD blocks up to keepalive_s: the socket waits longer.
     redis = connect_async(
         settings.effective_redis_url, socket_timeout=keepalive_s + 10, socket_connect_timeout=5
     )
+    agents = team.agents
     rooms = Rooms(engine, agents, hop_limit=settings.hop_limit)
     feeds = RoomFeeds(OutboxReader(redis), events.renderer(rooms, agents), keepalive_s=keepalive_s)
     return Console(
         settings=settings,
-        agents=agents,
+        wiring=Wiring(settings, engine, team=team),
         rooms=rooms,
         client=client,
         redis=redis,
@@ -104,12 +103,12 @@ def create_app(
     Raises:
         OrchestratorError: when the agent files are not valid.
     """
-    agents = load_agents(settings.agents_dir)
+    team = load_team(settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with _database(engine) as opened:
-            app.state.console = _console(settings, agents, opened, keepalive_s)
+            app.state.console = _console(settings, team, opened, keepalive_s)
             try:
                 yield
             finally:

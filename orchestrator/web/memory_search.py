@@ -4,19 +4,15 @@ trust label and, for what a turn would leave out, the layer and the reason."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from sqlalchemy.engine import Engine
 
-from orchestrator.core.models import AgentSpec
-from orchestrator.errors import ValidationError
 from orchestrator.memory.audit import pinned_ids
 from orchestrator.memory.recall.ranking import trust_of
 from orchestrator.memory.recall.recaller import RecallConfig, Recaller, RecallResult
 from orchestrator.memory.session.records import MemoryRecord
 from orchestrator.memory.session.store import SessionMemory
-from orchestrator.runtime.briefing import load_team, make_briefing
 from orchestrator.web.schemas_memory import (
     LeftOut,
     MemoryEntry,
@@ -66,9 +62,9 @@ def search_memories(
                 for r in records
             ]
         )
-    spec = _recalling(running.agents, agent)
-    team = load_team(running.settings)
-    config = make_briefing(running.settings, engine, team).recall_config(spec)
+    team = running.wiring.team
+    spec = team.get(agent if agent is not None else team.router.default)
+    config = running.wiring.tuning.recall(spec)
     groups = [group] if group else _groups(session)
     hits: list[RecallHit] = []
     for name in groups:
@@ -80,15 +76,6 @@ def search_memories(
     ]
     hits.sort(key=lambda h: (not h.kept, -(h.score or 0.0), -h.id))
     return MemorySearch(query=q, agent=spec.id, memories=hits[:limit])
-
-
-def _recalling(agents: Sequence[AgentSpec], agent: str | None) -> AgentSpec:
-    for spec in agents:
-        if spec.id == agent or (agent is None and spec.default):
-            return spec
-    if agent is None and agents:
-        return agents[0]
-    raise ValidationError("agent", f"no agent {agent!r}")
 
 
 def _groups(session: SessionMemory) -> list[str]:

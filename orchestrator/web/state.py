@@ -1,5 +1,6 @@
-"""What the console's handlers share while the app runs: the settings, the team, the history
-reader and the Redis clients (:class:`Console`), opened and closed by the app's lifespan."""
+"""What the console's handlers share while the app runs: the settings, the wiring (the team,
+the working values and the stores), the history reader and the Redis clients
+(:class:`Console`), opened and closed by the app's lifespan."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from fastapi import Request
 from orchestrator.adapters.redis_client import AsyncConnection
 from orchestrator.client import ArenaClient
 from orchestrator.core.models import AgentSpec
+from orchestrator.runtime.wiring import Wiring
 from orchestrator.settings import Settings
 from orchestrator.web.feeds import RoomFeeds
 from orchestrator.web.rooms import Rooms
@@ -27,12 +29,17 @@ class Console:
     """
 
     settings: Settings
-    agents: tuple[AgentSpec, ...]
+    wiring: Wiring
     rooms: Rooms
     client: ArenaClient
     redis: AsyncConnection
     feeds: RoomFeeds
     keepalive_s: float = 15.0
+
+    @property
+    def agents(self) -> tuple[AgentSpec, ...]:
+        """The team's agents, in file order."""
+        return self.wiring.team.agents
 
 
 def console(request: Request) -> Console:

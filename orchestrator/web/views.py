@@ -19,7 +19,7 @@ from functools import lru_cache
 from typing import Any
 
 from orchestrator.core.context.report import ContextReport
-from orchestrator.core.models import AgentSpec, MessageKind
+from orchestrator.core.models import AgentSpec, MessageKind, find_agent
 from orchestrator.core.routing import route
 from orchestrator.core.wire import Outbound
 from orchestrator.memory.conversation.meta import MarkerMeta, ReplyMeta
@@ -146,7 +146,7 @@ def from_stored(
     """A stored message as the console shows it; ``trigger`` is the message its meta names."""
     m = stored.message
     meta = ReplyMeta.from_json(stored.meta)
-    spec = _agent(agents, meta.agent if meta.agent else m.sender)
+    spec = find_agent(agents, meta.agent if meta.agent else m.sender)
     return Msg(
         id=m.id,
         seq=stored.seq,
@@ -172,7 +172,7 @@ def from_stored(
 
 def from_outbound(item: Outbound, agents: Sequence[AgentSpec]) -> Msg:
     """A reply or notice not stored yet, from its outbound fields (nothing recorded about it)."""
-    spec = _agent(agents, item.sender)
+    spec = find_agent(agents, item.sender)
     return Msg(
         id=item.id,
         seq=0,
@@ -185,10 +185,6 @@ def from_outbound(item: Outbound, agents: Sequence[AgentSpec]) -> Msg:
         in_reply_to=item.in_reply_to or None,
         agent=agent_view(spec) if spec is not None and item.type == "reply" else None,
     )
-
-
-def _agent(agents: Sequence[AgentSpec], agent_id: str) -> AgentSpec | None:
-    return next((a for a in agents if a.id == agent_id), None)
 
 
 def why(

@@ -74,13 +74,13 @@ from orchestrator.background.queue import queue  # noqa: E402
 from orchestrator.client import ArenaClient  # noqa: E402
 from orchestrator.core.context.build import build_context  # noqa: E402
 from orchestrator.core.context.tokens import TokenCounter  # noqa: E402
+from orchestrator.core.context.transcript import Transcript  # noqa: E402
 from orchestrator.core.models import ChatMessage, MessageKind  # noqa: E402
-from orchestrator.core.prompts import Prompts  # noqa: E402
 from orchestrator.core.wire import DEFAULT_SENDER, PARTITIONS, lease_key  # noqa: E402
 from orchestrator.memory.conversation.importer import imported_id  # noqa: E402
 from orchestrator.memory.conversation.store import HistoryStore  # noqa: E402
 from orchestrator.memory.db import make_engine  # noqa: E402
-from orchestrator.runtime.briefing import load_drift, load_team, make_briefing  # noqa: E402
+from orchestrator.runtime.wiring import Wiring  # noqa: E402
 from orchestrator.settings import Settings, load_settings  # noqa: E402
 from tests.bench.daemon_env import (  # noqa: E402
     check_running,
@@ -370,8 +370,9 @@ class Builder:
     recaller: TimedRecaller | None = None
 
     def __post_init__(self) -> None:
-        self.team = load_team(self.settings)
-        self.briefing = make_briefing(self.settings, self.engine, self.team)
+        self.wiring = Wiring(self.settings, self.engine)
+        self.team = self.wiring.team
+        self.briefing = self.wiring.briefing()
         if self.briefing.recaller is not None:
             self.recaller = TimedRecaller(self.briefing.recaller)
             self.briefing.recaller = self.recaller
@@ -396,11 +397,10 @@ class Builder:
             agents=self.team.agents,
             layers=gathered.layers,
             trigger=trigger,
-            prompts=Prompts(self.settings.prompts_dir),
+            prompts=self.wiring.prompts,
             now=now.astimezone(self.settings.zone),
-            tz=self.settings.tz,
-            limits=self.briefing.limits(agent, load_drift(self.settings).factor(agent.model)),
-            counter=TokenCounter(),
+            limits=self.wiring.tuning.limits(agent, self.wiring.drift().factor(agent.model)),
+            transcript=Transcript(TokenCounter(), self.settings.tz),
         )
         request = built.request
         data = {

@@ -17,14 +17,14 @@ of 200 groups, 5% personal memory of the four agents, 1% global memory.
 At each size:
 
 - write: an agent's reply carrying one ``SAVE_MEMORY`` marker goes through the real write path
-  (``parse_markers``, then ``MemoryWriter.apply`` as ``daemon.make_writer`` builds it: schema,
+  (``parse_markers``, then ``MemoryWriter.apply`` as ``Wiring.writer`` builds it: schema,
   daily count, gate, session store, checkpoint to the daily log for decisions and tasks); no
   model call. The time of each reply's parse and apply is one sample.
 - recall: a question through ``Recaller.recall`` over ``SessionMemory`` with the default
   settings' recall layers, for a random group and agent (``mark_used`` included).
 
 After the first size, a group gets ``--history`` stored messages and the context of a turn is
-built as the daemon builds it: ``Briefing.gather`` (as ``briefing.make_briefing`` builds it: the
+built as the daemon builds it: ``Briefing.gather`` (as ``Wiring.briefing`` builds it: the
 history window, recall, files) then ``build_context`` (budget plan, prompt rendering). Both parts
 are timed, and their sum is the sample.
 
@@ -34,7 +34,7 @@ added in bulk (5,000 per ``executemany`` into ``messages``, the history index ke
 triggers as for every stored message), first ``--history-group-rows`` (default 100,000) into one
 group, alternating people's questions and agents' replies from the same corpus, then the rest
 spread over 200 other groups. Recall is timed as a turn runs it: ``Recaller.recall`` as
-``briefing.make_briefing`` builds it (session memory and the history index, the default settings'
+``Wiring`` builds it (session memory and the history index, the default settings'
 recall layers), ``before_seq`` the oldest of the 200 messages the history window shows:
 
 - group: questions to the large group when the store holds only it (target p95 <= 20 ms);
@@ -82,7 +82,6 @@ from orchestrator.core.context.build import build_context  # noqa: E402
 from orchestrator.core.context.tokens import TokenCounter  # noqa: E402
 from orchestrator.core.markers import parse_markers  # noqa: E402
 from orchestrator.core.models import ChatMessage, MessageKind  # noqa: E402
-from orchestrator.core.prompts import Prompts  # noqa: E402
 from orchestrator.memory.conversation.recent import RecentMessages  # noqa: E402
 from orchestrator.memory.conversation.store import HistoryStore, MessageRow, NewReply  # noqa: E402
 from orchestrator.memory.db import make_engine  # noqa: E402
@@ -91,8 +90,7 @@ from orchestrator.memory.session.entries import ENTRIES, new_row  # noqa: E402
 from orchestrator.memory.session.store import Citation, NewMemory, SessionMemory, normalise  # noqa: E402
 from orchestrator.memory.transactions import writing  # noqa: E402
 from orchestrator.memory.writer import Origin  # noqa: E402
-from orchestrator.runtime.briefing import load_team, make_briefing  # noqa: E402
-from orchestrator.runtime.daemon import make_writer  # noqa: E402
+from orchestrator.runtime.wiring import Wiring  # noqa: E402
 from orchestrator.settings import Settings, load_settings  # noqa: E402
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
@@ -332,7 +330,7 @@ def _pct(ordered: list[float], q: float) -> float:
 
 def measure_writes(settings: Settings, engine: Any, corpus: Corpus, count: int, tag: str) -> Any:
     """``count`` replies, each with one SAVE_MEMORY marker, through parse and apply."""
-    writer = make_writer(settings, engine)
+    writer = Wiring(settings, engine).writer
     samples = Samples()
     outcomes: dict[str, int] = {}
     for n in range(count):
@@ -359,13 +357,13 @@ def measure_writes(settings: Settings, engine: Any, corpus: Corpus, count: int, 
 def measure_recall(settings: Settings, engine: Any, corpus: Corpus, count: int) -> Any:
     """``count`` questions through ``Recaller.recall`` with the settings' recall layers."""
     recaller = Recaller(SessionMemory(engine))
-    team = load_team(settings)
-    briefing = make_briefing(settings, engine, team)
+    wiring = Wiring(settings, engine)
+    team = wiring.team
     samples = Samples()
     returned = 0
     for n in range(count):
         agent = team.agents[n % len(team.agents)]
-        config = briefing.recall_config(agent)
+        config = wiring.tuning.recall(agent)
         query = corpus.question()
         group = f"g{corpus.rng.randrange(GROUPS)}"
         started = time.perf_counter()
@@ -399,13 +397,14 @@ def add_history(engine: Any, corpus: Corpus, count: int) -> float:
 
 def measure_context(settings: Settings, engine: Any, corpus: Corpus, count: int) -> Any:
     """Build a turn's context ``count`` times, as ``Pipeline`` does: gather, then build."""
-    team = load_team(settings)
+    wiring = Wiring(settings, engine)
+    team = wiring.team
     # As the daemon runs it: recent messages kept in memory, written through by each turn.
-    store = HistoryStore(engine)
+    store = wiring.history
     recent = RecentMessages(store, settings.history_limit)
-    briefing = make_briefing(settings, engine, team, recent)
-    prompts = Prompts(settings.prompts_dir)
-    counter = TokenCounter()
+    briefing = wiring.briefing(recent)
+    prompts = wiring.prompts
+    counter = wiring.counter
     gather, build, total = Samples(), Samples(), Samples()
     history_tokens: list[int] = []
     for n in range(count):
@@ -429,10 +428,9 @@ def measure_context(settings: Settings, engine: Any, corpus: Corpus, count: int)
             layers=gathered.layers,
             trigger=trigger,
             prompts=prompts,
-            now=NOW.astimezone(briefing.zone),
-            tz=settings.tz,
-            limits=briefing.limits(agent),
-            counter=counter,
+            now=NOW.astimezone(wiring.tuning.zone),
+            limits=wiring.tuning.limits(agent),
+            transcript=wiring.transcript,
         )
         build.since(building)
         total.since(started)
@@ -490,9 +488,9 @@ def measure_history_recall(
     settings: Settings, engine: Engine, corpus: Corpus, count: int, groups: list[str]
 ) -> dict[str, Any]:
     """``count`` questions, each to one of ``groups``, through the daemon's recaller."""
-    team = load_team(settings)
-    briefing = make_briefing(settings, engine, team)
-    store = HistoryStore(engine)
+    wiring = Wiring(settings, engine)
+    team = wiring.team
+    store = wiring.history
     window = {g: store.recent(g, HISTORY_WINDOW) for g in groups}
     before = {g: w[0].seq if w else None for g, w in window.items()}
     samples = Samples()
@@ -500,10 +498,10 @@ def measure_history_recall(
     for n in range(count):
         agent = team.agents[n % len(team.agents)]
         group = groups[n % len(groups)]
-        config = briefing.recall_config(agent)
+        config = wiring.tuning.recall(agent)
         query = corpus.question()
         started = time.perf_counter()
-        result = briefing.recaller.recall(
+        result = wiring.recaller.recall(
             query, group=group, agent=agent.id, config=config, now=NOW, before_seq=before[group]
         )
         samples.since(started)

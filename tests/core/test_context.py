@@ -16,6 +16,7 @@ from orchestrator.core.context.build import (
     build_context,
 )
 from orchestrator.core.context.tokens import TokenCounter
+from orchestrator.core.context.transcript import Transcript
 from orchestrator.core.models import AgentSpec, ChatMessage, MessageKind
 from orchestrator.core.prompts import Prompts
 from tests.arena_helpers import REPO
@@ -74,9 +75,8 @@ def _build(layers: Layers, trigger: ChatMessage, window: int = 200_000, **budget
         trigger=trigger,
         prompts=Prompts(REPO / "prompts"),
         now=T0,
-        tz="UTC",
         limits=replace(LIMITS, window=window, budgets=replace(BUDGETS, **budgets)),
-        counter=TokenCounter(),
+        transcript=Transcript(TokenCounter(), "UTC"),
     )
 
 
@@ -210,9 +210,8 @@ def test_the_next_turn_over_the_same_layers_tokenises_nothing_again():
         "trigger": history[-1],
         "prompts": Prompts(REPO / "prompts"),
         "now": T0,
-        "tz": "UTC",
         "limits": limits,
-        "counter": counter,
+        "transcript": Transcript(counter, "UTC"),
     }
     first = build_context(**turn)
     calls = counter.calls
@@ -237,10 +236,24 @@ def test_two_turns_in_a_row_name_each_ones_sender():
             trigger=trigger,
             prompts=prompts,
             now=T0,
-            tz="UTC",
             limits=LIMITS,
-            counter=TokenCounter(),
+            transcript=Transcript(TokenCounter(), "UTC"),
         )
         tails.append(built.request.system_tail)
     assert "answer the last message, from alex." in tails[0]
     assert "answer the last message, from qa." in tails[1]
+
+
+def test_each_transcript_labels_in_its_own_zone():
+    """Labels are remembered per transcript: one zone's label never reaches another's."""
+    counter = TokenCounter()
+    seen = _past(_msg(1, "alex", MessageKind.HUMAN, "hello"))
+    trigger = _msg(2, "alex", MessageKind.HUMAN, "and now?")
+    utc, shanghai = Transcript(counter, "UTC"), Transcript(counter, "Asia/Shanghai")
+    for _ in range(2):  # the second pass is answered from what each remembered
+        utc_items, roles = utc.items("dev", seen, trigger)
+        shanghai_items, _ = shanghai.items("dev", seen, trigger)
+        assert utc_items[0].text == "[2026-03-01 12:00 alex (human)]: hello"
+        assert shanghai_items[0].text == "[2026-03-01 20:00 alex (human)]: hello"
+        assert utc_items[1].text == "[12:00 alex (human)]: and now?"
+        assert roles == {"1-0": "user", "2-0": "user"}

@@ -24,7 +24,8 @@ from orchestrator.errors import ConfigError
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
 from orchestrator.runtime import daemon
-from orchestrator.runtime.briefing import load_drift, load_team, make_briefing
+from orchestrator.runtime.briefing import load_drift
+from orchestrator.runtime.wiring import Wiring
 from tests.arena_helpers import REPO, make_settings, running_daemon, set_environment
 from tests.fakes import FakeMessagesServer
 from tests.history_seed import write_history
@@ -142,9 +143,10 @@ def test_ten_thousand_messages_are_not_recounted(tmp_path: Path):
                 for n in range(10_000)
             ],
         )
-    team = load_team(settings)
-    briefing = make_briefing(settings, engine, team)
-    briefing.counter = counter
+    wiring = Wiring(settings, engine)
+    wiring.counter = counter
+    team = wiring.team
+    briefing = wiring.briefing()
     trigger = store.recent("big", 1)[0].message
     gathered = briefing.gather(team.get("ping"), trigger, T0)
     before = counter.calls
@@ -155,9 +157,8 @@ def test_ten_thousand_messages_are_not_recounted(tmp_path: Path):
         trigger=trigger,
         prompts=Prompts(REPO / "prompts"),
         now=T0,
-        tz="UTC",
-        limits=briefing.limits(team.get("ping")),
-        counter=counter,
+        limits=wiring.tuning.limits(team.get("ping")),
+        transcript=wiring.transcript,
     )
     engine.dispose()
     assert counter.calls - before < 20

@@ -26,7 +26,7 @@ from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.session.store import SessionMemory
-from orchestrator.runtime.daemon import make_writer
+from orchestrator.runtime.wiring import Wiring
 from orchestrator.settings import load_settings
 from tests.arena_helpers import (
     REPO,
@@ -70,7 +70,7 @@ async def _handle(
     )
     llm = anthropic_provider(api_key="test", base_url=fake.base_url, timeout_s=10, max_retries=0)
     pipeline, outbox, events = make_pipeline(
-        settings, store, llm, memory=make_writer(settings, store.engine), counters=totals
+        settings, store, llm, memory=Wiring(settings, store.engine).writer, counters=totals
     )
     message = ChatMessage(
         id="1000-0",

@@ -29,8 +29,7 @@ from orchestrator.core.context.references import (
     recall_items,
 )
 from orchestrator.core.context.report import ContextReport, LayerTokens, LeftOutCandidate
-from orchestrator.core.context.tokens import TokenCounter
-from orchestrator.core.context.transcript import PastMessage, conversation, history_items
+from orchestrator.core.context.transcript import PastMessage, Transcript, conversation
 from orchestrator.core.markers import neutralise
 from orchestrator.core.models import AgentSpec, ChatMessage, LLMRequest
 from orchestrator.core.prompts import Prompts
@@ -74,7 +73,7 @@ class Layers:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ContextLimits:
     """The window and the per-layer budgets of one agent (the daemon's come from ``Settings``
-    and the agent's YAML: see :meth:`orchestrator.runtime.briefing.Briefing.limits`)."""
+    and the agent's YAML: see :meth:`orchestrator.runtime.tuning.Tuning.limits`)."""
 
     window: int
     reserved_output: int
@@ -99,15 +98,16 @@ def build_context(
     trigger: ChatMessage,
     prompts: Prompts,
     now: datetime,
-    tz: str,
     limits: ContextLimits,
-    counter: TokenCounter,
+    transcript: Transcript,
 ) -> BuiltContext:
-    """Fit the layers into the agent's budget and build the model request.
+    """Fit the layers into the agent's budget and build the model request (``transcript``
+    labels the conversation and holds the zone and the token counter).
 
     Raises:
         TemplateError: when a prompt template fails to render.
     """
+    counter, tz = transcript.counter, transcript.tz
     roster = tuple(agents)  # each member has id, name and role, read as attributes
     base: dict[str, Any] = {
         "agent": agent,
@@ -118,7 +118,7 @@ def build_context(
         "tz": tz,
     }
     empty = _render(prompts, base, identity="", summary="", memory_md="", logs="", refs=[])
-    items, roles = history_items(agent.id, layers.history, trigger, counter, tz)
+    items, roles = transcript.items(agent.id, layers.history, trigger)
     recall = recall_items(layers.recalled, layers.said, tz, counter)
     plan = plan_budget(
         BudgetRequest(

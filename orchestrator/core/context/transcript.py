@@ -15,7 +15,7 @@ from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.markers import neutralise
 from orchestrator.core.models import ChatMessage, MessageKind
 
-__all__ = ["PastMessage", "conversation", "history_items", "stamp"]
+__all__ = ["PastMessage", "Transcript", "conversation", "stamp"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -31,97 +31,85 @@ def stamp(moment: datetime, tz: str) -> str:
     return moment.astimezone(ZoneInfo(tz)).strftime("%Y-%m-%d %H:%M")
 
 
-def _prefix(message: ChatMessage, tz: str, dated: bool = True) -> str:
+def _prefix(message: ChatMessage, when: str) -> str:
     """The label before a message: when, who and what ("[2026-03-01 14:05 alex (human)]: ",
     or without the date: "[14:05 alex (human)]: ")."""
-    when = stamp(message.created_at, tz)
-    when = when if dated else when[len(_day(message, tz)) + 1 :]
     if message.kind is MessageKind.NOTICE:
         return f"[{when} arena notice]: "
     return f"[{when} {message.sender} ({message.kind.value})]: "
 
 
-def _day(message: ChatMessage, tz: str) -> str:
-    return _day_of(message.created_at, tz)
+class Transcript:
+    """A group's stored messages as each agent sees them, in one time zone.
+
+    A group's recent messages are shown again at every turn and a labelled message is the
+    same for every agent, so each is labelled (and its label's tokens counted) once, whichever
+    agent sees it, the turn it is the trigger included: the labels are remembered, up to
+    ``size`` of them, by this object (one per daemon, built where the daemon is wired).
+    """
+
+    def __init__(self, counter: TokenCounter, tz: str, *, size: int = 16384) -> None:
+        self.counter = counter
+        self.tz = tz
+        self._zone = ZoneInfo(tz)
+        self._stamp = lru_cache(maxsize=size)(self._stamp_of)
+        self._own = lru_cache(maxsize=max(1, size // 4))(_own_reply)
+        self._labelled = lru_cache(maxsize=size)(self._label)
+
+    def items(
+        self, agent_id: str, history: Sequence[PastMessage], trigger: ChatMessage
+    ) -> tuple[list[HistoryItem], dict[str, str]]:
+        """Planner items (trigger last) and each item's role. A labelled message states its
+        date only when the one labelled before it is of another day."""
+        items: list[HistoryItem] = []
+        roles: dict[str, str] = {}
+        trigger_tokens = None
+        day = ""
+        for past in history:
+            message = past.message
+            if message.id == trigger.id:
+                if trigger_tokens is None:
+                    trigger_tokens = past.tokens
+                continue
+            this_day = self._stamp(message.created_at)[:10]
+            # Its own replies unlabelled (a dated label there would teach the model to start
+            # its replies with one), everything else labelled with its time and sender.
+            if message.kind is MessageKind.AGENT and message.sender == agent_id:
+                item = self._own(message, past.tokens)
+            else:
+                item = self._labelled(message, past.tokens, this_day != day)
+                day = this_day
+            items.append(item)
+            roles[item.id] = "assistant" if item.own_reply else "user"
+        base = trigger_tokens if trigger_tokens is not None else self.counter.count(trigger.text)
+        dated = self._stamp(trigger.created_at)[:10] != day
+        items.append(self._labelled(trigger, base, dated))
+        roles[trigger.id] = "user"
+        return items, roles
+
+    def _stamp_of(self, moment: datetime) -> str:
+        return moment.astimezone(self._zone).strftime("%Y-%m-%d %H:%M")
+
+    def _label(self, message: ChatMessage, tokens: int, dated: bool) -> HistoryItem:
+        """A message labelled with its time and sender (and its date, when ``dated``),
+        marker-shaped text neutralised (rows stored before markers of every spelling were
+        stripped may hold one)."""
+        when = self._stamp(message.created_at)
+        prefix = _prefix(message, when if dated else when[11:])
+        label_tokens = self.counter.count(prefix)
+        return HistoryItem(
+            id=message.id,
+            text=prefix + neutralise(message.text),
+            tokens=tokens + label_tokens,
+            agent_reply=message.kind is MessageKind.AGENT,
+            date="" if dated else when[:10] + " ",
+            date_tokens=0 if dated else self.counter.count(_prefix(message, when)) - label_tokens,
+        )
 
 
-@lru_cache(maxsize=16384)
-def _day_of(moment: datetime, tz: str) -> str:
-    return stamp(moment, tz)[:10]
-
-
-def _history_item(
-    agent_id: str,
-    message: ChatMessage,
-    tokens: int,
-    context: tuple[TokenCounter, str, bool],
-) -> HistoryItem:
-    """A stored message as ``agent_id`` sees it: its own replies unlabelled (a dated label
-    there would teach the model to start its replies with one), everything else labelled
-    with its time and sender, and its date unless the message labelled before it is of the
-    same day (``context``: the counter, the zone and that), marker-shaped text neutralised
-    in both (rows stored before markers of every spelling were stripped may hold one)."""
-    if message.kind is MessageKind.AGENT and message.sender == agent_id:
-        return _own_reply(message, tokens)
-    counter, tz, same_day = context
-    return _labelled(message, tokens, counter, tz, not same_day)
-
-
-# Both remembered, because a group's recent messages are shown again at every turn; a
-# labelled message is the same for every agent, so it is labelled (and its label's tokens
-# counted) once, whichever agent sees it, the turn it is the trigger included.
-@lru_cache(maxsize=4096)
 def _own_reply(message: ChatMessage, tokens: int) -> HistoryItem:
     text = neutralise(message.text)
     return HistoryItem(id=message.id, text=text, tokens=tokens, own_reply=True, agent_reply=True)
-
-
-@lru_cache(maxsize=16384)
-def _labelled(
-    message: ChatMessage, tokens: int, counter: TokenCounter, tz: str, dated: bool = True
-) -> HistoryItem:
-    prefix = _prefix(message, tz, dated)
-    label_tokens = counter.count(prefix)
-    date = "" if dated else _day(message, tz) + " "
-    return HistoryItem(
-        id=message.id,
-        text=prefix + neutralise(message.text),
-        tokens=tokens + label_tokens,
-        agent_reply=message.kind is MessageKind.AGENT,
-        date=date,
-        date_tokens=counter.count(_prefix(message, tz)) - label_tokens if date else 0,
-    )
-
-
-def history_items(
-    agent_id: str,
-    history: Sequence[PastMessage],
-    trigger: ChatMessage,
-    counter: TokenCounter,
-    tz: str,
-) -> tuple[list[HistoryItem], dict[str, str]]:
-    """Planner items (trigger last) and each item's role. A labelled message states its date
-    only when the one labelled before it is of another day."""
-    items: list[HistoryItem] = []
-    roles: dict[str, str] = {}
-    trigger_tokens = None
-    day = ""
-    for past in history:
-        if past.message.id == trigger.id:
-            if trigger_tokens is None:
-                trigger_tokens = past.tokens
-            continue
-        item = _history_item(
-            agent_id, past.message, past.tokens, (counter, tz, _day(past.message, tz) == day)
-        )
-        if not item.own_reply:
-            day = _day(past.message, tz)
-        items.append(item)
-        roles[item.id] = "assistant" if item.own_reply else "user"
-    base = trigger_tokens if trigger_tokens is not None else counter.count(trigger.text)
-    items.append(_labelled(trigger, base, counter, tz, _day(trigger, tz) != day))
-    roles[trigger.id] = "user"
-    return items, roles
 
 
 def conversation(

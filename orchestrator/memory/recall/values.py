@@ -24,8 +24,8 @@ class RecallConfig:
     returns before the layers."""
 
     relevance_floor: float = 0.4
-    max_entries: int = 5
-    char_budget: int = 2000
+    max_entries: int = 20
+    char_budget: int = 6000
     require_source: bool = False
     exclude_untrusted: bool = True
     candidates: int = 50
