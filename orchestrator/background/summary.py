@@ -6,7 +6,7 @@ worker), on the steps every versioned job shares
 (storing a hand edit found there as a version first) and the group's messages after the last
 one the latest summary covered, at most 200 at a time (notices left out). With none: "skipped",
 no call. Otherwise it asks the model with ``prompts/summary.md.j2`` (the team's default agent's
-model), or makes the summary offline (:mod:`orchestrator.background.summary_offline`), checks
+model), or makes the summary offline (:mod:`orchestrator.offline.summary`), checks
 the answer (not empty, within ``summary_budget_tokens``, no memory markers), and writes it
 atomically unless the file changed meanwhile ("conflict"), as a new version whose ``source``
 names the messages it covered. Summaries are written only here, never through markers. Every
@@ -23,7 +23,6 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from orchestrator.background.summary_offline import Said, cut, summarise_offline
 from orchestrator.background.versioned_run import (
     TEMPERATURE,
     Attempt,
@@ -43,6 +42,7 @@ from orchestrator.memory.conversation.store import HistoryStore, StoredMessage
 from orchestrator.memory.summaries import summary_path
 from orchestrator.memory.versioned_file import VersionedFile
 from orchestrator.memory.versions import Kind, VersionStore
+from orchestrator.offline.summary import Said, cut, summarise_offline
 from orchestrator.settings import Settings
 
 __all__ = ["MAX_MESSAGES", "SummaryOutcome", "read_messages", "run_summary"]

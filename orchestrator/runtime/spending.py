@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
-from orchestrator.adapters.offline import prompt_words
 from orchestrator.adapters.redis_client import AsyncConnection
 from orchestrator.adapters.spend import Reservation, SpendLedger, Spent, enforced_caps
 from orchestrator.core.caps import (
@@ -44,6 +43,7 @@ from orchestrator.core.models import AgentSpec, Completion, LLMRequest
 from orchestrator.core.turns import LLM
 from orchestrator.core.wire import budget_topic
 from orchestrator.errors import ConfigError
+from orchestrator.offline.model import prompt_words
 from orchestrator.settings import Settings, priced
 
 __all__ = [

@@ -20,7 +20,7 @@
 
    Detection is case-insensitive and the first type that matches wins, in this order:
 
-   - decision and requirement: as :mod:`orchestrator.core.cues` tells them ("we decided",
+   - decision and requirement: as :mod:`orchestrator.offline.cues` tells them ("we decided",
      "let's go with"…; "must ", "we need"…; never in a question, and never "must" as a guess
      such as "that must have been hard");
    - task: "please ", "todo:", "task:" or "can you" in a sentence that also @mentions
@@ -56,10 +56,10 @@ import re
 from types import TracebackType
 from typing import Literal, Self
 
-from orchestrator.core import cues
 from orchestrator.core.markers import neutralise
 from orchestrator.core.models import Completion, LLMRequest, Usage
 from orchestrator.core.tools import ToolCall
+from orchestrator.offline import cues
 
 __all__ = ["OfflineProvider"]
 

@@ -3,7 +3,7 @@ is made from (:class:`Said`).
 
 :func:`summarise_offline` carries the previous summary's items forward and adds, from people's
 messages, each sentence stating a decision, requirement, finished work or task (by its
-wording: :mod:`orchestrator.core.cues`, then "finished", "working on", "can you" with an
+wording: :mod:`orchestrator.offline.cues`, then "finished", "working on", "can you" with an
 @mention…; no question is a decision, requirement or finished work, and "that must have been
 hard" is no requirement), and from agents' replies their memory markers, each as
 ``- YYYY-MM-DD HH:MM who: sentence``, the first saying of a thing kept. While over the
@@ -18,17 +18,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 
-from orchestrator.background.entries import entries
-from orchestrator.core import cues
 from orchestrator.core.markers import neutralise
 from orchestrator.core.models import MessageKind
+from orchestrator.offline import cues
+from orchestrator.offline.distill import entries
 
 __all__ = ["Said", "cut", "summarise_offline"]
 
 _SECTIONS = ("Goal", "Decisions", "Requirements", "Done", "In progress")
 _TRIMMABLE = _SECTIONS[1:]
 _NONE = "none yet"
-# Sentence cues past decisions and requirements (see orchestrator.core.cues), checked in
+# Sentence cues past decisions and requirements (see orchestrator.offline.cues), checked in
 # this order: finished work and work in progress in statements, and a request ("please", "can
 # you") in a sentence that @mentions someone.
 _DONE = ("done:", "is done", "finished", "completed", "implemented", "merged", "shipped")
