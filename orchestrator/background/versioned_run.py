@@ -172,7 +172,7 @@ def _prepare(read: Callable[[], J], rules: Rules[J, R]) -> tuple[J, R | None]:
 
 async def _answer(job: J, rules: Rules[J, R], llm: LLM) -> str | None:
     """Step 2: the new text, from the model or made offline (None: cut off)."""
-    if llm.name == "offline":
+    if llm.offline:
         return rules.offline(job)
     request = await asyncio.to_thread(rules.request, job)
     return answer_text(await llm.complete(request))

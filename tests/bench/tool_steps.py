@@ -47,6 +47,7 @@ class _Model:
     """Answers at once: a memory_search first when tools are offered, then text."""
 
     name = "bench"
+    offline = False
 
     async def complete(self, request: LLMRequest) -> Completion:
         if request.tools and not request.exchanges:
