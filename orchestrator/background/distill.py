@@ -2,7 +2,7 @@
 
 :func:`run_distillation` is what the background job runs for one agent and one day
 (``asyncio.run(run_distillation(...))`` in a worker), on the steps every versioned job shares
-(:mod:`orchestrator.background.versioned_run`). What is its own:
+(:mod:`orchestrator.memory.versions.run`). What is its own:
 
 1. It reads the day's log (``workspaces/<agent>/memory/YYYY-MM-DD.md``) and ``MEMORY.md``.
 2. No notes in the log, or this very log (same SHA-256) already distilled: "skipped", no call.
@@ -27,13 +27,6 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from orchestrator.background.versioned_run import (
-    TEMPERATURE,
-    Attempt,
-    Rules,
-    Status,
-    run_versioned,
-)
 from orchestrator.core.agents import load_agents, workspace_dir
 from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.markers import neutralise
@@ -41,8 +34,15 @@ from orchestrator.core.models import AgentSpec, ChatMessage, LLMRequest, Message
 from orchestrator.core.prompts import Prompts
 from orchestrator.core.turns import LLM
 from orchestrator.memory.personal import PersonalLog
-from orchestrator.memory.versioned_file import VersionedFile
-from orchestrator.memory.versions import Kind, VersionStore, sha256_of
+from orchestrator.memory.versions.file import VersionedFile
+from orchestrator.memory.versions.run import (
+    TEMPERATURE,
+    Attempt,
+    Rules,
+    Status,
+    run_versioned,
+)
+from orchestrator.memory.versions.store import Kind, VersionStore, sha256_of
 from orchestrator.offline.distill import distil_offline, drop_problem, log_notes, same_entries
 from orchestrator.settings import Settings
 

@@ -2,7 +2,7 @@
 
 :func:`run_summary` is what the background job runs for one group (``asyncio.run`` in a
 worker), on the steps every versioned job shares
-(:mod:`orchestrator.background.versioned_run`). It reads ``data/memory/summary_<group>.md``
+(:mod:`orchestrator.memory.versions.run`). It reads ``data/memory/summary_<group>.md``
 (storing a hand edit found there as a version first) and the group's messages after the last
 one the latest summary covered, at most 200 at a time (notices left out). With none: "skipped",
 no call. Otherwise it asks the model with ``prompts/summary.md.j2`` (the team's default agent's
@@ -23,13 +23,6 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from orchestrator.background.versioned_run import (
-    TEMPERATURE,
-    Attempt,
-    Rules,
-    Status,
-    run_versioned,
-)
 from orchestrator.core.agents import load_agents
 from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.markers import neutralise
@@ -40,8 +33,15 @@ from orchestrator.core.wire import validate_group
 from orchestrator.memory.conversation.meta import ReplyMeta
 from orchestrator.memory.conversation.store import HistoryStore, StoredMessage
 from orchestrator.memory.summaries import summary_path
-from orchestrator.memory.versioned_file import VersionedFile
-from orchestrator.memory.versions import Kind, VersionStore
+from orchestrator.memory.versions.file import VersionedFile
+from orchestrator.memory.versions.run import (
+    TEMPERATURE,
+    Attempt,
+    Rules,
+    Status,
+    run_versioned,
+)
+from orchestrator.memory.versions.store import Kind, VersionStore
 from orchestrator.offline.summary import Said, cut, summarise_offline
 from orchestrator.settings import Settings
 

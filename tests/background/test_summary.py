@@ -11,7 +11,7 @@ from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.errors import ValidationError
 from orchestrator.memory.summaries import summary_path
-from orchestrator.memory.versions import VersionStore
+from orchestrator.memory.versions.store import VersionStore
 from orchestrator.offline.model import OfflineProvider
 from tests.history_seed import write_history
 

@@ -16,7 +16,7 @@ from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.schema import PersonalDraft
-from orchestrator.memory.versions import VersionStore
+from orchestrator.memory.versions.store import VersionStore
 from orchestrator.offline.model import OfflineProvider
 from orchestrator.settings import Settings
 from tests.history_seed import write_history
