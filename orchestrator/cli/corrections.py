@@ -16,7 +16,7 @@ from rich.text import Text
 from orchestrator.cli.output import json_text, out, printable
 from orchestrator.cli.resources import database
 from orchestrator.memory.corrections import Corrections, check_actor
-from orchestrator.memory.gate import GateConfig
+from orchestrator.memory.gate.rules import GateConfig
 from orchestrator.settings import Settings
 
 __all__ = ["COMMANDS", "actor", "gate_of"]

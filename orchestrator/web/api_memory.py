@@ -24,7 +24,7 @@ from orchestrator.memory.corrections import (
     MemoryStateError,
     UnknownMemory,
 )
-from orchestrator.memory.gate import GateConfig
+from orchestrator.memory.gate.rules import GateConfig
 from orchestrator.memory.summaries import read_summary
 from orchestrator.memory.versions.store import VersionStore
 from orchestrator.web.bodies import BodyLimit
