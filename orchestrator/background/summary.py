@@ -42,7 +42,7 @@ from orchestrator.memory.versions.run import (
     run_versioned,
 )
 from orchestrator.memory.versions.store import Kind, VersionStore
-from orchestrator.offline.summary import Said, cut, summarise_offline
+from orchestrator.offline.summary import SummaryMessage, cut, summarise_offline
 from orchestrator.settings import Settings
 
 __all__ = ["MAX_MESSAGES", "SummaryOutcome", "read_messages", "run_summary"]
@@ -82,7 +82,7 @@ class _Job:
     trigger: str
     now: datetime
     previous: str
-    said: list[Said]
+    said: list[SummaryMessage]
     source: dict[str, Any]
 
 
@@ -178,16 +178,18 @@ def _covered(store: VersionStore, group: str) -> int:
     return 0
 
 
-def read_messages(engine: Engine, group: str, *, after: int, upto: int | None) -> list[Said]:
+def read_messages(
+    engine: Engine, group: str, *, after: int, upto: int | None
+) -> list[SummaryMessage]:
     """The group's messages after ``after`` (and up to ``upto``), oldest first, notices left
     out, at most :data:`MAX_MESSAGES`."""
     stored = HistoryStore(engine).said_after(group, after=after, upto=upto, limit=MAX_MESSAGES)
     return [_said(s) for s in stored]
 
 
-def _said(stored: StoredMessage) -> Said:
+def _said(stored: StoredMessage) -> SummaryMessage:
     m = stored.message
-    return Said(
+    return SummaryMessage(
         seq=stored.seq,
         sender=m.sender,
         kind=m.kind.value,
