@@ -17,8 +17,8 @@ _PRELOAD = [
     "orchestrator.memory.db",
     "orchestrator.memory.personal",
     "orchestrator.memory.schema",
-    "orchestrator.memory.versioned_file",
-    "orchestrator.memory.versions",
+    "orchestrator.memory.versions.file",
+    "orchestrator.memory.versions.store",
 ]
 
 

@@ -1,2 +1,3 @@
 """What talks to the world: Redis streams and leases, MQTT events, model providers (Anthropic,
-offline, circuit breaker) and the embedded servers. Imports the core only."""
+circuit breaker, and which one a process uses) and the embedded servers. Imports the offline
+model and the core only."""

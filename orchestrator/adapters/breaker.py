@@ -34,6 +34,7 @@ class CircuitBreaker:
     ) -> None:
         self.llm = llm
         self.name = llm.name
+        self.offline = llm.offline
         self.threshold = threshold
         self.cooldown_s = cooldown_s
         self._clock = clock

@@ -49,6 +49,7 @@ class AnthropicProvider:
     """Calls Claude through ``anthropic.AsyncAnthropic``; one instance is shared by all agents."""
 
     name = "anthropic"
+    offline = False
 
     def __init__(
         self,

@@ -9,8 +9,8 @@ much sooner.
 from __future__ import annotations
 
 from orchestrator.adapters.breaker import CircuitBreaker
-from orchestrator.adapters.offline import OfflineProvider
 from orchestrator.core.turns import LLM
+from orchestrator.offline.model import OfflineProvider
 from orchestrator.settings import Settings
 
 __all__ = ["build_llm"]

@@ -21,12 +21,13 @@ from orchestrator.core.wire import (
 )
 from orchestrator.errors import BusError
 
-__all__ = ["Consumer", "Partition", "Streams", "stream_stats"]
+__all__ = ["ConsumerInfo", "Partition", "Streams", "stream_stats"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Consumer:
-    """A daemon reading the inbound streams: entries in hand, and how long since it read."""
+class ConsumerInfo:
+    """What Redis (XINFO CONSUMERS) says of a daemon reading the inbound streams: entries in
+    hand, and how long since it read."""
 
     name: str
     pending: int
@@ -54,7 +55,7 @@ class Streams:
     pending_by_consumer: dict[str, int] = field(default_factory=dict)
     lag: int | None = None
     oldest_pending_idle_ms: int = 0
-    consumers: tuple[Consumer, ...] = ()
+    consumers: tuple[ConsumerInfo, ...] = ()
     dead_letters: int = 0
     router: str | None = None
     daemons: tuple[str, ...] = ()
@@ -113,7 +114,7 @@ async def stream_stats(redis: Redis) -> Streams:
         lag=None if all(lag is None for lag in lags) else sum(lag or 0 for lag in lags),
         oldest_pending_idle_ms=max(s.oldest_idle_ms for s in per_stream),
         consumers=tuple(
-            Consumer(name=name, pending=pending.get(name, 0), idle_ms=ms)
+            ConsumerInfo(name=name, pending=pending.get(name, 0), idle_ms=ms)
             for name, ms in sorted(idle.items())
         ),
         dead_letters=dead_len,

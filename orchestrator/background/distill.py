@@ -2,16 +2,16 @@
 
 :func:`run_distillation` is what the background job runs for one agent and one day
 (``asyncio.run(run_distillation(...))`` in a worker), on the steps every versioned job shares
-(:mod:`orchestrator.background.versioned_run`). What is its own:
+(:mod:`orchestrator.memory.versions.run`). What is its own:
 
 1. It reads the day's log (``workspaces/<agent>/memory/YYYY-MM-DD.md``) and ``MEMORY.md``.
 2. No notes in the log, or this very log (same SHA-256) already distilled: "skipped", no call.
 3. It asks the agent's model with ``prompts/distill.md.j2``. The offline provider is not asked:
    the distillation is done here, deterministically
-   (:func:`orchestrator.background.entries.distil_offline`).
+   (:func:`orchestrator.offline.distill.distil_offline`).
 4. Besides the shared checks, an answer may not drop more than ``distill_max_drop_share`` of
    the previous entries unless the day's log calls them obsolete
-   (:func:`orchestrator.background.entries.drop_problem`); one holding the same entries as
+   (:func:`orchestrator.offline.distill.drop_problem`); one holding the same entries as
    before changes nothing.
 
 Every attempt, whatever came of it, is kept in the growth log (``growth_runs``); a model error
@@ -27,14 +27,6 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from orchestrator.background.entries import distil_offline, drop_problem, log_notes, same_entries
-from orchestrator.background.versioned_run import (
-    TEMPERATURE,
-    Attempt,
-    Rules,
-    Status,
-    run_versioned,
-)
 from orchestrator.core.agents import load_agents, workspace_dir
 from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.markers import neutralise
@@ -42,8 +34,16 @@ from orchestrator.core.models import AgentSpec, ChatMessage, LLMRequest, Message
 from orchestrator.core.prompts import Prompts
 from orchestrator.core.turns import LLM
 from orchestrator.memory.personal import PersonalLog
-from orchestrator.memory.versioned_file import VersionedFile
-from orchestrator.memory.versions import Kind, VersionStore, sha256_of
+from orchestrator.memory.versions.file import VersionedFile
+from orchestrator.memory.versions.run import (
+    TEMPERATURE,
+    Attempt,
+    Rules,
+    Status,
+    run_versioned,
+)
+from orchestrator.memory.versions.store import Kind, VersionStore, sha256_of
+from orchestrator.offline.distill import distil_offline, drop_problem, log_notes, same_entries
 from orchestrator.settings import Settings
 
 __all__ = ["DistillOutcome", "run_distillation"]

@@ -30,10 +30,10 @@ from orchestrator.adapters.providers import build_llm
 from orchestrator.background.distill import run_distillation
 from orchestrator.background.retention import prune
 from orchestrator.background.summary import run_summary
-from orchestrator.background.versioned_run import Outcome
 from orchestrator.core.turns import LLM
 from orchestrator.core.wire import growth_topic
 from orchestrator.memory.db import make_engine
+from orchestrator.memory.versions.run import Outcome
 from orchestrator.settings import Settings, load_settings
 
 __all__ = ["distill_job", "prune_job", "summary_job"]

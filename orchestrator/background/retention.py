@@ -26,7 +26,7 @@ from sqlalchemy.engine import Engine
 
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.session.store import SessionMemory
-from orchestrator.memory.versions import VersionStore
+from orchestrator.memory.versions.store import VersionStore
 from orchestrator.settings import Settings
 
 __all__ = ["PruneReport", "enabled", "prune"]

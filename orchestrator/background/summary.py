@@ -2,11 +2,11 @@
 
 :func:`run_summary` is what the background job runs for one group (``asyncio.run`` in a
 worker), on the steps every versioned job shares
-(:mod:`orchestrator.background.versioned_run`). It reads ``data/memory/summary_<group>.md``
+(:mod:`orchestrator.memory.versions.run`). It reads ``data/memory/summary_<group>.md``
 (storing a hand edit found there as a version first) and the group's messages after the last
 one the latest summary covered, at most 200 at a time (notices left out). With none: "skipped",
 no call. Otherwise it asks the model with ``prompts/summary.md.j2`` (the team's default agent's
-model), or makes the summary offline (:mod:`orchestrator.background.summary_offline`), checks
+model), or makes the summary offline (:mod:`orchestrator.offline.summary`), checks
 the answer (not empty, within ``summary_budget_tokens``, no memory markers), and writes it
 atomically unless the file changed meanwhile ("conflict"), as a new version whose ``source``
 names the messages it covered. Summaries are written only here, never through markers. Every
@@ -23,14 +23,6 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from orchestrator.background.summary_offline import Said, cut, summarise_offline
-from orchestrator.background.versioned_run import (
-    TEMPERATURE,
-    Attempt,
-    Rules,
-    Status,
-    run_versioned,
-)
 from orchestrator.core.agents import load_agents
 from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.markers import neutralise
@@ -41,8 +33,16 @@ from orchestrator.core.wire import validate_group
 from orchestrator.memory.conversation.meta import ReplyMeta
 from orchestrator.memory.conversation.store import HistoryStore, StoredMessage
 from orchestrator.memory.summaries import summary_path
-from orchestrator.memory.versioned_file import VersionedFile
-from orchestrator.memory.versions import Kind, VersionStore
+from orchestrator.memory.versions.file import VersionedFile
+from orchestrator.memory.versions.run import (
+    TEMPERATURE,
+    Attempt,
+    Rules,
+    Status,
+    run_versioned,
+)
+from orchestrator.memory.versions.store import Kind, VersionStore
+from orchestrator.offline.summary import SummaryMessage, cut, summarise_offline
 from orchestrator.settings import Settings
 
 __all__ = ["MAX_MESSAGES", "SummaryOutcome", "read_messages", "run_summary"]
@@ -82,7 +82,7 @@ class _Job:
     trigger: str
     now: datetime
     previous: str
-    said: list[Said]
+    said: list[SummaryMessage]
     source: dict[str, Any]
 
 
@@ -178,16 +178,18 @@ def _covered(store: VersionStore, group: str) -> int:
     return 0
 
 
-def read_messages(engine: Engine, group: str, *, after: int, upto: int | None) -> list[Said]:
+def read_messages(
+    engine: Engine, group: str, *, after: int, upto: int | None
+) -> list[SummaryMessage]:
     """The group's messages after ``after`` (and up to ``upto``), oldest first, notices left
     out, at most :data:`MAX_MESSAGES`."""
     stored = HistoryStore(engine).said_after(group, after=after, upto=upto, limit=MAX_MESSAGES)
     return [_said(s) for s in stored]
 
 
-def _said(stored: StoredMessage) -> Said:
+def _said(stored: StoredMessage) -> SummaryMessage:
     m = stored.message
-    return Said(
+    return SummaryMessage(
         seq=stored.seq,
         sender=m.sender,
         kind=m.kind.value,

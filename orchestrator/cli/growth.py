@@ -16,7 +16,7 @@ from orchestrator.cli.notes import team_agent
 from orchestrator.cli.output import err, json_text, out, printable
 from orchestrator.cli.resources import database
 from orchestrator.errors import ValidationError
-from orchestrator.memory.versions import Run, Version, VersionStore
+from orchestrator.memory.versions.store import Run, Version, VersionStore
 from orchestrator.settings import Settings
 
 __all__ = ["growth"]

@@ -15,8 +15,8 @@ from orchestrator.core.agents import load_agents
 from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.models import known_agent
 from orchestrator.errors import ValidationError
-from orchestrator.memory.hand_edit import memory_md_file, save_hand_edit
-from orchestrator.memory.versions import VersionStore
+from orchestrator.memory.versions.hand_edit import memory_md_file, save_hand_edit
+from orchestrator.memory.versions.store import VersionStore
 from orchestrator.settings import Settings
 
 __all__ = ["memory_md"]

@@ -25,6 +25,12 @@ class LLM(Protocol):
 
     name: str
 
+    @property
+    def offline(self) -> bool:
+        """Whether this is the offline model: it is never asked for what can be made without
+        it (distillation, summaries), costs nothing and counts its input in words."""
+        ...
+
     async def complete(self, request: LLMRequest) -> Completion:
         """Answer one request."""
         ...

@@ -22,7 +22,7 @@ from orchestrator.core.markers import parse_markers
 from orchestrator.core.validation import character_problem
 from orchestrator.errors import ValidationError
 from orchestrator.memory.audit import Action, MemoryAudit, MemoryChange, pinned_ids, set_pin
-from orchestrator.memory.gate import GateConfig, check
+from orchestrator.memory.gate.rules import GateConfig, check
 from orchestrator.memory.session.embeddings import Embedder, pack
 from orchestrator.memory.session.entries import ENTRIES, db_time, to_record
 from orchestrator.memory.session.records import MemoryRecord, NewMemory

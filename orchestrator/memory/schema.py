@@ -20,7 +20,7 @@ kept on the reply's metadata. ``null`` counts as absent for the optional fields.
 numbers. ``key``, ``tags`` and ``task_id`` follow the character rule of people's messages
 (:func:`orchestrator.core.wire.character_problem`). The checks are pure and only about shape: the
 content's length and characters, confidence thresholds, secrets and rate limits belong to
-:mod:`orchestrator.memory.gate`.
+:mod:`orchestrator.memory.gate.rules`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import Any
 from orchestrator.core.tools import MEMORY_TYPES
 from orchestrator.core.wire import character_problem
 from orchestrator.errors import ValidationError
-from orchestrator.memory.secrets import find_secret
+from orchestrator.memory.gate.secrets import find_secret
 
 __all__ = [
     "MEMORY_TYPES",

@@ -1,6 +1,6 @@
 """A group's rolling summary as a file: where it is kept and reading it.
 
-The summary's versions are kept by :class:`~orchestrator.memory.versions.VersionStore` (the
+The summary's versions are kept by :class:`~orchestrator.memory.versions.store.VersionStore` (the
 background job writes it through it); this module needs no database, so that reading a
 summary (``arena summary``, an agent's context) loads none.
 """

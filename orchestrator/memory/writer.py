@@ -22,7 +22,7 @@ from zoneinfo import ZoneInfo
 
 from orchestrator.core.markers import InvalidMarker, Marker, MarkerKind
 from orchestrator.memory.conversation.meta import MarkerMeta
-from orchestrator.memory.gate import GateConfig, check
+from orchestrator.memory.gate.rules import GateConfig, check
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.schema import (
     MarkerSchemaError,

@@ -213,7 +213,7 @@ class Answerer:
         """Compare our estimate with what the provider counted (real providers only)."""
         usage = completion.usage
         actual = usage.input_tokens + usage.cache_read_tokens + usage.cache_creation_tokens
-        if completion.provider == "offline" or actual <= 0:
+        if self.llm.offline or actual <= 0:
             return
         estimated = int(report.tokens.total / (report.correction or 1.0))
         self.drift.observe(completion.model, estimated, actual)

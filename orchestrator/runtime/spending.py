@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
-from orchestrator.adapters.offline import prompt_words
 from orchestrator.adapters.redis_client import AsyncConnection
 from orchestrator.adapters.spend import Reservation, SpendLedger, Spent, enforced_caps
 from orchestrator.core.caps import (
@@ -44,6 +43,7 @@ from orchestrator.core.models import AgentSpec, Completion, LLMRequest
 from orchestrator.core.turns import LLM
 from orchestrator.core.wire import budget_topic
 from orchestrator.errors import ConfigError
+from orchestrator.offline.model import OFFLINE_MODEL, prompt_words
 from orchestrator.settings import Settings, priced
 
 __all__ = [
@@ -238,10 +238,11 @@ class CappedLLM:
         self.guard = guard
         self.counter = counter
         self.name = inner.name
+        self.offline = inner.offline
 
     def _estimate(self, request: LLMRequest) -> int:
         """A turn's input as its provider will count it: tokens, or words offline."""
-        if self.inner.name == "offline":
+        if self.inner.offline:
             return prompt_words(request)
         return prompt_tokens(request, self.counter)
 
@@ -252,7 +253,7 @@ class CappedLLM:
             OverCap: the call was not made.
             LLMError: when the model call fails.
         """
-        model = "offline" if self.inner.name == "offline" else request.model
+        model = OFFLINE_MODEL if self.inner.offline else request.model
         reservation = await self.guard.admit(
             request.agent.id,
             request.trigger.group,

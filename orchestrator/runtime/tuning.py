@@ -17,7 +17,7 @@ from orchestrator.core.caps import CapLimits
 from orchestrator.core.context.budget import LayerBudgets
 from orchestrator.core.context.build import ContextLimits
 from orchestrator.core.models import AgentSpec
-from orchestrator.memory.gate import GateConfig
+from orchestrator.memory.gate.rules import GateConfig
 from orchestrator.memory.recall.recaller import RecallConfig
 from orchestrator.settings import Settings
 

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from orchestrator.adapters.stream_stats import Consumer, Partition, Streams
+from orchestrator.adapters.stream_stats import ConsumerInfo, Partition, Streams
 
 __all__ = [
     "AgentStatus",
-    "Consumer",
+    "ConsumerInfo",
     "Database",
     "GroupStatus",
     "Heartbeat",

@@ -26,9 +26,9 @@ from orchestrator.core.models import AgentSpec
 from orchestrator.errors import BusError, OrchestratorError
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import open_engine
-from orchestrator.memory.hand_edit import HAND_EDIT
 from orchestrator.memory.session.store import SessionMemory
-from orchestrator.memory.versions import Run, VersionStore
+from orchestrator.memory.versions.hand_edit import HAND_EDIT
+from orchestrator.memory.versions.store import Run, VersionStore
 from orchestrator.settings import Settings
 from orchestrator.status.report import (
     AgentStatus,

@@ -19,21 +19,21 @@ from fastapi import APIRouter, HTTPException, Query
 from fastapi import Path as PathParam
 from pydantic import BaseModel, Field
 
-from orchestrator.background.entries import entries
 from orchestrator.core.agents import IDENTITY_FILES, workspace_dir
 from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.models import AgentSpec, known_agent
 from orchestrator.errors import ValidationError
-from orchestrator.memory.hand_edit import (
+from orchestrator.memory.personal import PersonalLog
+from orchestrator.memory.versions.file import VersionedFile
+from orchestrator.memory.versions.hand_edit import (
     MEMORY_FILE,
     HandEditConflict,
     HandEditRefused,
     memory_md_file,
     save_hand_edit,
 )
-from orchestrator.memory.personal import PersonalLog
-from orchestrator.memory.versioned_file import VersionedFile
-from orchestrator.memory.versions import Version, VersionStore
+from orchestrator.memory.versions.store import Version, VersionStore
+from orchestrator.offline.distill import entries
 from orchestrator.web.api_memory import WEB_ACTOR, Running, engine_of
 from orchestrator.web.bodies import BodyLimit
 from orchestrator.web.schemas import errors

@@ -25,7 +25,7 @@ from orchestrator.memory.corrections import (
     UnknownMemory,
 )
 from orchestrator.memory.summaries import read_summary
-from orchestrator.memory.versions import VersionStore
+from orchestrator.memory.versions.store import VersionStore
 from orchestrator.web.bodies import BodyLimit
 from orchestrator.web.memory_search import search_memories
 from orchestrator.web.schemas import errors

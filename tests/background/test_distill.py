@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.adapters.offline import OfflineProvider
 from orchestrator.background.distill import run_distillation
 from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.errors import LLMError, ValidationError
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.schema import PersonalDraft
-from orchestrator.memory.versions import VersionStore
+from orchestrator.memory.versions.store import VersionStore
+from orchestrator.offline.model import OfflineProvider
 from orchestrator.settings import Settings
 from tests.waiting import wait_until
 

@@ -23,7 +23,7 @@ from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.session.store import NewMemory, SessionMemory
-from orchestrator.memory.versions import VersionStore
+from orchestrator.memory.versions.store import VersionStore
 from orchestrator.settings import Settings, load_settings
 from tests.arena_helpers import REPO, write_team
 from tests.databases import on_each_database

@@ -6,13 +6,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from orchestrator.adapters.offline import OfflineProvider
 from orchestrator.background.summary import run_summary
 from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.errors import ValidationError
 from orchestrator.memory.summaries import summary_path
-from orchestrator.memory.versions import VersionStore
+from orchestrator.memory.versions.store import VersionStore
+from orchestrator.offline.model import OfflineProvider
 from tests.history_seed import write_history
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)

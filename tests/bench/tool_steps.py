@@ -29,7 +29,7 @@ from orchestrator.memory.conversation.index import HistoryIndex
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.corrections import Corrections
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.gate import GateConfig
+from orchestrator.memory.gate.rules import GateConfig
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.recall.recaller import Recaller
 from orchestrator.memory.recall.values import RecallConfig
@@ -47,6 +47,7 @@ class _Model:
     """Answers at once: a memory_search first when tools are offered, then text."""
 
     name = "bench"
+    offline = False
 
     async def complete(self, request: LLMRequest) -> Completion:
         if request.tools and not request.exchanges:

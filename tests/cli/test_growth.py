@@ -9,7 +9,6 @@ from datetime import UTC, date, datetime
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.adapters.offline import OfflineProvider
 from orchestrator.background.distill import run_distillation
 from orchestrator.background.summary import run_summary
 from orchestrator.cli.main import main
@@ -17,7 +16,8 @@ from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.schema import PersonalDraft
-from orchestrator.memory.versions import VersionStore
+from orchestrator.memory.versions.store import VersionStore
+from orchestrator.offline.model import OfflineProvider
 from orchestrator.settings import Settings
 from tests.history_seed import write_history
 

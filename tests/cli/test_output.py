@@ -24,7 +24,7 @@ from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.core.wire import Outbound, deadletter_stream, inbox_stream, outbox_stream
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.session.store import NewMemory, SessionMemory
-from orchestrator.memory.versions import VersionStore
+from orchestrator.memory.versions.store import VersionStore
 from tests.arena_helpers import REPO
 from tests.history_seed import write_history
 from tests.waiting import block_until

@@ -19,7 +19,7 @@ from orchestrator.memory.corrections import (
     UnknownMemory,
 )
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.gate import GateConfig
+from orchestrator.memory.gate.rules import GateConfig
 from orchestrator.memory.recall.recaller import RecallConfig, Recaller, RecallResult
 from orchestrator.memory.session.store import Citation, NewMemory, SessionMemory
 from tests.databases import on_each_database

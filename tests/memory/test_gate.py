@@ -1,4 +1,4 @@
-"""Tests for orchestrator.memory.gate: what may be stored, and when two memories are the same."""
+"""Tests for orchestrator.memory.gate.rules: what may be stored, when two memories are the same."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from orchestrator.core.wire import validate_text
 from orchestrator.errors import ValidationError
-from orchestrator.memory.gate import GateConfig, Rejection, check, normalise
+from orchestrator.memory.gate.rules import GateConfig, Rejection, check, normalise
 
 CONFIG = GateConfig()
 

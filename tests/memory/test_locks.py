@@ -13,8 +13,8 @@ import pytest
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.schema import PersonalDraft
-from orchestrator.memory.versioned_file import VersionedFile
-from orchestrator.memory.versions import VersionStore
+from orchestrator.memory.versions.file import VersionedFile
+from orchestrator.memory.versions.store import VersionStore
 from tests.processes import process_context
 
 NOW = datetime(2025, 3, 4, 12, 0, tzinfo=UTC)

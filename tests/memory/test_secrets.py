@@ -1,4 +1,4 @@
-"""Tests for orchestrator.memory.secrets: credentials are caught, ordinary prose is not."""
+"""Tests for orchestrator.memory.gate.secrets: credentials are caught, ordinary prose is not."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.memory.secrets import find_secret
+from orchestrator.memory.gate.secrets import find_secret
 
 # Credential-shaped samples are assembled from pieces so that the source file itself does not
 # look like it leaks keys to scanners. None of them is real.

@@ -15,7 +15,7 @@ from orchestrator.memory.conversation.index import HistoryIndex
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.corrections import Corrections
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.gate import GateConfig
+from orchestrator.memory.gate.rules import GateConfig
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.recall.recaller import Recaller
 from orchestrator.memory.recall.values import RecallConfig

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 
 from orchestrator.core.markers import parse_markers
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.gate import GateConfig
+from orchestrator.memory.gate.rules import GateConfig
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.session.store import SessionMemory
 from orchestrator.memory.writer import MemoryWriter, Origin, Rejected, Saved, marker_meta

@@ -88,6 +88,21 @@ async def test_drift_correction_moves_towards_reported_usage(
     assert 1.0 < factor <= 1.6
 
 
+async def test_the_offline_model_teaches_no_drift_factor(
+    tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str
+):
+    """Without a key the offline model answers and counts words, not tokens: nothing is learnt."""
+    settings = make_settings(tmp_path, embedded_redis_url, embedded_mqtt_url, None)
+    async with running_daemon(settings):
+        client = ArenaClient(embedded_redis_url)
+        _, replies = await asyncio.to_thread(
+            client.post_and_wait, "drift", "@ping hello", "alex", 20
+        )
+        client.close()
+    assert [r.text.split(" ", 1)[0] for r in replies if r.kind == "agent"] == ["[offline]"]
+    assert load_drift(settings).snapshot() == {}
+
+
 async def test_a_daemon_refused_its_name_leaves_the_learnt_factors_alone(
     tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str
 ):

@@ -12,7 +12,7 @@ from orchestrator.core.context.plan import LayerBudgets
 from orchestrator.core.routing import route
 from orchestrator.errors import ValidationError
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.gate import GateConfig
+from orchestrator.memory.gate.rules import GateConfig
 from orchestrator.memory.recall.values import RecallConfig
 from orchestrator.runtime.wiring import Wiring
 from orchestrator.settings import Settings, load_settings

@@ -18,9 +18,9 @@ from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.session.store import NewMemory, SessionMemory
-from orchestrator.memory.versions import VersionStore
+from orchestrator.memory.versions.store import VersionStore
 from orchestrator.settings import Settings, load_settings
-from orchestrator.status.report import Consumer, Jobs, Streams, stuck
+from orchestrator.status.report import ConsumerInfo, Jobs, Streams, stuck
 from orchestrator.status.survey import status
 from tests.arena_helpers import environment, make_settings
 from tests.history_seed import write_history
@@ -235,7 +235,7 @@ def test_stream_checks_are_kept():
         pending=1,
         oldest_pending_idle_ms=90_000,
         lag=2,
-        consumers=(Consumer(name="d1", pending=1, idle_ms=90_000),),
+        consumers=(ConsumerInfo(name="d1", pending=1, idle_ms=90_000),),
     )
     assert stuck(streams, 60, jobs=Jobs(queued=0, oldest_queued_s=None)) == [
         "a message has been in hand for 90s",

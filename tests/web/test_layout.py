@@ -33,7 +33,7 @@ from orchestrator.memory.conversation.store import NewReply
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.session.store import NewMemory, SessionMemory
-from orchestrator.memory.versions import VersionStore
+from orchestrator.memory.versions.store import VersionStore
 from orchestrator.settings import Settings
 from orchestrator.web.app import create_app
 from orchestrator.web.security import COOKIE, Guard

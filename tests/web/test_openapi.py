@@ -38,7 +38,7 @@ from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.schema import PersonalDraft
 from orchestrator.memory.session.store import Citation, NewMemory, SessionMemory
 from orchestrator.memory.summaries import summary_path
-from orchestrator.memory.versions import VersionStore
+from orchestrator.memory.versions.store import VersionStore
 from orchestrator.settings import Settings
 from orchestrator.web.app import create_app
 from tests.web_helpers import chat_message, console_server, console_settings, own_redis, store

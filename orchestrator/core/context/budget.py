@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 
-from orchestrator.core.context.degrade import Draft, count_of, degrade
+from orchestrator.core.context.degrade import DraftPlan, count_of, degrade
 from orchestrator.core.context.plan import (
     BudgetRequest,
     ContextPlan,
@@ -68,7 +68,7 @@ _CAP_NOTES = {
 }
 
 
-def _cap_texts(draft: Draft, request: BudgetRequest, budgets: LayerBudgets) -> None:
+def _cap_texts(draft: DraftPlan, request: BudgetRequest, budgets: LayerBudgets) -> None:
     """Layers 1 to 4: cap each text to its own budget."""
     counter = draft.counter
     trimmers: dict[str, Callable[[str, int], str]] = {
@@ -90,7 +90,7 @@ def _cap_texts(draft: Draft, request: BudgetRequest, budgets: LayerBudgets) -> N
         draft.raw[layer] = raw
 
 
-def _cap_recall(draft: Draft, recall: Sequence[RecallItem], budget: int) -> None:
+def _cap_recall(draft: DraftPlan, recall: Sequence[RecallItem], budget: int) -> None:
     """Layer 5: the best-scored recalled memories that fit the recall budget."""
     limit = draft.raw_limit(budget)
     used = 0
@@ -107,7 +107,7 @@ def _cap_recall(draft: Draft, recall: Sequence[RecallItem], budget: int) -> None
         )
 
 
-def _fill_history(draft: Draft, history: Sequence[HistoryItem], min_messages: int) -> None:
+def _fill_history(draft: DraftPlan, history: Sequence[HistoryItem], min_messages: int) -> None:
     """Layer 6: newest first into what remains; stops at the first message that does not fit."""
     remaining = draft.available - draft.tokens()["total"]
     room = draft.raw_limit(remaining)
@@ -130,7 +130,7 @@ def _fill_history(draft: Draft, history: Sequence[HistoryItem], min_messages: in
         draft.decisions.append(f"history filled the {remaining} tokens that remained: {omitted}")
 
 
-def _state_first_date(draft: Draft) -> None:
+def _state_first_date(draft: DraftPlan) -> None:
     """The oldest labelled message shown states its date: the ones after it may give only
     their time."""
     for index, item in enumerate(draft.history):
@@ -163,7 +163,7 @@ def plan_context(
         The plan: the texts and items to show, corrected token estimates per layer and
         every decision taken.
     """
-    draft = Draft(
+    draft = DraftPlan(
         counter=counter or TokenCounter(),
         correction=request.correction,
         available=request.window - request.reserved_output,

@@ -1,4 +1,4 @@
-"""The budget's plan while it is built (:class:`Draft`), and the degradation steps that shrink
+"""The budget's plan while it is built (:class:`DraftPlan`), and the degradation steps that shrink
 it when it exceeds the window, in the fixed order :mod:`orchestrator.core.context.budget`
 documents."""
 
@@ -11,14 +11,14 @@ from dataclasses import dataclass, field, replace
 from orchestrator.core.context.plan import HistoryItem, LayerBudgets, RecallItem
 from orchestrator.core.context.tokens import TokenCounter
 
-__all__ = ["Draft", "count_of", "degrade"]
+__all__ = ["DraftPlan", "count_of", "degrade"]
 
 # Trimming older agent replies never touches the newest messages: they carry the thread.
 PROTECTED_NEWEST = 2
 
 
 @dataclass(slots=True, kw_only=True)
-class Draft:
+class DraftPlan:
     """The plan while it is being built; token counts here are raw, before correction."""
 
     counter: TokenCounter
@@ -62,7 +62,7 @@ def count_of(n: int, singular: str, plural: str) -> str:
     return f"{n} {singular if n == 1 else plural}"
 
 
-def _drop_recall(draft: Draft) -> None:
+def _drop_recall(draft: DraftPlan) -> None:
     """Degradation 1: drop recalled memories, lowest score first."""
     dropped = 0
     while draft.recall and draft.excess() > 0:
@@ -73,7 +73,7 @@ def _drop_recall(draft: Draft) -> None:
         draft.decisions.append(f"dropped {memories}")
 
 
-def _trim_replies(draft: Draft, budget: int) -> None:
+def _trim_replies(draft: DraftPlan, budget: int) -> None:
     """Degradation 2: trim older agent replies to head+tail, oldest first."""
     target = draft.raw_limit(budget)
     trimmed = 0
@@ -94,7 +94,7 @@ def _trim_replies(draft: Draft, budget: int) -> None:
         draft.decisions.append(f"trimmed {replies} to head+tail")
 
 
-def _shrink_window(draft: Draft) -> None:
+def _shrink_window(draft: DraftPlan) -> None:
     """Degradation 3: leave out the oldest messages, never the trigger."""
     drop = 0
     while drop < len(draft.history) - 1 and draft.excess() > 0:
@@ -106,10 +106,12 @@ def _shrink_window(draft: Draft) -> None:
         draft.decisions.append(f"history window shrunk: {omitted} left out")
 
 
-def _shrink_text(layer: str, trim: Callable[[str, int], str], note: str) -> Callable[[Draft], None]:
+def _shrink_text(
+    layer: str, trim: Callable[[str, int], str], note: str
+) -> Callable[[DraftPlan], None]:
     """Degradations 4 to 6: cut one text layer by the excess, down to nothing if needed."""
 
-    def step(draft: Draft) -> None:
+    def step(draft: DraftPlan) -> None:
         if not draft.texts[layer]:
             return
         target = max(0, draft.scaled(draft.raw[layer]) - draft.excess())
@@ -121,10 +123,10 @@ def _shrink_text(layer: str, trim: Callable[[str, int], str], note: str) -> Call
     return step
 
 
-def degrade(draft: Draft, budgets: LayerBudgets) -> None:
+def degrade(draft: DraftPlan, budgets: LayerBudgets) -> None:
     """Degrade in the fixed order until the plan fits, stopping as soon as it does."""
     counter = draft.counter
-    steps: tuple[Callable[[Draft], None], ...] = (
+    steps: tuple[Callable[[DraftPlan], None], ...] = (
         _drop_recall,
         lambda d: _trim_replies(d, budgets.trimmed_reply),
         _shrink_window,

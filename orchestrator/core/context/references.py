@@ -65,7 +65,7 @@ class Reference(Protocol):
 
 
 class Spoken(Protocol):
-    """A stored message as a recalled reference shows it (``memory.history_index.Said``)."""
+    """A stored message as a recalled reference shows it (``memory.conversation.index.Said``)."""
 
     @property
     def id(self) -> str: ...

@@ -31,7 +31,7 @@ from orchestrator.memory.conversation.rows import (
     StoredMessage,
     to_stored,
 )
-from orchestrator.memory.conversation.writes import row_writes
+from orchestrator.memory.conversation.rows_sql import row_writes
 from orchestrator.memory.transactions import BatchedWrites, writing
 
 __all__ = [

@@ -12,7 +12,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from orchestrator.core import cues
 from orchestrator.memory.conversation.index import Said
 from orchestrator.memory.recall.ranking import adjusted_confidence, repeats, trust_of
 from orchestrator.memory.recall.values import (
@@ -23,6 +22,7 @@ from orchestrator.memory.recall.values import (
     Snippet,
 )
 from orchestrator.memory.session.records import MemoryRecord
+from orchestrator.offline import cues
 
 __all__ = ["QUESTION_MAX_CHARS", "SHORT_ANSWER_CHARS", "Ranked", "fit"]
 

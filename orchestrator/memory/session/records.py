@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from orchestrator.errors import ValidationError
-from orchestrator.memory.gate import normalise
+from orchestrator.memory.gate.rules import normalise
 from orchestrator.memory.session import fts
 
 __all__ = [

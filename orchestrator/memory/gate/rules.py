@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from orchestrator.core.wire import character_problem
-from orchestrator.memory.secrets import find_secret
+from orchestrator.memory.gate.secrets import find_secret
 
 __all__ = ["GateConfig", "RejectReason", "Rejection", "check", "normalise"]
 

@@ -1,9 +1,9 @@
 """The rolling summary made without a model, the same for the same input, and the messages it
-is made from (:class:`Said`).
+is made from (:class:`SummaryMessage`).
 
 :func:`summarise_offline` carries the previous summary's items forward and adds, from people's
 messages, each sentence stating a decision, requirement, finished work or task (by its
-wording: :mod:`orchestrator.core.cues`, then "finished", "working on", "can you" with an
+wording: :mod:`orchestrator.offline.cues`, then "finished", "working on", "can you" with an
 @mention…; no question is a decision, requirement or finished work, and "that must have been
 hard" is no requirement), and from agents' replies their memory markers, each as
 ``- YYYY-MM-DD HH:MM who: sentence``, the first saying of a thing kept. While over the
@@ -18,17 +18,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 
-from orchestrator.background.entries import entries
-from orchestrator.core import cues
 from orchestrator.core.markers import neutralise
 from orchestrator.core.models import MessageKind
+from orchestrator.offline import cues
+from orchestrator.offline.distill import entries
 
-__all__ = ["Said", "cut", "summarise_offline"]
+__all__ = ["SummaryMessage", "cut", "summarise_offline"]
 
 _SECTIONS = ("Goal", "Decisions", "Requirements", "Done", "In progress")
 _TRIMMABLE = _SECTIONS[1:]
 _NONE = "none yet"
-# Sentence cues past decisions and requirements (see orchestrator.core.cues), checked in
+# Sentence cues past decisions and requirements (see orchestrator.offline.cues), checked in
 # this order: finished work and work in progress in statements, and a request ("please", "can
 # you") in a sentence that @mentions someone.
 _DONE = ("done:", "is done", "finished", "completed", "implemented", "merged", "shipped")
@@ -51,7 +51,7 @@ _TOTAL_RE = re.compile(r"^- (\d+) messages so far", re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Said:
+class SummaryMessage:
     """One message as a summary reads it; ``markers`` are (type, content) pairs."""
 
     seq: int
@@ -65,7 +65,7 @@ class Said:
 def summarise_offline(
     group: str,
     previous: str,
-    said: Sequence[Said],
+    said: Sequence[SummaryMessage],
     *,
     zone: tzinfo,
     budget_tokens: int,
@@ -104,7 +104,7 @@ def _parse(previous: str) -> dict[str, list[str]]:
     return sections
 
 
-def _items_of(message: Said) -> list[tuple[str, str]]:
+def _items_of(message: SummaryMessage) -> list[tuple[str, str]]:
     """(section, sentence) pairs: people's sentences by wording, agents' markers by type."""
     if message.kind != MessageKind.HUMAN.value:
         return [
@@ -134,7 +134,7 @@ def _section_of(sentence: str, question: bool) -> str | None:
     return None
 
 
-def _activity(previous: str, said: Sequence[Said], zone: tzinfo) -> str:
+def _activity(previous: str, said: Sequence[SummaryMessage], zone: tzinfo) -> str:
     """How many messages the summaries have covered, and who wrote the latest ones."""
     earlier = _TOTAL_RE.search(previous)
     total = (int(earlier.group(1)) if earlier else 0) + len(said)
@@ -147,7 +147,7 @@ def _activity(previous: str, said: Sequence[Said], zone: tzinfo) -> str:
     return f"{total} messages so far; the latest {len(said)} ({span}): {who}"
 
 
-def _goal(said: Sequence[Said]) -> list[str]:
+def _goal(said: Sequence[SummaryMessage]) -> list[str]:
     """The first sentence of four words or more a person wrote, as the goal until one is set."""
     for message in said:
         if message.kind == MessageKind.HUMAN.value:

@@ -8,7 +8,7 @@
    model gets the job's ``request``. An answer cut off at its token limit counts as none. A
    model error is recorded as an "error" run, then raised for the job layer to retry.
 3. Check: not cut off, not empty, within ``budget_tokens``, no memory markers
-   (:func:`orchestrator.memory.versioned_file.text_problem`), then the job's own ``problem``.
+   (:func:`orchestrator.memory.versions.file.text_problem`), then the job's own ``problem``.
    A failing answer leaves the file untouched: "rejected". One that ``unchanged`` calls the
    same as before: "skipped".
 4. Write atomically unless the file changed since step 1 ("conflict"), and store the version.
@@ -30,8 +30,8 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 from orchestrator.core.models import Completion, LLMRequest
 from orchestrator.core.turns import LLM
 from orchestrator.errors import LLMError
-from orchestrator.memory.versioned_file import VersionedFile, text_problem
-from orchestrator.memory.versions import Version
+from orchestrator.memory.versions.file import VersionedFile, text_problem
+from orchestrator.memory.versions.store import Version
 
 __all__ = [
     "TEMPERATURE",
@@ -172,7 +172,7 @@ def _prepare(read: Callable[[], J], rules: Rules[J, R]) -> tuple[J, R | None]:
 
 async def _answer(job: J, rules: Rules[J, R], llm: LLM) -> str | None:
     """Step 2: the new text, from the model or made offline (None: cut off)."""
-    if llm.name == "offline":
+    if llm.offline:
         return rules.offline(job)
     request = await asyncio.to_thread(rules.request, job)
     return answer_text(await llm.complete(request))

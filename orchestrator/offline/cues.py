@@ -1,5 +1,5 @@
 """Which sentences state a decision or a requirement: the word cues the offline provider (what it
-saves) and the offline summary (what it keeps) share.
+saves) and the offline summary (what it keeps) share; recall reads a message's question here too.
 
 A sentence states a decision when it says "we decided", "we've decided", "decided to",
 "decision:" or "let's go with"; a requirement when it says "must ", "requirement:", "is

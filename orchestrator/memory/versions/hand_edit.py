@@ -16,9 +16,9 @@ from orchestrator.core.agents import workspace_dir
 from orchestrator.core.markers import parse_markers
 from orchestrator.core.validation import character_problem
 from orchestrator.errors import ValidationError
-from orchestrator.memory.secrets import find_secret
-from orchestrator.memory.versioned_file import VersionedFile
-from orchestrator.memory.versions import Version, VersionStore
+from orchestrator.memory.gate.secrets import find_secret
+from orchestrator.memory.versions.file import VersionedFile
+from orchestrator.memory.versions.store import Version, VersionStore
 
 __all__ = [
     "HAND_EDIT",

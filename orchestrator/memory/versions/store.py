@@ -11,7 +11,7 @@ race, and the loser of a race retries with the next number.
 conflict or error), so that failed attempts stay visible next to the versions.
 
 The file on disk that goes with the versions is
-:class:`orchestrator.memory.versioned_file.VersionedFile`. Everything here blocks: call it
+:class:`orchestrator.memory.versions.file.VersionedFile`. Everything here blocks: call it
 through ``asyncio.to_thread`` from async code.
 """
 

@@ -20,7 +20,7 @@
 
    Detection is case-insensitive and the first type that matches wins, in this order:
 
-   - decision and requirement: as :mod:`orchestrator.core.cues` tells them ("we decided",
+   - decision and requirement: as :mod:`orchestrator.offline.cues` tells them ("we decided",
      "let's go with"…; "must ", "we need"…; never in a question, and never "must" as a guess
      such as "that must have been hard");
    - task: "please ", "todo:", "task:" or "can you" in a sentence that also @mentions
@@ -56,12 +56,15 @@ import re
 from types import TracebackType
 from typing import Literal, Self
 
-from orchestrator.core import cues
 from orchestrator.core.markers import neutralise
 from orchestrator.core.models import Completion, LLMRequest, Usage
 from orchestrator.core.tools import ToolCall
+from orchestrator.offline import cues
 
-__all__ = ["OfflineProvider"]
+__all__ = ["OFFLINE_MODEL", "OfflineProvider", "prompt_words"]
+
+# The offline model's name, as the model (its row of the prices) and as the provider.
+OFFLINE_MODEL = "offline"
 
 MemoryType = Literal["decision", "requirement", "task"]
 
@@ -87,7 +90,8 @@ def prompt_words(request: LLMRequest) -> int:
 class OfflineProvider:
     """Answers in role without a model, and saves what the message decides or asks."""
 
-    name = "offline"
+    name = OFFLINE_MODEL
+    offline = True
 
     async def complete(self, request: LLMRequest) -> Completion:
         """Build the offline reply to ``request``.
@@ -103,7 +107,7 @@ class OfflineProvider:
         usage = Usage(input_tokens=prompt_words(request), output_tokens=len(text.split()))
         return Completion(
             text=text,
-            model="offline",
+            model=OFFLINE_MODEL,
             provider=self.name,
             usage=usage,
             stop_reason="end_turn" if call is None else "tool_use",

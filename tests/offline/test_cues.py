@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.adapters.offline import OfflineProvider
 from orchestrator.background.summary import run_summary
-from orchestrator.core import cues
-from tests.adapters.test_offline import request_for
+from orchestrator.offline import cues
+from orchestrator.offline.model import OfflineProvider
 from tests.background.test_summary import NOW, _say
+from tests.offline.test_model import request_for
 
 
 @pytest.mark.parametrize(

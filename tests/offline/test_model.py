@@ -1,4 +1,4 @@
-"""Tests for orchestrator.adapters.offline: the deterministic stand-in for a model."""
+"""Tests for orchestrator.offline.model: the deterministic stand-in for a model."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from orchestrator.adapters.offline import OfflineProvider, prompt_words
 from orchestrator.core.markers import Marker, parse_markers
 from orchestrator.core.models import AgentSpec, ChatMessage, Completion, LLMRequest, MessageKind
+from orchestrator.offline.model import OfflineProvider, prompt_words
 
 ARCHITECT = AgentSpec(id="architect", name="Architect", role="software architect", model="m")
 MENTION_RE = re.compile(r"@\w")

@@ -2,7 +2,7 @@
 group's summary, and the rule a generated text must pass to become a version.
 
 :class:`VersionedFile` ties the file on disk to its versions in
-:class:`orchestrator.memory.versions.VersionStore`: it records a hand edit found on disk as a
+:class:`orchestrator.memory.versions.store.VersionStore`: it records a hand edit found on disk as a
 version of its own (trigger ``"edited"``, or ``"initial"`` for the first one), and replaces the
 file only if nobody changed it since it was read. Everything here blocks: call it through
 ``asyncio.to_thread`` from async code.
@@ -18,7 +18,7 @@ from typing import Any
 
 from orchestrator.core.markers import parse_markers
 from orchestrator.files import locked_folder, write_atomic
-from orchestrator.memory.versions import Kind, RunStatus, Version, VersionStore, sha256_of
+from orchestrator.memory.versions.store import Kind, RunStatus, Version, VersionStore, sha256_of
 
 __all__ = ["VersionedFile", "text_problem"]
 

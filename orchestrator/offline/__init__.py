@@ -1,0 +1,5 @@
+"""The offline model: what answers, distils and summarises when no API key is set, the same
+for the same input. The provider (``model``), the word cues for decisions and requirements
+it and the summary share (``cues``), the entry rules of ``MEMORY.md`` and the distillation
+made on them (``distill``), and the rolling summary (``summary``). A layer of its own above
+the core, the only part of the package it imports; no I/O."""
