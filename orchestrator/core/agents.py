@@ -47,17 +47,20 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 from pydantic import ValidationError as PydanticValidationError
 
 from orchestrator.core.agent_file import read_document
-from orchestrator.core.caps import MAX_TOKENS_PER_DAY, MAX_USD_PER_DAY
 from orchestrator.core.models import AGENT_ID_RE, AgentSpec, RoutingRule
 from orchestrator.core.tools import TOOL_NAMES, ToolName
 from orchestrator.core.validation import agent_handle
 from orchestrator.errors import AgentDefinitionError, ValidationError
 
-__all__ = ["load_agents", "read_identity", "workspace_dir"]
+__all__ = ["MAX_TOKENS_PER_DAY", "MAX_USD_PER_DAY", "load_agents", "read_identity", "workspace_dir"]
 
 logger = logging.getLogger(__name__)
 
 IDENTITY_FILES = ("CLAUDE.md", "SOUL.md")
+# The largest daily caps accepted (``caps:``): finite, so a limit always fits a counter
+# (settings.py holds the same bounds for the ``ARENA_CAP_*`` variables).
+MAX_TOKENS_PER_DAY = 10**12
+MAX_USD_PER_DAY = 10**9
 # A non-blank string, and a non-blank single line; both are stripped.
 _Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 _Line = Annotated[

@@ -19,6 +19,7 @@ from typing import Protocol
 
 from orchestrator.adapters.bus import DeadLetter
 from orchestrator.adapters.metrics import MessageSample
+from orchestrator.caps.guard import CapGuard, CappedLLM
 from orchestrator.core.context.tokens import DriftCorrector, TokenCounter
 from orchestrator.core.models import AgentSpec, ChatMessage, MessageKind, RouteDecision
 from orchestrator.core.prompts import Prompts
@@ -38,7 +39,6 @@ from orchestrator.memory.tools import MemoryTools
 from orchestrator.memory.writer import MemoryWriter
 from orchestrator.runtime.answering import Answerer, Counters, Draft
 from orchestrator.runtime.briefing import Briefing, Team
-from orchestrator.runtime.spending import CapGuard, CappedLLM
 from orchestrator.runtime.tally import Tally, closing
 
 __all__ = ["Counters", "DeadLetters", "EventSink", "HandledMetrics", "Outbox", "Pipeline"]

@@ -7,7 +7,7 @@ are counted but not refused, since refusing one would waste the steps already pa
 the message half answered. A cap can so be passed by at most one turn (at most
 ``ARENA_MAX_TOOL_STEPS`` more calls); the next turn is then refused.
 
-A call over a cap raises :class:`~orchestrator.core.caps.OverCap` instead of reaching the
+A call over a cap raises :class:`~orchestrator.caps.limits.OverCap` instead of reaching the
 model; the answerer turns it into a ``budget`` notice and the pipeline dead-letters the
 message with reason ``budget`` (``arena retry`` posts it again once the cap is raised or the
 day has turned).
@@ -25,8 +25,8 @@ from typing import Protocol
 
 from orchestrator.adapters.offline import prompt_words
 from orchestrator.adapters.redis_client import AsyncConnection
-from orchestrator.adapters.spend import Reservation, SpendLedger, Spent, enforced_caps
-from orchestrator.core.caps import (
+from orchestrator.caps.ledger import CapLedger, Reservation, Spent, enforced_caps
+from orchestrator.caps.limits import (
     MICRO,
     Breach,
     Cap,
@@ -115,7 +115,7 @@ class CapGuard:
     def __init__(
         self,
         *,
-        ledger: SpendLedger,
+        ledger: CapLedger,
         limits: CapLimits,
         price: Callable[[str], Price],
         clock: Callable[[], datetime],
@@ -338,7 +338,7 @@ def make_guard(
     limits = cap_limits(settings, agents)
     prices = {name: Price(**row.model_dump()) for name, row in settings.model_prices.items()}
     return CapGuard(
-        ledger=SpendLedger(redis, settings.zone),
+        ledger=CapLedger(redis, settings.zone),
         limits=limits,
         price=price_table(prices),
         clock=clock,
