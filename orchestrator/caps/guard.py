@@ -104,7 +104,7 @@ class Announcer(Protocol):
 class RefusalMetrics(Protocol):
     """Where refused calls are counted (``GET /metrics``); never raises."""
 
-    async def budget_refused(self, scope: str, unit: str) -> None:
+    async def cap_refused(self, scope: str, unit: str) -> None:
         """Count one refused call."""
         ...
 
@@ -163,7 +163,7 @@ class CapGuard:
             full = outcome.used >= outcome.cap.limit  # else this turn would have passed it
             self._announce("reached" if full else "refused", outcome.cap, outcome.used, group)
             if self.metrics is not None:
-                await self.metrics.budget_refused(outcome.cap.scope.value, outcome.cap.unit.value)
+                await self.metrics.cap_refused(outcome.cap.scope.value, outcome.cap.unit.value)
             raise OverCap(outcome)
         return outcome
 

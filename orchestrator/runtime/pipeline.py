@@ -288,8 +288,8 @@ class Pipeline:
         if self.dead_letters is None:
             return
         reason = "model failed: " + "; ".join(tally.failures)
-        if tally.over_budget:
-            reason = "budget: " + "; ".join(tally.over_budget)
+        if tally.over_caps:
+            reason = "budget: " + "; ".join(tally.over_caps)
         await self.dead_letters.dead_letter(DeadLetter.of(message, reason))
 
     def _cap_warnings(self, message: ChatMessage, hop: int) -> list[Draft]:
