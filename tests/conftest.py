@@ -673,7 +673,7 @@ _LONGEST_FIRST = (
     "adapters/test_auth_tls.py",
     "runtime/test_recovery.py",
     "web/test_layout.py",
-    "runtime/test_budget_daemon.py",
+    "caps/test_daemon_caps.py",
     "core/test_hostile.py",
     "core/test_turns.py",
     "memory/test_conversation_import.py",

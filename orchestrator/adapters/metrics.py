@@ -275,7 +275,7 @@ class MetricsRecorder:
         self._pending.count(DEAD_LETTERS, ("invalid",))
         self._flush_soon()
 
-    async def budget_refused(self, scope: str, unit: str) -> None:
+    async def cap_refused(self, scope: str, unit: str) -> None:
         """Count a model call a daily cap refused (``scope``: agent, group or all)."""
         self._pending.count(BUDGET_REFUSALS, (scope, unit))
         self._flush_soon()

@@ -11,11 +11,13 @@ from datetime import UTC, datetime
 from orchestrator.adapters.mqtt import ping_mqtt
 from orchestrator.adapters.probes import ping_redis
 from orchestrator.adapters.redis_client import connect_async
-from orchestrator.adapters.spend import enforced_caps
+from orchestrator.caps.configured import cap_limits
+from orchestrator.caps.guard import unpriced_dollar_cap
+from orchestrator.caps.ledger import enforced_caps
+from orchestrator.caps.limits import CapLimits
 from orchestrator.cli.occupant import running_mqtt_url
 from orchestrator.cli.resources import database
 from orchestrator.core.agents import load_agents
-from orchestrator.core.caps import CapLimits
 from orchestrator.core.context.build import (
     Identity,
     Layers,
@@ -28,7 +30,6 @@ from orchestrator.core.models import AgentSpec, ChatMessage, MessageKind
 from orchestrator.core.prompts import Prompts
 from orchestrator.errors import BusError, OrchestratorError
 from orchestrator.memory.conversation.store import HistoryStore
-from orchestrator.runtime.spending import cap_limits, unpriced_dollar_cap
 from orchestrator.runtime.tuning import Tuning
 from orchestrator.settings import Settings
 

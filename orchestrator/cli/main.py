@@ -69,7 +69,7 @@ class ArenaGroup(click.Group):
             "Bring an existing conversation into GROUP from FILE (JSON Lines; '-' reads stdin).",
         ),
         "budget": (
-            "orchestrator.cli.budget",
+            "orchestrator.cli.caps",
             "Show spending against the daily caps per agent, group and model.",
         ),
         "web": (

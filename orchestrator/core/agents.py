@@ -41,24 +41,26 @@ import logging
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
-import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 from pydantic import ValidationError as PydanticValidationError
 
-from orchestrator.core.caps import MAX_TOKENS_PER_DAY, MAX_USD_PER_DAY
+from orchestrator.core.agent_file import read_document
 from orchestrator.core.models import AGENT_ID_RE, AgentSpec, RoutingRule
 from orchestrator.core.tools import TOOL_NAMES, ToolName
 from orchestrator.core.validation import agent_handle
 from orchestrator.errors import AgentDefinitionError, ValidationError
 
-__all__ = ["load_agents", "read_identity", "workspace_dir"]
+__all__ = ["MAX_TOKENS_PER_DAY", "MAX_USD_PER_DAY", "load_agents", "read_identity", "workspace_dir"]
 
 logger = logging.getLogger(__name__)
 
-MAX_FILE_BYTES = 256 * 1024
 IDENTITY_FILES = ("CLAUDE.md", "SOUL.md")
+# The largest daily caps accepted (``caps:``): finite, so a limit always fits a counter
+# (settings.py holds the same bounds for the ``ARENA_CAP_*`` variables).
+MAX_TOKENS_PER_DAY = 10**12
+MAX_USD_PER_DAY = 10**9
 # A non-blank string, and a non-blank single line; both are stripped.
 _Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 _Line = Annotated[
@@ -76,25 +78,6 @@ _PROBLEMS = {
     "dict_type": "must be a mapping (key: value lines)",
 }
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """Safe YAML that refuses a key given twice in one mapping, where the last would win."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[str] = set()
-        for key_node, _ in node.value:
-            if key_node.tag != "tag:yaml.org,2002:str":
-                continue
-            if key_node.value in seen:
-                raise yaml.constructor.ConstructorError(
-                    "while constructing a mapping",
-                    node.start_mark,
-                    f"found duplicate key {key_node.value!r}",
-                    key_node.start_mark,
-                )
-            seen.add(key_node.value)
-        return super().construct_mapping(node, deep=deep)
 
 
 class _Model(BaseModel):
@@ -197,7 +180,7 @@ def load_agents(folder: Path) -> tuple[AgentSpec, ...]:
 
 def _load_file(path: Path) -> AgentSpec:
     where = str(path)
-    model = _validate(where, _read_document(path))
+    model = _validate(where, read_document(path))
     if not AGENT_ID_RE.fullmatch(model.id):
         raise AgentDefinitionError(where, "id", f"{model.id!r} must match {AGENT_ID_RE.pattern}")
     _check_rule_names(where, model.routing.rules)
@@ -221,28 +204,6 @@ def _load_file(path: Path) -> AgentSpec:
         caps=model.caps.model_dump(exclude_none=True),
         tools=tuple(dict.fromkeys(model.tools)),
     )
-
-
-def _read_document(path: Path) -> dict[object, object]:
-    """The file's YAML document, which must be a mapping."""
-    where = str(path)
-    try:
-        raw = path.read_bytes()
-        if len(raw) > MAX_FILE_BYTES:
-            raise AgentDefinitionError(where, "", f"larger than {MAX_FILE_BYTES} bytes")
-        document = yaml.load(raw.decode("utf-8"), Loader=_StrictLoader)
-    except OSError as exc:
-        raise AgentDefinitionError(where, "", f"cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise AgentDefinitionError(where, "", f"not UTF-8 text: {exc.reason}") from None
-    except yaml.YAMLError as exc:
-        raise AgentDefinitionError(where, "", _yaml_problem(exc)) from None
-    except RecursionError:
-        raise AgentDefinitionError(where, "", "invalid YAML: nested too deeply") from None
-    if not isinstance(document, dict):
-        kind = "empty" if document is None else type(document).__name__
-        raise AgentDefinitionError(where, "", f"expected a mapping of fields, got {kind}")
-    return document
 
 
 def _validate(where: str, document: dict[object, object]) -> _AgentModel:
@@ -350,14 +311,6 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
         else:
             text += f".{part}" if text else part
     return text
-
-
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc)
-    if mark is not None:
-        return f"invalid YAML at line {mark.line + 1}, column {mark.column + 1}: {problem}"
-    return f"invalid YAML: {problem}"
 
 
 def workspace_dir(workspaces: Path, agent_id: str) -> Path:

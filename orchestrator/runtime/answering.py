@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Protocol
 
-from orchestrator.core.caps import OverCap
+from orchestrator.caps.limits import OverCap
 from orchestrator.core.context.build import build_context
 from orchestrator.core.context.report import (
     ContextReport,

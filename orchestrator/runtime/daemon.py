@@ -16,9 +16,10 @@ from orchestrator.adapters.mqtt_broker import publisher_url
 from orchestrator.adapters.probes import ping_redis
 from orchestrator.adapters.providers import build_llm
 from orchestrator.adapters.redis_client import connect, connect_pool
-from orchestrator.adapters.spend import publish_caps
 from orchestrator.adapters.summary_counts import SummaryCounts
 from orchestrator.background.schedule import start_schedule
+from orchestrator.caps.guard import make_guard
+from orchestrator.caps.ledger import publish_caps
 from orchestrator.core.turns import LLM
 from orchestrator.errors import ConfigError
 from orchestrator.memory.conversation.indexing import BackgroundIndexing
@@ -28,7 +29,6 @@ from orchestrator.runtime.briefing import save_drift
 from orchestrator.runtime.consumer import Consumer
 from orchestrator.runtime.coordinator import Coordinator
 from orchestrator.runtime.pipeline import Pipeline
-from orchestrator.runtime.spending import make_guard
 from orchestrator.runtime.team import load_team
 from orchestrator.runtime.triggers import SummaryTrigger
 from orchestrator.runtime.wiring import Wiring

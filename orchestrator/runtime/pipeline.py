@@ -19,6 +19,7 @@ from typing import Protocol
 
 from orchestrator.adapters.bus import DeadLetter
 from orchestrator.adapters.metrics import MessageSample
+from orchestrator.caps.guard import CapGuard, CappedLLM
 from orchestrator.core.context.tokens import DriftCorrector
 from orchestrator.core.context.transcript import Transcript
 from orchestrator.core.models import AgentSpec, ChatMessage, MessageKind, RouteDecision
@@ -38,7 +39,6 @@ from orchestrator.memory.tools import MemoryTools
 from orchestrator.memory.writer import MemoryWriter
 from orchestrator.runtime.answering import Answerer, Counters, Draft
 from orchestrator.runtime.briefing import Briefing
-from orchestrator.runtime.spending import CapGuard, CappedLLM
 from orchestrator.runtime.tally import Tally, closing
 from orchestrator.runtime.team import Team
 from orchestrator.runtime.tuning import Tuning
@@ -290,8 +290,8 @@ class Pipeline:
         if self.dead_letters is None:
             return
         reason = "model failed: " + "; ".join(tally.failures)
-        if tally.over_budget:
-            reason = "budget: " + "; ".join(tally.over_budget)
+        if tally.over_caps:
+            reason = "budget: " + "; ".join(tally.over_caps)
         await self.dead_letters.dead_letter(DeadLetter.of(message, reason))
 
     def _cap_warnings(self, message: ChatMessage, hop: int) -> list[Draft]:

@@ -26,7 +26,7 @@ class Tally:
     memory_types: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     hop_limit_reached: list[str] = field(default_factory=list)
-    over_budget: list[str] = field(default_factory=list)  # failures that were daily caps
+    over_caps: list[str] = field(default_factory=list)  # failures that were daily caps
     closed: bool = False  # the message's final record is stored
     unsent: list[StoredMessage] = field(default_factory=list)  # stored, not yet published
     # Each reply's metrics. Replies an earlier attempt stored count here too: metrics are
@@ -47,13 +47,13 @@ class Tally:
         if failure is not None:
             self.failures.append(failure)
             if meta.error is not None and meta.error.kind == "budget":
-                self.over_budget.append(failure)
+                self.over_caps.append(failure)
 
     def sample(self, duration_s: float, *, dead_lettered: bool) -> MessageSample:
         """The message's metrics: its replies, and whether an agent could not answer."""
         failed = bool(self.failures)
-        # Only budget: no model was asked.
-        reason: FailureReason = "budget" if self.over_budget == self.failures else "model"
+        # Only caps: no model was asked.
+        reason: FailureReason = "budget" if self.over_caps == self.failures else "model"
         return MessageSample(
             duration_s=duration_s,
             replies=tuple(self.samples),

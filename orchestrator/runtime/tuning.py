@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from orchestrator.core.caps import CapLimits
+from orchestrator.caps.configured import cap_limits
+from orchestrator.caps.limits import CapLimits
 from orchestrator.core.context.budget import LayerBudgets
 from orchestrator.core.context.build import ContextLimits
 from orchestrator.core.models import AgentSpec
@@ -84,13 +85,4 @@ class Tuning:
 
     def caps(self, agents: Sequence[AgentSpec]) -> CapLimits:
         """The daily caps the settings and ``agents``' own YAML set."""
-        s = self.settings
-        return CapLimits(
-            agent_tokens=s.cap_agent_tokens_per_day,
-            group_tokens=s.cap_group_tokens_per_day,
-            all_tokens=s.cap_tokens_per_day,
-            agent_usd=s.cap_agent_usd_per_day,
-            group_usd=s.cap_group_usd_per_day,
-            all_usd=s.cap_usd_per_day,
-            agents={a.id: a.caps for a in agents if a.caps},
-        )
+        return cap_limits(self.settings, agents)

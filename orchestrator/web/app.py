@@ -36,7 +36,7 @@ from orchestrator.settings import Settings
 from orchestrator.web import (
     api,
     api_agents,
-    api_budget,
+    api_caps,
     api_context,
     api_memory,
     api_summary,
@@ -145,7 +145,7 @@ def create_app(
     for module in (login, pages, metrics, api, events, api_memory, api_summary, api_agents):
         app.include_router(module.router)
     app.include_router(api_context.router)
-    app.include_router(api_budget.router)
+    app.include_router(api_caps.router)
     _errors(app)
     app.add_api_route(
         "/docs", _docs_page(app), include_in_schema=False, response_class=HTMLResponse

@@ -29,11 +29,11 @@ from prometheus_client.core import (
 
 from orchestrator.adapters.metrics_reader import Reading, read_metrics
 from orchestrator.adapters.redis_client import AsyncConnection
-from orchestrator.adapters.spend import SpendLedger, enforced_caps
-from orchestrator.core.caps import MICRO, CapLimits
-from orchestrator.core.spend_report import SpendRow, spend_report
+from orchestrator.caps.configured import cap_limits
+from orchestrator.caps.ledger import CapLedger, enforced_caps
+from orchestrator.caps.limits import MICRO, CapLimits
+from orchestrator.caps.report import CapRow, cap_report
 from orchestrator.errors import BusError
-from orchestrator.runtime.spending import cap_limits
 
 __all__ = [
     "CONTENT_TYPE",
@@ -90,19 +90,19 @@ class SpendSource:
     """Where today's spending is read and which caps it is held against: those the running
     daemon recorded, else ``limits`` (the console's own settings)."""
 
-    ledger: SpendLedger
+    ledger: CapLedger
     limits: CapLimits
     zone: tzinfo
 
 
 def get_spend_source(request: Request) -> SpendSource | None:
-    """The running console's spend ledger and caps (None: an app without a console)."""
+    """The running console's caps ledger and caps (None: an app without a console)."""
     running = getattr(request.app.state, "console", None)
     if running is None:
         return None
     settings = running.settings
     return SpendSource(
-        ledger=SpendLedger(running.redis, settings.zone),
+        ledger=CapLedger(running.redis, settings.zone),
         limits=cap_limits(settings, running.agents),
         zone=settings.zone,
     )
@@ -112,7 +112,7 @@ class _Snapshot:
     """A collector that yields what was read, once (prometheus_client renders it)."""
 
     def __init__(
-        self, readings: tuple[Reading, ...], clients: int, spend: Sequence[SpendRow] = ()
+        self, readings: tuple[Reading, ...], clients: int, spend: Sequence[CapRow] = ()
     ) -> None:
         self.readings = readings
         self.clients = clients
@@ -139,7 +139,7 @@ class _Snapshot:
         yield from _spend_gauges(self.spend)
 
 
-def _spend_gauges(rows: Sequence[SpendRow]) -> Iterator[Metric]:
+def _spend_gauges(rows: Sequence[CapRow]) -> Iterator[Metric]:
     """Today's spending and the caps it counts against, per agent, group, model and all."""
     labels = ["scope", "name", "unit"]
     used = GaugeMetricFamily(
@@ -161,7 +161,7 @@ def _spend_gauges(rows: Sequence[SpendRow]) -> Iterator[Metric]:
     yield caps
 
 
-def render(readings: tuple[Reading, ...], clients: int, spend: Sequence[SpendRow] = ()) -> bytes:
+def render(readings: tuple[Reading, ...], clients: int, spend: Sequence[CapRow] = ()) -> bytes:
     """The text exposition format (version 0.0.4) of ``readings``, the clients gauge and
     today's spending."""
     registry = CollectorRegistry(auto_describe=False)
@@ -193,10 +193,10 @@ async def metrics(
     return PrometheusText(render(readings, sse_clients.value, rows))
 
 
-async def _spend_rows(source: SpendSource | None) -> tuple[SpendRow, ...]:
+async def _spend_rows(source: SpendSource | None) -> tuple[CapRow, ...]:
     if source is None:
         return ()
     now = datetime.now(source.zone)
     counters = await source.ledger.read_days(now, 1)
     limits = await enforced_caps(source.ledger.redis) or source.limits
-    return spend_report(counters, limits, now).rows
+    return cap_report(counters, limits, now).rows

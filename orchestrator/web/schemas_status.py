@@ -1,7 +1,7 @@
 """What ``GET /api/status`` and ``GET /api/budget`` answer, as models: the status as
 ``arena status --json`` prints it (:mod:`orchestrator.status.report`, whose keys monitors
 read) and the spending against the daily caps as ``arena budget --json`` does
-(:mod:`orchestrator.core.spend_report`). Times are ISO 8601; dollars are numbers."""
+(:mod:`orchestrator.caps.report`). Times are ISO 8601; dollars are numbers."""
 
 from __future__ import annotations
 

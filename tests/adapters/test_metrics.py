@@ -16,10 +16,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from redis.asyncio import Redis
 
 from orchestrator.adapters.metrics import MessageSample, MetricsRecorder, ReplySample
-from orchestrator.adapters.spend import SpendLedger, Spent
 from orchestrator.background.jobs import prune_job
+from orchestrator.caps.ledger import CapLedger, Spent
+from orchestrator.caps.limits import CapLimits
 from orchestrator.client import ArenaClient
-from orchestrator.core.caps import CapLimits
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.core.wire import inbox_stream
 from orchestrator.web import metrics as web_metrics
@@ -289,7 +289,7 @@ def test_console_serves_the_daemon_counts_behind_its_token(
 async def test_todays_spending_and_its_caps_are_gauges(redis_client: Redis):
     """Spending counted as the daemon counts it shows as arena_spend_today per agent, group,
     model and all, beside arena_spend_cap where a cap is set (the numbers of arena budget)."""
-    ledger = SpendLedger(redis_client, UTC)
+    ledger = CapLedger(redis_client, UTC)
     spent = Spent(agent="architect", group="ops", model="m1", tokens=1500, micro_usd=250_000)
     await ledger.settle(ledger.unchecked(datetime.now(UTC)), spent)
     app = FastAPI()

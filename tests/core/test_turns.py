@@ -11,8 +11,9 @@ from zoneinfo import ZoneInfo
 import pytest
 from redis.asyncio import Redis
 
-from orchestrator.adapters.spend import SpendLedger
-from orchestrator.core.caps import CapLimits, OverCap
+from orchestrator.caps.guard import CapGuard, CappedLLM, price_table
+from orchestrator.caps.ledger import CapLedger
+from orchestrator.caps.limits import CapLimits, OverCap
 from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.models import LLMRequest
 from orchestrator.core.tools import TOOL_NAMES, ToolCall, ToolResult, schemas
@@ -28,7 +29,6 @@ from orchestrator.memory.recall.values import RecallConfig
 from orchestrator.memory.session.store import SessionMemory
 from orchestrator.memory.tools import MemoryTools, ToolTurn
 from orchestrator.memory.writer import MemoryWriter
-from orchestrator.runtime.spending import CapGuard, CappedLLM, price_table
 from tests.arena_helpers import ARCHITECT, llm_request
 from tests.fakes import text_block, tool_use
 
@@ -152,7 +152,7 @@ async def test_every_step_goes_through_the_caps(model, fake_llm, runner, redis):
     """Each model call of the loop is counted; a cap passed mid-loop lets the turn finish its
     steps (they are paid for) and refuses the next turn before it reaches the model."""
     guard = CapGuard(
-        ledger=SpendLedger(redis, UTC),
+        ledger=CapLedger(redis, UTC),
         limits=CapLimits(group_tokens=10_000),
         price=price_table({}),
         clock=lambda: NOW,
@@ -175,7 +175,7 @@ async def test_every_step_goes_through_the_caps(model, fake_llm, runner, redis):
     assert day[1]["tokens:group:demo"] == 220
 
     tight = CapGuard(
-        ledger=SpendLedger(redis, UTC),
+        ledger=CapLedger(redis, UTC),
         limits=CapLimits(group_tokens=300),
         price=price_table({}),
         clock=lambda: NOW,

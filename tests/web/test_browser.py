@@ -35,7 +35,7 @@ import httpx
 import pytest
 from redis import asyncio as aioredis
 
-from orchestrator.adapters.spend import SpendLedger, Spent
+from orchestrator.caps.ledger import CapLedger, Spent
 from tests.browser import arena, console_env, needs_chromium, start_arena, stop_arena
 from tests.ports import free_port
 from tests.web_helpers import console_server, console_settings
@@ -439,7 +439,7 @@ def _spend(redis_url: str, zone: ZoneInfo, *calls: Spent) -> None:
     async def count() -> None:
         client = aioredis.Redis.from_url(redis_url)
         try:
-            ledger = SpendLedger(client, zone)
+            ledger = CapLedger(client, zone)
             for spent in calls:
                 await ledger.settle(ledger.unchecked(datetime.now(zone)), spent)
         finally:

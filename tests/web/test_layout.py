@@ -27,7 +27,7 @@ from redis import asyncio as aioredis
 from rq import Queue, Worker
 from rq.serializers import JSONSerializer
 
-from orchestrator.adapters.spend import SpendLedger, Spent
+from orchestrator.caps.ledger import CapLedger, Spent
 from orchestrator.core.wire import deadletter_stream
 from orchestrator.memory.conversation.store import NewReply
 from orchestrator.memory.db import make_engine
@@ -140,7 +140,7 @@ def _seed_redis(settings: Settings) -> list[Worker]:
     async def spend() -> None:
         client = aioredis.Redis.from_url(url)
         try:
-            ledger = SpendLedger(client, settings.zone)
+            ledger = CapLedger(client, settings.zone)
             for spent in calls:
                 await ledger.settle(ledger.unchecked(datetime.now(settings.zone)), spent)
         finally:

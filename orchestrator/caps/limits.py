@@ -3,7 +3,7 @@
 Caps are per agent, per group and overall, in tokens and in US dollars (kept as whole
 micro-dollars so counters stay integers). A day runs from midnight to midnight in the
 arena's time zone. Everything here is pure: the ledger that counts lives in
-``orchestrator.adapters.spend``, and who is told lives in ``orchestrator.runtime.spending``.
+``orchestrator.caps.ledger``, and who is told lives in ``orchestrator.caps.guard``.
 """
 
 from __future__ import annotations
@@ -15,13 +15,12 @@ from datetime import date, datetime, time, timedelta
 from enum import StrEnum
 from zoneinfo import ZoneInfo
 
+from orchestrator.core.agents import MAX_TOKENS_PER_DAY, MAX_USD_PER_DAY
 from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.models import LLMRequest, Usage
 from orchestrator.errors import OrchestratorError
 
 __all__ = [
-    "MAX_TOKENS_PER_DAY",
-    "MAX_USD_PER_DAY",
     "WARN_SHARE",
     "Breach",
     "Cap",
@@ -41,10 +40,6 @@ __all__ = [
 
 WARN_SHARE = 0.8  # a cap this full gets one warning a day
 MICRO = 1_000_000
-# The largest daily caps accepted: finite, so a limit always fits a counter (settings.py
-# holds the same bounds for the ``ARENA_CAP_*`` variables).
-MAX_TOKENS_PER_DAY = 10**12
-MAX_USD_PER_DAY = 10**9
 
 
 class Scope(StrEnum):

@@ -7,7 +7,7 @@ are counted but not refused, since refusing one would waste the steps already pa
 the message half answered. A cap can so be passed by at most one turn (at most
 ``ARENA_MAX_TOOL_STEPS`` more calls); the next turn is then refused.
 
-A call over a cap raises :class:`~orchestrator.core.caps.OverCap` instead of reaching the
+A call over a cap raises :class:`~orchestrator.caps.limits.OverCap` instead of reaching the
 model; the answerer turns it into a ``budget`` notice and the pipeline dead-letters the
 message with reason ``budget`` (``arena retry`` posts it again once the cap is raised or the
 day has turned).
@@ -24,8 +24,9 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from orchestrator.adapters.redis_client import AsyncConnection
-from orchestrator.adapters.spend import Reservation, SpendLedger, Spent, enforced_caps
-from orchestrator.core.caps import (
+from orchestrator.caps.configured import cap_limits
+from orchestrator.caps.ledger import CapLedger, Reservation, Spent, enforced_caps
+from orchestrator.caps.limits import (
     MICRO,
     Breach,
     Cap,
@@ -50,7 +51,6 @@ __all__ = [
     "CapGuard",
     "CapWarning",
     "CappedLLM",
-    "cap_limits",
     "caps_in_force",
     "make_guard",
     "price_table",
@@ -104,7 +104,7 @@ class Announcer(Protocol):
 class RefusalMetrics(Protocol):
     """Where refused calls are counted (``GET /metrics``); never raises."""
 
-    async def budget_refused(self, scope: str, unit: str) -> None:
+    async def cap_refused(self, scope: str, unit: str) -> None:
         """Count one refused call."""
         ...
 
@@ -115,7 +115,7 @@ class CapGuard:
     def __init__(
         self,
         *,
-        ledger: SpendLedger,
+        ledger: CapLedger,
         limits: CapLimits,
         price: Callable[[str], Price],
         clock: Callable[[], datetime],
@@ -163,7 +163,7 @@ class CapGuard:
             full = outcome.used >= outcome.cap.limit  # else this turn would have passed it
             self._announce("reached" if full else "refused", outcome.cap, outcome.used, group)
             if self.metrics is not None:
-                await self.metrics.budget_refused(outcome.cap.scope.value, outcome.cap.unit.value)
+                await self.metrics.cap_refused(outcome.cap.scope.value, outcome.cap.unit.value)
             raise OverCap(outcome)
         return outcome
 
@@ -283,19 +283,6 @@ class CappedLLM:
         await self.inner.aclose()
 
 
-def cap_limits(settings: Settings, agents: Sequence[AgentSpec]) -> CapLimits:
-    """The caps ``settings`` and the agents' own YAML set."""
-    return CapLimits(
-        agent_tokens=settings.cap_agent_tokens_per_day,
-        group_tokens=settings.cap_group_tokens_per_day,
-        all_tokens=settings.cap_tokens_per_day,
-        agent_usd=settings.cap_agent_usd_per_day,
-        group_usd=settings.cap_group_usd_per_day,
-        all_usd=settings.cap_usd_per_day,
-        agents={a.id: a.caps for a in agents if a.caps},
-    )
-
-
 async def caps_in_force(
     redis: AsyncConnection, settings: Settings, agents: Sequence[AgentSpec]
 ) -> tuple[CapLimits, bool]:
@@ -339,7 +326,7 @@ def make_guard(
     limits = cap_limits(settings, agents)
     prices = {name: Price(**row.model_dump()) for name, row in settings.model_prices.items()}
     return CapGuard(
-        ledger=SpendLedger(redis, settings.zone),
+        ledger=CapLedger(redis, settings.zone),
         limits=limits,
         price=price_table(prices),
         clock=clock,

@@ -12,13 +12,13 @@ import click
 from rich.table import Table
 
 from orchestrator.adapters.redis_client import connect
-from orchestrator.adapters.spend import read_days, read_enforced_caps
+from orchestrator.caps.configured import cap_limits
+from orchestrator.caps.ledger import read_days, read_enforced_caps
+from orchestrator.caps.report import CapReport, cap_report
 from orchestrator.cli.output import json_text, out
 from orchestrator.client import ArenaClient
 from orchestrator.core.agents import load_agents
-from orchestrator.core.spend_report import SpendReport, spend_report
 from orchestrator.errors import BusError
-from orchestrator.runtime.spending import cap_limits
 from orchestrator.settings import Settings
 
 __all__ = ["budget"]
@@ -34,7 +34,7 @@ def _of(used: str, cap: str) -> str:
     return used if cap == "-" else f"{used} / {cap}"
 
 
-def _report(settings: Settings) -> SpendReport:
+def _report(settings: Settings) -> CapReport:
     now = datetime.now(settings.zone)
     with ArenaClient.from_settings(settings) as client:
         client.ping()  # one clear line when Redis is not there
@@ -47,9 +47,9 @@ def _report(settings: Settings) -> SpendReport:
     finally:
         connection.close()
     if enforced is not None:  # the running daemon's caps, whatever this shell sets
-        return spend_report(counters, enforced, now, enforced=True)
+        return cap_report(counters, enforced, now, enforced=True)
     limits = cap_limits(settings, load_agents(settings.agents_dir))
-    return spend_report(counters, limits, now)
+    return cap_report(counters, limits, now)
 
 
 _CAPS_FROM = {

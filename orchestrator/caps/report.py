@@ -1,5 +1,6 @@
 """What ``arena budget`` and ``GET /api/budget`` show: spending against the daily caps per
-agent, group and model, today and over the last days, made from the ledger's counters."""
+agent, group and model, today and over the last days, made from the ledger's counters (the
+console's API answers it as :class:`orchestrator.web.schemas_status.SpendReport`)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,15 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from orchestrator.core.caps import MICRO, CapLimits, Scope, Unit, next_midnight
+from orchestrator.caps.limits import MICRO, CapLimits, Scope, Unit, next_midnight
 
-__all__ = ["SpendReport", "SpendRow", "spend_report"]
+__all__ = ["CapReport", "CapRow", "cap_report"]
 
 _SCOPES = ("agent", "group", "model", "all")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SpendRow:
+class CapRow:
     """One agent's, group's or model's spending (``all``: everyone's)."""
 
     scope: str
@@ -44,13 +45,13 @@ class SpendRow:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SpendReport:
+class CapReport:
     """Today's rows (caps included), the totals of each day, and when today's caps reset."""
 
     day: date
     resets_at: datetime
     days: int
-    rows: tuple[SpendRow, ...]
+    rows: tuple[CapRow, ...]
     totals: tuple[tuple[date, int, int], ...]  # day, tokens, micro-dollars; today first
     caps_set: bool = False  # whether any cap is in force (an empty table cannot tell)
     caps_from: str = "settings"  # "daemon": as the running daemon enforces them
@@ -81,13 +82,13 @@ def _cap(limits: CapLimits, scope: str, name: str, unit: Unit) -> int | None:
     return None
 
 
-def spend_report(
+def cap_report(
     counters: Sequence[tuple[date, Mapping[str, int]]],
     limits: CapLimits,
     now: datetime,
     *,
     enforced: bool = False,
-) -> SpendReport:
+) -> CapReport:
     """The report of ``counters`` (the ledger's, today first) against ``limits``.
 
     Args:
@@ -112,7 +113,7 @@ def spend_report(
         key=lambda sn: (_SCOPES.index(sn[0]) if sn[0] in _SCOPES else 9, sn[1]),
     )
     rows = tuple(
-        SpendRow(
+        CapRow(
             scope=scope,
             name=name,
             tokens=today.get(f"tokens:{scope}:{name}", 0),
@@ -128,7 +129,7 @@ def spend_report(
     totals = tuple(
         (day, values.get("tokens:all:*", 0), values.get("usd:all:*", 0)) for day, values in counters
     )
-    return SpendReport(
+    return CapReport(
         day=now.date(),
         resets_at=next_midnight(now),
         days=len(counters),

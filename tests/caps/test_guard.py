@@ -1,5 +1,5 @@
 """Each model call through the caps: the real Anthropic SDK against the fake Messages API,
-the spend ledger on a real Redis. Refused calls never reach the model; failed ones give their
+the caps' ledger on a real Redis. Refused calls never reach the model; failed ones give their
 reservation back; answered ones are counted with the reported usage, priced per model."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from datetime import UTC, datetime
 import pytest
 from redis.asyncio import Redis
 
-from orchestrator.adapters.spend import SpendLedger
-from orchestrator.core.caps import CapLimits, OverCap, Price
+from orchestrator.caps.guard import CapGuard, CappedLLM, price_table
+from orchestrator.caps.ledger import CapLedger
+from orchestrator.caps.limits import CapLimits, OverCap, Price
 from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.models import LLMRequest
 from orchestrator.core.wire import budget_topic
 from orchestrator.errors import LLMError
-from orchestrator.runtime.spending import CapGuard, CappedLLM, price_table
 from tests.arena_helpers import ARCHITECT, RecordingEvents, llm_request
 
 NOW = datetime(2026, 5, 4, 12, 0, tzinfo=UTC)
@@ -39,7 +39,7 @@ async def redis(redis_url: str) -> AsyncIterator[Redis]:
 
 def _capped(model, redis: Redis, limits: CapLimits, events=None) -> tuple[CappedLLM, CapGuard]:
     guard = CapGuard(
-        ledger=SpendLedger(redis, UTC),
+        ledger=CapLedger(redis, UTC),
         limits=limits,
         price=price_table(PRICES),
         clock=lambda: NOW,

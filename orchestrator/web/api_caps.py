@@ -11,10 +11,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
-from orchestrator.adapters.spend import SpendLedger
-from orchestrator.core.spend_report import spend_report
+from orchestrator.caps.guard import caps_in_force
+from orchestrator.caps.ledger import CapLedger
+from orchestrator.caps.report import cap_report
 from orchestrator.errors import BusError, ServiceError
-from orchestrator.runtime.spending import caps_in_force
 from orchestrator.web.schemas import errors
 from orchestrator.web.schemas_status import SpendReport
 from orchestrator.web.state import Console, console
@@ -37,9 +37,9 @@ async def budget(running: Annotated[Console, Depends(console)]) -> SpendReport:
     settings = running.settings
     now = datetime.now(settings.zone)
     try:
-        counters = await SpendLedger(running.redis, settings.zone).read_days(now, DAYS)
+        counters = await CapLedger(running.redis, settings.zone).read_days(now, DAYS)
         limits, enforced = await caps_in_force(running.redis, settings, running.agents)
     except BusError as exc:
         raise ServiceError("Redis", f"cannot read the spend counters ({exc.problem})") from None
-    report = spend_report(counters, limits, now, enforced=enforced)
+    report = cap_report(counters, limits, now, enforced=enforced)
     return SpendReport.model_validate(report.as_json())

@@ -1,21 +1,14 @@
-"""Daily spending caps: the pure rule, the agents' own caps and settings, and the spend
-ledger on a real Redis (atomic between writers, one hash per day)."""
+"""Daily spending caps: the pure rule, prices, the agents' own caps and the caps' settings."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
-from redis.asyncio import Redis
 
-from orchestrator.adapters.spend import Reservation, SpendLedger, Spent
-from orchestrator.core.agents import load_agents
-from orchestrator.core.caps import (
-    Breach,
+from orchestrator.caps.limits import (
     Cap,
     CapLimits,
     Price,
@@ -26,9 +19,8 @@ from orchestrator.core.caps import (
     near,
     next_midnight,
 )
+from orchestrator.core.agents import load_agents
 from orchestrator.core.models import Usage
-from orchestrator.core.spend_report import spend_report
-from orchestrator.core.wire import spend_key
 from orchestrator.errors import AgentDefinitionError, ConfigError
 from orchestrator.settings import load_settings
 
@@ -147,119 +139,6 @@ def test_an_agent_yaml_may_set_its_own_caps(tmp_path: Path):
     (tmp_path / "solo.yaml").write_text(head + "caps: {tokens: 5}\n")
     with pytest.raises(AgentDefinitionError, match="unknown field"):
         load_agents(tmp_path)
-
-
-def test_the_report_puts_today_against_the_caps_and_sums_the_week():
-    """Rows per agent, group, model and all; totals per day, today first."""
-    counters = [
-        (date(2026, 3, 28), {"tokens:group:demo": 1500, "tokens:all:*": 1500, "usd:all:*": 10}),
-        (date(2026, 3, 27), {"tokens:group:demo": 700, "tokens:all:*": 700}),
-    ]
-    report = spend_report(counters, CapLimits(group_tokens=2000), NOON).as_json()
-    demo = next(r for r in report["rows"] if r["scope"] == "group")
-    assert demo["today"] == {"tokens": 1500, "usd": 0.0, "tokens_cap": 2000, "usd_cap": None}
-    assert demo["last_days"]["tokens"] == 2200
-    assert [t["tokens"] for t in report["totals"]] == [1500, 700]
-    assert report["resets_at"] == "2026-03-29T00:00:00+01:00"
-
-
-def test_an_agents_own_cap_has_a_row_before_it_spends_anything():
-    """An agent with its own cap, and everyone's cap, are rows at 0 before any call."""
-    limits = CapLimits(all_usd=5.0, agents={"developer": {"tokens_per_day": 9000}})
-    report = spend_report([(date(2026, 3, 28), {})], limits, NOON).as_json()
-    rows = {(r["scope"], r["name"]): r["today"] for r in report["rows"]}
-    assert rows[("agent", "developer")] == {
-        "tokens": 0, "usd": 0.0, "tokens_cap": 9000, "usd_cap": None,
-    }  # fmt: skip
-    assert rows[("all", "*")]["usd_cap"] == 5.0
-    assert len(rows) == 2
-
-
-@pytest.fixture
-async def redis(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url)
-    yield client
-    await client.aclose()
-
-
-def _spent(tokens: int) -> Spent:
-    return Spent(agent="architect", group="demo", model="m", tokens=tokens, micro_usd=tokens)
-
-
-async def test_a_reservation_is_settled_to_what_the_call_cost(redis: Redis):
-    """The estimate is held while the call runs, then replaced by the reported usage."""
-    ledger = SpendLedger(redis, BERLIN)
-    caps = (_group_cap(2000),)
-    reserved = await ledger.reserve(caps, {Unit.TOKENS: 800}, NOON)
-    assert isinstance(reserved, Reservation)
-    assert int(await redis.hget(spend_key("2026-03-28"), "tokens:group:demo")) == 800
-    watched = ["tokens:group:demo", "tokens:model:m", "usd:agent:architect"]
-    after = await ledger.settle(reserved, _spent(300), watched)
-    assert after["tokens:group:demo"] == 300
-    assert after["tokens:model:m"] == 300
-    assert after["usd:agent:architect"] == 300
-    assert 7 * 86400 < await redis.ttl(spend_key("2026-03-28")) <= 8 * 86400
-    refused = await ledger.reserve(caps, {Unit.TOKENS: 1701}, NOON)
-    assert isinstance(refused, Breach)
-    assert refused.used == 300
-
-
-async def test_a_failed_call_gives_its_reservation_back(redis: Redis):
-    """Settling with nothing spent leaves the counters as they were."""
-    ledger = SpendLedger(redis, BERLIN)
-    reserved = await ledger.reserve((_group_cap(2000),), {Unit.TOKENS: 800}, NOON)
-    assert isinstance(reserved, Reservation)
-    after = await ledger.settle(reserved, None, ["tokens:group:demo"])
-    assert after == {"tokens:group:demo": 0}
-
-
-async def test_two_writers_never_take_more_than_the_cap_together(redis_url: str):
-    """Forty reservations of 100 against a 1,000 cap from two clients: exactly ten pass."""
-    clients = [Redis.from_url(redis_url), Redis.from_url(redis_url)]
-    try:
-        ledgers = [SpendLedger(c, BERLIN) for c in clients]
-        caps = (_group_cap(1000),)
-        outcomes = await asyncio.gather(
-            *(ledgers[n % 2].reserve(caps, {Unit.TOKENS: 100}, NOON) for n in range(40))
-        )
-    finally:
-        for client in clients:
-            await client.aclose()
-    assert sum(isinstance(o, Reservation) for o in outcomes) == 10
-    assert all(isinstance(o, Reservation | Breach) for o in outcomes)
-
-
-async def test_each_day_has_its_own_counters(redis: Redis):
-    """After local midnight the cap starts again; yesterday stays readable for the report."""
-    ledger = SpendLedger(redis, BERLIN)
-    caps = (_group_cap(1000),)
-    first = await ledger.reserve(caps, {Unit.TOKENS: 900}, NOON)
-    assert isinstance(first, Reservation)
-    await ledger.settle(first, _spent(1000))
-    assert isinstance(await ledger.reserve(caps, {Unit.TOKENS: 1}, NOON), Breach)
-    tomorrow = datetime(2026, 3, 28, 23, 30, tzinfo=UTC)  # 00:30 in Berlin
-    assert isinstance(await ledger.reserve(caps, {Unit.TOKENS: 1}, tomorrow), Reservation)
-    days = await ledger.read_days(tomorrow, 2)
-    assert [d for d, _ in days] == [date(2026, 3, 29), date(2026, 3, 28)]
-    assert days[1][1]["tokens:group:demo"] == 1000
-
-
-async def test_a_warning_is_claimed_once_a_day(redis: Redis):
-    """The first claim of a cap's warning wins; the second that day does not."""
-    ledger = SpendLedger(redis, BERLIN)
-    cap = _group_cap(1000)
-    assert await ledger.claim_warning("2026-03-28", cap)
-    assert not await ledger.claim_warning("2026-03-28", cap)
-    assert await ledger.claim_warning("2026-03-29", cap)
-
-
-async def test_a_call_bigger_than_the_cap_is_refused_on_a_fresh_day(redis: Redis):
-    """An estimate over the whole cap is refused even before anything was spent that day."""
-    ledger = SpendLedger(redis, BERLIN)
-    refused = await ledger.reserve((_group_cap(100),), {Unit.TOKENS: 101}, NOON)
-    assert isinstance(refused, Breach)
-    assert refused.used == 0
-    assert await redis.exists(spend_key("2026-03-28")) == 0
 
 
 @pytest.mark.parametrize(

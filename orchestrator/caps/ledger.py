@@ -1,4 +1,4 @@
-"""The spend ledger: each day's token and dollar counters in Redis, shared by every daemon.
+"""The caps' ledger: each day's token and dollar counters in Redis, shared by every daemon.
 
 One hash per day (in ``ARENA_TZ``) holds counters named ``{unit}:{scope}:{name}``
 (``tokens:group:demo``, ``usd:agent:architect``, ``tokens:model:claude-sonnet-4-5``,
@@ -8,7 +8,7 @@ its last write.
 
 A call first *reserves* its estimate: one Lua script compares every cap's counter plus the
 estimate with its limit and adds the estimate to all or to none, so two daemons never both
-take the last of a cap (the script applies :func:`orchestrator.core.caps.check`'s rule, which
+take the last of a cap (the script applies :func:`orchestrator.caps.limits.check`'s rule, which
 then names the cap that refused). After the call the reservation
 is *settled*: the estimate is taken back and what the model reported is added.
 """
@@ -28,12 +28,12 @@ from orchestrator.adapters.redis_client import (
     translated,
     translating,
 )
-from orchestrator.core.caps import Breach, Cap, CapLimits, Unit, check, day_of
+from orchestrator.caps.limits import Breach, Cap, CapLimits, Unit, check, day_of
 from orchestrator.core.wire import caps_key, daemons_key, spend_key
 
 __all__ = [
+    "CapLedger",
     "Reservation",
-    "SpendLedger",
     "Spent",
     "enforced_caps",
     "publish_caps",
@@ -47,7 +47,7 @@ TTL_S = 8 * 24 * 3600
 FLUSH_INTERVAL_S = 0.5
 
 # Reserve atomically: ARGV = ttl, then (counter, limit, amount) per cap. When any cap would
-# pass (the rule of ``orchestrator.core.caps.check``), nothing is added and the day's
+# pass (the rule of ``orchestrator.caps.limits.check``), nothing is added and the day's
 # counters are returned as a flat list after the word ``refused``; else every amount is added
 # and an empty list returned.
 _RESERVE = """
@@ -107,7 +107,7 @@ def _decode(raw: Mapping[bytes | str, bytes | str]) -> dict[str, int]:
     return counters
 
 
-class SpendLedger:
+class CapLedger:
     """Today's counters for the daemon: reserve, settle, warn once."""
 
     def __init__(
@@ -187,7 +187,7 @@ class SpendLedger:
             counters[counter] = counters.get(counter, 0) + amount
         if self._flusher is None:
             self._flusher = asyncio.create_task(
-                self._flush_soon(), name="orchestrator.adapters.spend.flush"
+                self._flush_soon(), name="orchestrator.caps.ledger.flush"
             )
 
     async def _flush_soon(self) -> None:

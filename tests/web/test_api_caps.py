@@ -20,7 +20,7 @@ from tests.arena_helpers import running_daemon
 from tests.web_helpers import console_server, console_settings
 
 
-def test_api_budget_shows_todays_spending_against_the_caps(
+def test_get_budget_shows_todays_spending_against_the_caps(
     tmp_path: Path, embedded_redis_url: str, monkeypatch: pytest.MonkeyPatch
 ):
     """Counters written for today come back per group with the cap, as the CLI's JSON."""
