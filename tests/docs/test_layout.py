@@ -101,3 +101,49 @@ def test_a_redis_import_above_the_adapters_breaks_the_contract(tmp_path: Path) -
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-1000:]
     assert "Only adapters import redis BROKEN" in done.stdout
     assert "orchestrator.runtime.dispatch -> redis" in done.stdout
+
+
+def _steps() -> list[str]:
+    """The backticked names of the section "One message, step by step", in order."""
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    section = text.split("## One message, step by step", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"`([^`]+)`", section)
+
+
+def _resolve(module: str, name: str) -> bool:
+    import importlib
+
+    found: object = importlib.import_module(module)
+    for part in name.split("."):
+        if not hasattr(found, part):
+            return False
+        found = getattr(found, part)
+    return True
+
+
+def test_the_message_walkthrough_names_functions_that_exist() -> None:
+    """Every module and function the step-by-step walkthrough names exists, so it cannot go stale."""
+    named: list[str] = []
+    missing: list[str] = []
+    after_path = False
+    checked = 0
+    for token in _steps():
+        if token.startswith("tests/"):
+            continue
+        if re.fullmatch(r"[a-z_]+(/[a-z_]+)*\.py", token):
+            if not (PACKAGE / token).is_file():
+                missing.append(token)
+            named.insert(0, "orchestrator." + token[:-3].replace("/", "."))
+            after_path = True
+            continue
+        qualified = re.fullmatch(r"[A-Z][a-z]\w*\.[a-z_]\w*", token)
+        plain = re.fullmatch(r"[A-Za-z_]\w*", token) and (after_path or "_" in token.strip("_"))
+        after_path = False
+        if not (qualified or plain):
+            continue
+        checked += 1
+        modules = named if qualified else named[:1]
+        if not any(_resolve(module, token) for module in modules):
+            missing.append(token)
+    assert checked >= 20, f"only {checked} names found: is the section still there?"
+    assert not missing, f"the walkthrough in docs/architecture.md names what does not exist: {missing}"
