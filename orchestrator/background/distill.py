@@ -8,10 +8,10 @@
 2. No notes in the log, or this very log (same SHA-256) already distilled: "skipped", no call.
 3. It asks the agent's model with ``prompts/distill.md.j2``. The offline provider is not asked:
    the distillation is done here, deterministically
-   (:func:`orchestrator.offline.distill.distil_offline`).
+   (:func:`orchestrator.offline.distiller.distil_offline`).
 4. Besides the shared checks, an answer may not drop more than ``distill_max_drop_share`` of
    the previous entries unless the day's log calls them obsolete
-   (:func:`orchestrator.offline.distill.drop_problem`); one holding the same entries as
+   (:func:`orchestrator.offline.distiller.drop_problem`); one holding the same entries as
    before changes nothing.
 
 Every attempt, whatever came of it, is kept in the growth log (``growth_runs``); a model error
@@ -43,7 +43,7 @@ from orchestrator.memory.versions.run import (
     run_versioned,
 )
 from orchestrator.memory.versions.store import Kind, VersionStore, sha256_of
-from orchestrator.offline.distill import distil_offline, drop_problem, log_notes, same_entries
+from orchestrator.offline.distiller import distil_offline, drop_problem, log_notes, same_entries
 from orchestrator.settings import Settings
 
 __all__ = ["DistillOutcome", "run_distillation"]

@@ -6,7 +6,7 @@ worker), on the steps every versioned job shares
 (storing a hand edit found there as a version first) and the group's messages after the last
 one the latest summary covered, at most 200 at a time (notices left out). With none: "skipped",
 no call. Otherwise it asks the model with ``prompts/summary.md.j2`` (the team's default agent's
-model), or makes the summary offline (:mod:`orchestrator.offline.summary`), checks
+model), or makes the summary offline (:mod:`orchestrator.offline.summariser`), checks
 the answer (not empty, within ``summary_budget_tokens``, no memory markers), and writes it
 atomically unless the file changed meanwhile ("conflict"), as a new version whose ``source``
 names the messages it covered. Summaries are written only here, never through markers. Every
@@ -42,7 +42,7 @@ from orchestrator.memory.versions.run import (
     run_versioned,
 )
 from orchestrator.memory.versions.store import Kind, VersionStore
-from orchestrator.offline.summary import SummaryMessage, cut, summarise_offline
+from orchestrator.offline.summariser import SummaryMessage, cut, summarise_offline
 from orchestrator.settings import Settings
 
 __all__ = ["MAX_MESSAGES", "SummaryOutcome", "read_messages", "run_summary"]

@@ -33,7 +33,7 @@ from orchestrator.memory.versions.hand_edit import (
     save_hand_edit,
 )
 from orchestrator.memory.versions.store import Version, VersionStore
-from orchestrator.offline.distill import entries
+from orchestrator.offline.distiller import entries
 from orchestrator.web.api_memory import WEB_ACTOR, Running, engine_of
 from orchestrator.web.bodies import BodyLimit
 from orchestrator.web.schemas import errors

@@ -122,7 +122,7 @@ def _resolve(module: str, name: str) -> bool:
 
 
 def test_the_message_walkthrough_names_functions_that_exist() -> None:
-    """Every module and function the step-by-step walkthrough names exists, so it cannot go stale."""
+    """Every module and function the step-by-step walkthrough names exists (no stale step)."""
     named: list[str] = []
     missing: list[str] = []
     after_path = False
@@ -146,4 +146,4 @@ def test_the_message_walkthrough_names_functions_that_exist() -> None:
         if not any(_resolve(module, token) for module in modules):
             missing.append(token)
     assert checked >= 20, f"only {checked} names found: is the section still there?"
-    assert not missing, f"the walkthrough in docs/architecture.md names what does not exist: {missing}"
+    assert not missing, f"docs/architecture.md's walkthrough names what does not exist: {missing}"

@@ -21,7 +21,7 @@ from datetime import datetime, tzinfo
 from orchestrator.core.markers import neutralise
 from orchestrator.core.models import MessageKind
 from orchestrator.offline import cues
-from orchestrator.offline.distill import entries
+from orchestrator.offline.distiller import entries
 
 __all__ = ["SummaryMessage", "cut", "summarise_offline"]
 
