@@ -82,12 +82,11 @@ def post(settings: Settings, group: str, text: str, sender: str, wait_s: float |
 @click.pass_obj
 def history(settings: Settings, group: str, limit: int, as_json: bool) -> None:
     """Print GROUP's latest messages, oldest first."""
-    from orchestrator.cli.resources import database
-    from orchestrator.memory.conversation.store import HistoryStore
+    from orchestrator.cli.resources import wired
 
     validate_group(group)
-    with database(settings) as engine:
-        messages = HistoryStore(engine).recent(group, limit)
+    with wired(settings) as wiring:
+        messages = wiring.history.recent(group, limit)
     if as_json:
         for stored in messages:
             out.print(json_text(stored.as_dict()))

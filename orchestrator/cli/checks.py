@@ -16,7 +16,7 @@ from orchestrator.caps.guard import unpriced_dollar_cap
 from orchestrator.caps.ledger import enforced_caps
 from orchestrator.caps.limits import CapLimits
 from orchestrator.cli.occupant import running_mqtt_url
-from orchestrator.cli.resources import database
+from orchestrator.cli.resources import wired
 from orchestrator.core.agents import load_agents
 from orchestrator.core.context.build import (
     Identity,
@@ -29,7 +29,6 @@ from orchestrator.core.context.transcript import Transcript
 from orchestrator.core.models import AgentSpec, ChatMessage, MessageKind
 from orchestrator.core.prompts import Prompts
 from orchestrator.errors import BusError, OrchestratorError
-from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.runtime.tuning import Tuning
 from orchestrator.settings import Settings
 
@@ -225,8 +224,8 @@ async def _check_service(name: str, probe: Awaitable[None]) -> CheckResult:
 
 def _check_database(settings: Settings) -> CheckResult:
     try:
-        with database(settings) as engine:
-            count = HistoryStore(engine).count()
+        with wired(settings) as wiring:
+            count = wiring.history.count()
     except OrchestratorError as exc:
         return CheckResult(name="database", ok=False, detail=str(exc))
     return CheckResult(name="database", ok=True, detail=f"{count} messages stored")

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator.cli.output import json_text, out, printable
-from orchestrator.cli.resources import database
+from orchestrator.cli.resources import wired
 from orchestrator.memory.corrections import Corrections, check_actor
 from orchestrator.settings import Settings
 
@@ -23,11 +23,8 @@ __all__ = ["COMMANDS", "actor"]
 
 @contextmanager
 def _corrections(settings: Settings) -> Iterator[Corrections]:
-    # Here, not at the top: the commands that only read memories do not load the team.
-    from orchestrator.runtime.wiring import Wiring
-
-    with database(settings) as engine:
-        yield Wiring(settings, engine).corrections
+    with wired(settings) as wiring:
+        yield wiring.corrections
 
 
 def actor(by: str | None) -> str:

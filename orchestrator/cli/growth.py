@@ -14,7 +14,7 @@ from rich.text import Text
 
 from orchestrator.cli.notes import team_agent
 from orchestrator.cli.output import err, json_text, out, printable
-from orchestrator.cli.resources import database
+from orchestrator.cli.resources import wired
 from orchestrator.errors import ValidationError
 from orchestrator.memory.versions.store import Run, Version, VersionStore
 from orchestrator.settings import Settings
@@ -27,8 +27,8 @@ _DIFF_STYLES = (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green")
 
 @contextmanager
 def _store(settings: Settings) -> Iterator[VersionStore]:
-    with database(settings) as engine:
-        yield VersionStore(engine)
+    with wired(settings) as wiring:
+        yield wiring.versions
 
 
 def _stamp(settings: Settings, when: datetime) -> str:

@@ -14,13 +14,12 @@ from orchestrator.adapters.redis_client import connect
 from orchestrator.background.queue import enqueue_summary
 from orchestrator.background.summary import MAX_MESSAGES
 from orchestrator.cli.output import err, out
-from orchestrator.cli.resources import database
+from orchestrator.cli.resources import wired
 from orchestrator.core.agents import load_agents
 from orchestrator.core.wire import agent_names, validate_group
 from orchestrator.errors import BusError, OrchestratorError
 from orchestrator.memory.conversation.importer import ImportSettings, Progress, parse_lines
 from orchestrator.memory.conversation.importing import ImportResult, import_messages
-from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.settings import Settings
 
 __all__ = ["import_command"]
@@ -128,10 +127,8 @@ def import_command(settings: Settings, group: str, file: IO[bytes]) -> None:
         team=agent_names(team),
     )
     messages = parse_lines(data, config, _reporter("checked line", lines))
-    with database(settings) as engine:
-        result = import_messages(
-            HistoryStore(engine), messages, progress=_reporter("stored", lines)
-        )
+    with wired(settings) as wiring:
+        result = import_messages(wiring.history, messages, progress=_reporter("stored", lines))
     _say(result, settings)
     if result.imported:
         for line in _after(settings, result):

@@ -28,12 +28,11 @@ from orchestrator.background.queue import (
 )
 from orchestrator.background.schedule import next_fire_times
 from orchestrator.cli.output import json_text, out, printable
-from orchestrator.cli.resources import database
+from orchestrator.cli.resources import wired
 from orchestrator.core.agents import load_agents
 from orchestrator.core.models import known_agent
 from orchestrator.core.wire import validate_group
 from orchestrator.errors import BusError, OrchestratorError, ServiceError, ValidationError
-from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.settings import Settings
 
 __all__ = ["heartbeat", "jobs", "summarize"]
@@ -181,8 +180,8 @@ def heartbeat(
 def summarize(settings: Settings, group: str, force: bool, wait_s: float | None) -> None:
     """Update GROUP's rolling summary up to its latest message now (a background job)."""
     validate_group(group)
-    with database(settings) as engine:
-        latest = HistoryStore(engine).recent(group, 1)
+    with wired(settings) as wiring:
+        latest = wiring.history.recent(group, 1)
     if not latest:
         raise ValidationError("group", f"group {group!r} has no messages yet")
     with _redis(settings) as connection:

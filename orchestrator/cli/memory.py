@@ -13,7 +13,7 @@ from rich.table import Table
 
 from orchestrator.cli.corrections import COMMANDS
 from orchestrator.cli.output import json_text, out
-from orchestrator.cli.resources import database
+from orchestrator.cli.resources import wired
 from orchestrator.core.wire import validate_group
 from orchestrator.errors import ValidationError
 from orchestrator.files import write_atomic
@@ -33,8 +33,8 @@ TYPES = tuple(dict.fromkeys((*MEMORY_TYPES, *PERSONAL_TYPES)))
 
 @contextmanager
 def _stores(settings: Settings) -> Iterator[tuple[SessionMemory, HistoryStore]]:
-    with database(settings) as engine:
-        yield SessionMemory(engine), HistoryStore(engine)
+    with wired(settings) as wiring:
+        yield wiring.session, wiring.history
 
 
 def _row(record: MemoryRecord) -> dict[str, Any]:
@@ -173,13 +173,13 @@ def _shown(value: Any) -> str:
 def show(settings: Settings, entry_id: int, as_json: bool) -> None:
     """Show one memory, the message it cites, and the entries it replaced or that replaced
     it."""
-    with database(settings) as engine:
-        session, history = SessionMemory(engine), HistoryStore(engine)
+    with wired(settings) as wiring:
+        session, history = wiring.session, wiring.history
         record = _get(session, entry_id)
         cited = history.get(record.citation.ref) if record.citation else None
         trigger_id = str(record.extra.get("trigger") or "")
         trigger = history.get(trigger_id) if trigger_id else None
-        with engine.connect() as conn:
+        with wiring.engine.connect() as conn:
             pinned = bool(pinned_ids(conn, [entry_id]))
     data = _row(record) | {"pinned": pinned}
     data["cited_message"] = cited.as_dict() if cited else None

@@ -10,13 +10,11 @@ import click
 
 from orchestrator.cli.corrections import actor
 from orchestrator.cli.output import out
-from orchestrator.cli.resources import database
+from orchestrator.cli.resources import wired
 from orchestrator.core.agents import load_agents
-from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.models import known_agent
 from orchestrator.errors import ValidationError
 from orchestrator.memory.versions.hand_edit import memory_md_file, save_hand_edit
-from orchestrator.memory.versions.store import VersionStore
 from orchestrator.settings import Settings
 
 __all__ = ["memory_md"]
@@ -52,9 +50,9 @@ def set_(
     except UnicodeDecodeError as exc:
         raise ValidationError("FILE", "not UTF-8 text") from exc
     who = actor(by)
-    with database(settings) as engine:
+    with wired(settings) as wiring:
         file = memory_md_file(
-            VersionStore(engine), settings.workspaces_dir, agent.id, TokenCounter().count
+            wiring.versions, settings.workspaces_dir, agent.id, wiring.counter.count
         )
         version = save_hand_edit(
             file,

@@ -11,8 +11,8 @@ from orchestrator.cli.output import err, printable
 from orchestrator.core.agents import load_agents, workspace_dir
 from orchestrator.core.models import known_agent
 from orchestrator.core.wire import validate_group
-from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.summaries import read_summary
+from orchestrator.runtime.wiring import Wiring
 from orchestrator.settings import Settings
 
 __all__ = ["logs", "summary", "team_agent"]
@@ -42,7 +42,7 @@ def logs(settings: Settings, agent_id: str, day: datetime | None) -> None:
     """Print AGENT's daily log."""
     agent_id = team_agent(settings, agent_id)
     wanted: date = day.date() if day is not None else datetime.now(settings.zone).date()
-    personal = PersonalLog(settings.workspaces_dir, settings.zone)
+    personal = Wiring(settings).personal
     text = personal.read(agent_id, wanted)
     if not text:
         days = personal.days(agent_id)

@@ -1,33 +1,39 @@
 """Where the parts are wired: from ``Settings`` (and a database) to the team, the working
 values and every store, each built once.
 
-The daemon, the console, ``arena context`` and the CLI's checks all take their
-collaborators from a :class:`Wiring`; nothing else turns settings into stores. A part is built
-the first time it is asked for, so a command that previews one turn builds only what that
-turn reads.
+The daemon, the console, ``arena context``, ``arena check`` and the commands that read the
+stores take their collaborators from a :class:`Wiring`; nothing else there turns settings into
+stores. A part is built, and its module imported, the first time it is asked for: a command
+that lists memories loads neither the team nor the prompt templates. (The background jobs run
+in workers of their own, below this layer, and open the few stores each needs.)
 """
 
 from __future__ import annotations
 
 from functools import cached_property
+from typing import TYPE_CHECKING
 
-from sqlalchemy.engine import Engine
-
-from orchestrator.core.context.tokens import DriftCorrector, TokenCounter
-from orchestrator.core.context.transcript import Transcript
-from orchestrator.core.prompts import Prompts
-from orchestrator.memory.conversation.index import HistoryIndex
-from orchestrator.memory.conversation.store import HistoryStore
-from orchestrator.memory.corrections import Corrections
-from orchestrator.memory.personal import PersonalLog
-from orchestrator.memory.recall.recaller import Recaller
-from orchestrator.memory.session.store import SessionMemory
-from orchestrator.memory.tools import MemoryTools
-from orchestrator.memory.writer import MemoryWriter
-from orchestrator.runtime.briefing import Briefing, RecentSource, load_drift
-from orchestrator.runtime.team import Team, load_team
-from orchestrator.runtime.tuning import Tuning
 from orchestrator.settings import Settings
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+    from orchestrator.core.context.tokens import DriftCorrector, TokenCounter
+    from orchestrator.core.context.transcript import Transcript
+    from orchestrator.core.prompts import Prompts
+    from orchestrator.memory.conversation.store import HistoryStore
+    from orchestrator.memory.corrections import Corrections
+    from orchestrator.memory.personal import PersonalLog
+    from orchestrator.memory.recall.recaller import Recaller
+    from orchestrator.memory.session.store import SessionMemory
+    from orchestrator.memory.tools import MemoryTools
+    from orchestrator.memory.versions.store import VersionStore
+    from orchestrator.memory.writer import MemoryWriter
+    from orchestrator.runtime.briefing import Briefing, RecentSource
+    from orchestrator.runtime.team import Team
+    from orchestrator.runtime.tuning import Tuning
+
+# Each part imports its module when it is first built (see the module's docstring).
 
 __all__ = ["Wiring"]
 
@@ -46,7 +52,6 @@ class Wiring:
     ) -> None:
         self.settings = settings
         self._engine = engine
-        self.tuning = Tuning(settings)
         if team is not None:
             self.team = team
 
@@ -56,12 +61,28 @@ class Wiring:
         return Wiring(self.settings, self._engine)
 
     @cached_property
+    def tuning(self) -> Tuning:
+        """The working values of the settings (per agent where its YAML overrides them)."""
+        from orchestrator.runtime.tuning import Tuning
+
+        return Tuning(self.settings)
+
+    @cached_property
+    def versions(self) -> VersionStore:
+        """The versions of every agent's ``MEMORY.md`` and every group's summary."""
+        from orchestrator.memory.versions.store import VersionStore
+
+        return VersionStore(self.engine)
+
+    @cached_property
     def team(self) -> Team:
         """The agents, their identity files and their router.
 
         Raises:
             AgentDefinitionError: naming the first bad agent file and field.
         """
+        from orchestrator.runtime.team import load_team
+
         return load_team(self.settings)
 
     @property
@@ -78,55 +99,78 @@ class Wiring:
     @cached_property
     def prompts(self) -> Prompts:
         """The prompt templates."""
+        from orchestrator.core.prompts import Prompts
+
         return Prompts(self.settings.prompts_dir)
 
     @cached_property
     def counter(self) -> TokenCounter:
         """The token counter every estimate uses."""
+        from orchestrator.core.context.tokens import TokenCounter
+
         return TokenCounter()
 
     @cached_property
     def transcript(self) -> Transcript:
         """The conversation as agents see it, its labels remembered across turns."""
+        from orchestrator.core.context.transcript import Transcript
+
         return Transcript(self.counter, self.settings.tz)
 
     def drift(self) -> DriftCorrector:
         """The token correction factors learnt by earlier runs (read from disk each time)."""
+        from orchestrator.runtime.briefing import load_drift
+
         return load_drift(self.settings)
 
     @cached_property
     def session(self) -> SessionMemory:
         """The group session memories."""
+        from orchestrator.memory.session.store import SessionMemory
+
         return SessionMemory(self.engine)
 
     @cached_property
     def history(self) -> HistoryStore:
         """Every group's messages."""
+        from orchestrator.memory.conversation.store import HistoryStore
+
         return HistoryStore(self.engine)
 
     @cached_property
     def personal(self) -> PersonalLog:
         """The agents' daily logs."""
+        from orchestrator.memory.personal import PersonalLog
+
         return PersonalLog(self.settings.workspaces_dir, self.settings.zone)
 
     @cached_property
     def recaller(self) -> Recaller:
         """Recall over session memories and the whole history."""
+        from orchestrator.memory.conversation.index import HistoryIndex
+        from orchestrator.memory.recall.recaller import Recaller
+
         return Recaller(self.session, history=HistoryIndex(self.engine))
 
     @cached_property
     def writer(self) -> MemoryWriter:
         """The memory write path: the gate, session memory and the daily logs."""
+        from orchestrator.memory.writer import MemoryWriter
+
         return MemoryWriter(self.session, self.personal, self.tuning.gate, self.settings.zone)
 
     @cached_property
     def corrections(self) -> Corrections:
         """People's corrections of session memories, through the same gate."""
+        from orchestrator.memory.corrections import Corrections
+
         return Corrections(self.engine, gate=self.tuning.gate)
 
     @cached_property
     def tools(self) -> MemoryTools:
         """The memory tools agents call."""
+        from orchestrator.memory.tools import MemoryTools
+
         return MemoryTools(
             engine=self.engine,
             session=self.session,
@@ -139,6 +183,8 @@ class Wiring:
     def briefing(self, recent: RecentSource | None = None) -> Briefing:
         """What gathers each agent's layers; a group's recent messages from ``recent`` (the
         daemon's cache), else read from the database each time."""
+        from orchestrator.runtime.briefing import Briefing
+
         return Briefing(
             tuning=self.tuning,
             team=self.team,

@@ -24,11 +24,10 @@ from orchestrator.background.queue import fetch_job, queue
 from orchestrator.core.agents import load_agents
 from orchestrator.core.models import AgentSpec
 from orchestrator.errors import BusError, OrchestratorError
-from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import open_engine
-from orchestrator.memory.session.store import SessionMemory
 from orchestrator.memory.versions.hand_edit import HAND_EDIT
 from orchestrator.memory.versions.store import Run, VersionStore
+from orchestrator.runtime.wiring import Wiring
 from orchestrator.settings import Settings
 from orchestrator.status.report import (
     AgentStatus,
@@ -123,9 +122,9 @@ def _stored(settings: Settings, agent_ids: Sequence[str]) -> _Stored:
     """Groups, row counts, the database's size and each agent's heartbeats (one engine)."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     with open_engine(settings.effective_database_url) as engine:
-        history = HistoryStore(engine)
-        versions = VersionStore(engine)
-        numbers = SessionMemory(engine).stats()
+        wiring = Wiring(settings, engine)
+        history, versions = wiring.history, wiring.versions
+        numbers = wiring.session.stats()
         by_status = numbers["by_status"]
         groups = tuple(
             GroupStatus(

@@ -20,10 +20,8 @@ from fastapi import Path as PathParam
 from pydantic import BaseModel, Field
 
 from orchestrator.core.agents import IDENTITY_FILES, workspace_dir
-from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.models import AgentSpec, known_agent
 from orchestrator.errors import ValidationError
-from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.versions.file import VersionedFile
 from orchestrator.memory.versions.hand_edit import (
     MEMORY_FILE,
@@ -32,9 +30,9 @@ from orchestrator.memory.versions.hand_edit import (
     memory_md_file,
     save_hand_edit,
 )
-from orchestrator.memory.versions.store import Version, VersionStore
+from orchestrator.memory.versions.store import Version
 from orchestrator.offline.distiller import entries
-from orchestrator.web.api_memory import WEB_ACTOR, Running, engine_of
+from orchestrator.web.api_memory import WEB_ACTOR, Running
 from orchestrator.web.bodies import BodyLimit
 from orchestrator.web.schemas import errors
 from orchestrator.web.schemas_memory import (
@@ -66,7 +64,6 @@ BODY_LIMITS = (
 )
 
 _SOURCE_RE = re.compile(r"\(source: ([^/()\s]+)/([^()\s]+)\)\s*$")
-_COUNTER = TokenCounter()
 AgentId = Annotated[str, PathParam(max_length=64)]
 
 
@@ -85,8 +82,10 @@ def _agent(running: Running, agent_id: str) -> AgentSpec:
 
 
 def _file(running: Running, agent: AgentSpec) -> VersionedFile:
-    store = VersionStore(engine_of(running))
-    return memory_md_file(store, running.settings.workspaces_dir, agent.id, _COUNTER.count)
+    wiring = running.wiring
+    return memory_md_file(
+        wiring.versions, running.settings.workspaces_dir, agent.id, wiring.counter.count
+    )
 
 
 def _read(path: Path) -> str | None:
@@ -117,7 +116,7 @@ def agent(agent_id: AgentId, running: Running) -> AgentFiles:
         identity={name: _read(folder / name) for name in IDENTITY_FILES},
         memory_md=MemoryMdNow(
             text=text,
-            tokens=_COUNTER.count(text),
+            tokens=running.wiring.counter.count(text),
             budget_tokens=running.settings.distill_budget_tokens,
             entries=len(entries(text)),
             version=latest.version if latest else 0,
@@ -147,7 +146,7 @@ def _version_fields(v: Version) -> dict[str, Any]:
 def growth(agent_id: AgentId, running: Running) -> Growth:
     """Every version (oldest first) and every attempt that wrote none, with its reason."""
     spec = _agent(running, agent_id)
-    store = VersionStore(engine_of(running))
+    store = running.wiring.versions
     runs = [r for r in store.runs("memory_md", spec.id) if r.status != "written"]
     return Growth(
         agent=spec.id,
@@ -172,7 +171,7 @@ def version(
 ) -> VersionDiff:
     """The text of ``version`` and a unified diff against the version before it."""
     spec = _agent(running, agent_id)
-    store = VersionStore(engine_of(running))
+    store = running.wiring.versions
     found = store.get("memory_md", spec.id, version)
     if found is None:
         raise HTTPException(404, f"{spec.id} has no MEMORY.md version {version}")
@@ -228,7 +227,7 @@ def logs(
     """The day's lines (default: today), each with the group and message it came from, and
     the days that have a log."""
     spec = _agent(running, agent_id)
-    personal = PersonalLog(running.settings.workspaces_dir, running.settings.zone)
+    personal = running.wiring.personal
     wanted = day or datetime.now(running.settings.zone).date()
     lines = []
     for line in personal.read(spec.id, wanted).splitlines():

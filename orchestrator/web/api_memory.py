@@ -25,7 +25,6 @@ from orchestrator.memory.corrections import (
     UnknownMemory,
 )
 from orchestrator.memory.summaries import read_summary
-from orchestrator.memory.versions.store import VersionStore
 from orchestrator.web.bodies import BodyLimit
 from orchestrator.web.memory_search import search_memories
 from orchestrator.web.schemas import errors
@@ -222,7 +221,7 @@ def summary(
     except ValidationError:
         raise HTTPException(404, f"no group {group!r}") from None
     text = read_summary(running.settings.data_dir, name)
-    versions = VersionStore(engine_of(running)).history("summary", name)
+    versions = running.wiring.versions.history("summary", name)
     shown = None
     if version is not None:
         by_number = {v.version: v for v in versions}

@@ -76,11 +76,12 @@ def _console(settings: Settings, team: Team, engine: Engine, keepalive_s: float)
         settings.effective_redis_url, socket_timeout=keepalive_s + 10, socket_connect_timeout=5
     )
     agents = team.agents
-    rooms = Rooms(engine, agents, hop_limit=settings.hop_limit)
+    wiring = Wiring(settings, engine, team=team)
+    rooms = Rooms(wiring.history, agents, hop_limit=settings.hop_limit)
     feeds = RoomFeeds(OutboxReader(redis), events.renderer(rooms, agents), keepalive_s=keepalive_s)
     return Console(
         settings=settings,
-        wiring=Wiring(settings, engine, team=team),
+        wiring=wiring,
         rooms=rooms,
         client=client,
         redis=redis,

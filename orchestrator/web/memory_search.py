@@ -44,7 +44,7 @@ def search_memories(
     Raises:
         ValidationError: ``agent`` is not one of the team's.
     """
-    session = SessionMemory(engine)
+    session = running.wiring.session
     if not q:
         records = session.list(
             scope="session" if group else None,

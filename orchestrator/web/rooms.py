@@ -11,8 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy.engine import Engine
-
 from orchestrator.core.models import AgentSpec
 from orchestrator.core.wire import validate_group
 from orchestrator.errors import ValidationError
@@ -43,8 +41,10 @@ class Page:
 class Rooms:
     """Reads the ``messages`` table for the console."""
 
-    def __init__(self, engine: Engine, agents: Sequence[AgentSpec], *, hop_limit: int) -> None:
-        self.history = HistoryStore(engine)
+    def __init__(
+        self, history: HistoryStore, agents: Sequence[AgentSpec], *, hop_limit: int
+    ) -> None:
+        self.history = history
         self.agents = tuple(agents)
         self.hop_limit = hop_limit
 

@@ -25,7 +25,7 @@ from orchestrator.core.models import MessageKind, RouteDecision, RouteReason, Us
 from orchestrator.core.wire import deadletter_stream, inbox_stream, validate_post
 from orchestrator.errors import ValidationError
 from orchestrator.memory.conversation.meta import MarkerMeta, ReplyMeta, TurnMeta
-from orchestrator.memory.conversation.store import Closing, NewReply
+from orchestrator.memory.conversation.store import Closing, HistoryStore, NewReply
 from orchestrator.memory.db import make_engine
 from orchestrator.settings import Settings
 from orchestrator.web.rooms import Rooms
@@ -485,7 +485,7 @@ def test_pages_use_the_group_and_seq_index(served: Served, group: str, tmp_path:
 
     event.listen(served.engine, "before_cursor_execute", keep)
     try:
-        Rooms(served.engine, (), hop_limit=3).page(group, before=100, limit=50)
+        Rooms(HistoryStore(served.engine), (), hop_limit=3).page(group, before=100, limit=50)
     finally:
         event.remove(served.engine, "before_cursor_execute", keep)
     assert statements
