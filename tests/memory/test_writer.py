@@ -11,13 +11,14 @@ from sqlalchemy import text
 
 from orchestrator.core.markers import parse_markers
 from orchestrator.core.models import ChatMessage, MessageKind
+from orchestrator.memory.conversation.marker_entries import Rejected, Saved
 from orchestrator.memory.conversation.meta import ReplyMeta
 from orchestrator.memory.conversation.store import HistoryStore, NewReply
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.gate.rules import GateConfig
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.session.store import SessionMemory
-from orchestrator.memory.writer import MemoryWriter, Origin, Rejected, Saved, marker_meta
+from orchestrator.memory.writer import MemoryWriter, Origin, marker_meta
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 REPLY = (

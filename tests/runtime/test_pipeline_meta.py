@@ -30,9 +30,22 @@ ANSWERED = {
         "cache_creation_tokens": 0,
     },
     "attempts": {"count": 2, "failed": ["529 overloaded_error"]},
-    "markers": [{"kind": "SAVE_MEMORY", "payload": {"type": "Decision", "content": "Use JWT"}}],
-    "invalid_markers": [{"kind": "SAVE_MEMORY", "reason": "not JSON", "length": 3}],
-    "memory": {"saved": [{"type": "decision"}], "rejected": [{"reason": "duplicate"}]},
+    "markers": [{"kind": "memory", "payload": {"type": "Decision", "content": "Use JWT"}}],
+    "invalid_markers": [
+        {"kind": "personal", "reason": "not JSON", "length": 3, "sha256": "0123456789ab"}
+    ],
+    "memory": {
+        "saved": [{"kind": "memory", "action": "added", "id": 4, "type": "decision"}],
+        "rejected": [
+            {
+                "kind": "memory",
+                "reason": "low_confidence",
+                "detail": "confidence 0.1 is below 0.7",
+                "length": 76,
+                "sha256": "c2eab61d8dd8",
+            }
+        ],
+    },
     "truncated": {"saved": 2},
 }
 FAILED = {

@@ -24,6 +24,7 @@ from orchestrator.core.context.report import ContextReport
 from orchestrator.core.models import MessageKind, RouteDecision, RouteReason, Usage
 from orchestrator.core.wire import deadletter_stream, inbox_stream, validate_post
 from orchestrator.errors import ValidationError
+from orchestrator.memory.conversation.marker_entries import Rejected, Saved, StoredMarker
 from orchestrator.memory.conversation.meta import MarkerMeta, ReplyMeta, TurnMeta
 from orchestrator.memory.conversation.store import Closing, NewReply
 from orchestrator.memory.db import make_engine
@@ -108,14 +109,18 @@ def _seed_chain(engine: Engine, group: str) -> dict[str, str]:
         ),
         markers=MarkerMeta(
             markers=(
-                {"kind": "memory", "payload": {"type": "decision", "content": "we play chess"}},
-                {"kind": "memory", "payload": {"type": "fact", "content": "alex likes games"}},
+                StoredMarker(
+                    kind="memory", payload={"type": "decision", "content": "we play chess"}
+                ),
+                StoredMarker(
+                    kind="memory", payload={"type": "fact", "content": "alex likes games"}
+                ),
             ),
             saved=(
-                {"kind": "memory", "action": "added", "id": 1, "type": "decision"},
-                {"kind": "memory", "action": "reinforced", "id": 2, "type": "fact"},
+                Saved(kind="memory", action="added", id=1, type="decision"),
+                Saved(kind="memory", action="reinforced", id=2, type="fact"),
             ),
-            rejected=({"kind": "memory", "reason": "secret", "detail": "an API key"},),
+            rejected=(Rejected(kind="memory", reason="secret", detail="an API key"),),
         ),
     )
     rows = [
