@@ -15,12 +15,18 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, time
-from typing import Any
+from typing import Any, Protocol, TypeVar
 from zoneinfo import ZoneInfo
 
-from orchestrator.core.markers import InvalidMarker, Marker, MarkerKind
+from orchestrator.core.markers import InvalidMarker, Marker
+from orchestrator.memory.conversation.marker_entries import (
+    Rejected,
+    Saved,
+    StoredMarker,
+    UnreadableMarker,
+)
 from orchestrator.memory.conversation.meta import MarkerMeta
 from orchestrator.memory.gate.rules import GateConfig, check
 from orchestrator.memory.personal import PersonalLog
@@ -38,8 +44,6 @@ __all__ = [
     "MAX_META_BYTES",
     "MemoryWriter",
     "Origin",
-    "Rejected",
-    "Saved",
     "WriteReport",
     "WriteResult",
     "marker_meta",
@@ -52,8 +56,6 @@ MAX_ENTRIES = 20
 """At most this many entries of each list a reply keeps about its markers."""
 MAX_META_BYTES = 16 * 1024
 """At most this many bytes of JSON for all of those lists together."""
-# The order in which the lists get the room: what happened first, the payloads last.
-_LISTS = ("saved", "rejected", "invalid_markers", "markers")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,51 +67,6 @@ class Origin:
     reply_id: str
     trigger_id: str
     now: datetime
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Saved:
-    """A marker stored: a session memory ``added``, ``superseded`` (a new entry in place of
-    an old one) or ``reinforced`` (an equal entry confirmed: ``id`` is that entry's), or a
-    personal log line ``appended`` to ``file``."""
-
-    kind: MarkerKind
-    action: str
-    type: str
-    id: int | None = None
-    file: str | None = None
-
-    @property
-    def reinforced(self) -> bool:
-        """It confirmed an entry already stored rather than adding one."""
-        return self.action == "reinforced"
-
-    def as_json(self) -> dict[str, Any]:
-        """The stored form (a reply's ``memory.saved`` entry)."""
-        where = {"id": self.id} if self.kind == "memory" else {"file": self.file}
-        return {"kind": self.kind, "action": self.action, **where, "type": self.type}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Rejected:
-    """A marker refused, and why; never its content (it may be a secret, or megabytes), only
-    its text's length and :func:`orchestrator.core.markers.fingerprint`."""
-
-    kind: MarkerKind
-    reason: str
-    detail: str
-    length: int = 0
-    sha256: str = ""
-
-    def as_json(self) -> dict[str, Any]:
-        """The stored form (a reply's ``memory.rejected`` entry)."""
-        return {
-            "kind": self.kind,
-            "reason": self.reason,
-            "detail": self.detail,
-            "length": self.length,
-            "sha256": self.sha256,
-        }
 
 
 WriteResult = Saved | Rejected
@@ -141,45 +98,59 @@ def marker_meta(invalid: Sequence[InvalidMarker], report: WriteReport | None) ->
         length and ``sha256``, the hash's first 12 hex digits), with a report its ``saved`` and
         ``rejected`` entries, and ``truncated`` (entries left out, per list).
     """
-    lists: dict[str, list[dict[str, Any]]] = {
-        "saved": [s.as_json() for s in report.saved] if report else [],
-        "rejected": [r.as_json() for r in report.rejected] if report else [],
-        "invalid_markers": [
-            {"kind": m.kind, "reason": m.reason, "length": m.length, "sha256": m.digest}
+    room = _Room()
+    # The lists get the room in this order: what happened first, the payloads last.
+    saved = room.fit("saved", report.saved if report is not None else ())
+    rejected = room.fit("rejected", report.rejected if report is not None else ())
+    unreadable = room.fit(
+        "invalid_markers",
+        [
+            UnreadableMarker(kind=m.kind, reason=m.reason, length=m.length, sha256=m.digest)
             for m in invalid
         ],
-        "markers": [{"kind": m.kind, "payload": m.payload} for m in report.stored]
-        if report
+    )
+    stored = room.fit(
+        "markers",
+        [StoredMarker(kind=m.kind, payload=m.payload) for m in report.stored]
+        if report is not None
         else [],
-    }
-    kept, truncated = _bounded(lists)
+    )
     return MarkerMeta(
-        markers=tuple(kept["markers"]),
-        invalid_markers=tuple(kept["invalid_markers"]),
-        saved=tuple(kept["saved"]) if report is not None else None,
-        rejected=tuple(kept["rejected"]),
-        truncated=truncated,
+        markers=stored,
+        invalid_markers=unreadable,
+        saved=saved if report is not None else None,
+        rejected=rejected,
+        truncated=room.truncated,
     )
 
 
-def _bounded(
-    lists: dict[str, list[dict[str, Any]]],
-) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int]]:
-    """Keep the lists' first entries while they fit; count the rest per list."""
-    room = MAX_META_BYTES
-    kept: dict[str, list[dict[str, Any]]] = {}
-    truncated: dict[str, int] = {}
-    for name in _LISTS:
-        kept[name] = []
-        for entry in lists[name]:
-            size = len(json.dumps(entry, ensure_ascii=False).encode("utf-8")) + 2
-            if len(kept[name]) >= MAX_ENTRIES or size > room:
+class _Stored(Protocol):
+    def as_json(self) -> dict[str, Any]: ...
+
+
+_E = TypeVar("_E", bound=_Stored)
+
+
+@dataclass(slots=True)
+class _Room:
+    """The bytes of :data:`MAX_META_BYTES` not taken yet, and the entries each list left out
+    (in the order the lists were fitted)."""
+
+    left: int = MAX_META_BYTES
+    truncated: dict[str, int] = field(default_factory=dict)
+
+    def fit(self, name: str, entries: Sequence[_E]) -> tuple[_E, ...]:
+        """Keep the list's first entries while they fit; count the rest."""
+        kept: list[_E] = []
+        for entry in entries:
+            size = len(json.dumps(entry.as_json(), ensure_ascii=False).encode("utf-8")) + 2
+            if len(kept) >= MAX_ENTRIES or size > self.left:
                 break
-            kept[name].append(entry)
-            room -= size
-        if len(kept[name]) < len(lists[name]):
-            truncated[name] = len(lists[name]) - len(kept[name])
-    return kept, truncated
+            kept.append(entry)
+            self.left -= size
+        if len(kept) < len(entries):
+            self.truncated[name] = len(entries) - len(kept)
+        return tuple(kept)
 
 
 class MemoryWriter:

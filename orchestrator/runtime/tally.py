@@ -88,7 +88,7 @@ def _memory_writes(markers: MarkerMeta | None) -> tuple[int, int, int]:
     if markers is None:
         return 0, 0, 0
     amounts = markers.amounts()
-    reinforced = sum(1 for s in markers.saved or () if s.get("action") == "reinforced")
+    reinforced = sum(1 for s in markers.saved or () if s.reinforced)
     return amounts["memory_saved"] - reinforced, reinforced, amounts["memory_rejected"]
 
 

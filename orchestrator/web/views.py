@@ -22,6 +22,7 @@ from orchestrator.core.context.report import ContextReport
 from orchestrator.core.models import AgentSpec, MessageKind, find_agent
 from orchestrator.core.routing import route
 from orchestrator.core.wire import Outbound
+from orchestrator.memory.conversation.marker_entries import StoredMarker
 from orchestrator.memory.conversation.meta import MarkerMeta, ReplyMeta
 from orchestrator.memory.conversation.store import StoredMessage
 from orchestrator.web.render import markdown_html
@@ -223,22 +224,21 @@ def memory(markers: MarkerMeta | None) -> tuple[dict[str, Any], ...]:
     contents = [_content(m) for m in markers.markers]
     entries: list[dict[str, Any]] = []
     for index, saved in enumerate(markers.saved or ()):
-        action = saved.get("action")
         entries.append(
             {
-                "outcome": "reinforced" if action == "reinforced" else "saved",
-                "type": str(saved.get("type", saved.get("kind", ""))),
+                "outcome": "reinforced" if saved.reinforced else "saved",
+                # A row written without the entry's type shows its kind.
+                "type": saved.type or saved.kind or "",
                 "text": contents[index] if index < len(contents) else "",
                 "reason": None,
             }
         )
     for rejected in markers.rejected:
-        detail = rejected.get("detail")
-        reason = str(rejected.get("reason", ""))
+        detail, reason = rejected.detail, rejected.reason
         entries.append(
             {
                 "outcome": "rejected",
-                "type": str(rejected.get("type", rejected.get("kind", ""))),
+                "type": rejected.kind or "",
                 "text": "",  # never kept: what was refused may be a secret
                 "reason": f"{reason}: {detail}" if detail else reason,
             }
@@ -246,9 +246,8 @@ def memory(markers: MarkerMeta | None) -> tuple[dict[str, Any], ...]:
     return tuple(entries)
 
 
-def _content(marker: Mapping[str, Any]) -> str:
-    payload = marker.get("payload")
-    content = payload.get("content") if isinstance(payload, dict) else None
+def _content(marker: StoredMarker) -> str:
+    content = marker.payload.get("content")
     return content if isinstance(content, str) else ""
 
 

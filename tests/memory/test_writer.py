@@ -7,12 +7,18 @@ import json
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
+from sqlalchemy import text
+
 from orchestrator.core.markers import parse_markers
+from orchestrator.core.models import ChatMessage, MessageKind
+from orchestrator.memory.conversation.marker_entries import Rejected, Saved
+from orchestrator.memory.conversation.meta import ReplyMeta
+from orchestrator.memory.conversation.store import HistoryStore, NewReply
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.gate.rules import GateConfig
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.session.store import SessionMemory
-from orchestrator.memory.writer import MemoryWriter, Origin, Rejected, Saved, marker_meta
+from orchestrator.memory.writer import MemoryWriter, Origin, marker_meta
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 REPLY = (
@@ -61,3 +67,105 @@ def test_markers_become_typed_results_stored_as_before(tmp_path):
     assert (report.saved[2].file, report.rejected[0].reason) == ("2026-03-01.md", "low_confidence")
     stored = marker_meta(parsed.invalid, report).as_json()
     assert json.dumps(stored["memory"]) == json.dumps(GOLDEN_MEMORY)
+
+
+# A reply's stored meta, byte for byte: what the untyped writer stored (a real run) ----------
+
+NOTE = '<!--SAVE_TO_PERSONAL:{"content": "note ' + "z" * 1900 + '"}-->'
+MANY = " ".join(
+    [NOTE] * 9
+    + ['<!--SAVE_MEMORY:{"type": "fact", "content": "The API lives on port 8080"}-->'] * 12
+    + ['<!--SAVE_MEMORY:{"type": "fact", "content": "perhaps", "confidence": 0.1}-->'] * 21
+    + ["<!--SAVE_MEMORY:{nope}-->"] * 21
+)
+SAVED_JWT = (
+    '{"kind": "memory", "payload": {"type": "decision", '
+    '"content": "We use JWT \\u2014 sign\\u00e9s, na\\u00efvely", "confidence": 0.9}}'
+)
+GOLDEN_REPLY = (
+    '{"agent": "dev", "trigger": "1-0", "markers": ['
+    + SAVED_JWT
+    + ", "
+    + SAVED_JWT
+    + ', {"kind": "personal", "payload": {"content": "Ask for the load first", "type": "lesson"}}'
+    '], "invalid_markers": [{"kind": "memory", '
+    '"reason": "not JSON: Expecting property name enclosed in double quotes", '
+    '"length": 29, "sha256": "e2a306856400"}, {"kind": "personal", '
+    '"reason": "unterminated (no \'-->\'); not JSON: Unterminated string starting at", '
+    '"length": 37, "sha256": "8eb0d4401ee8"}], "memory": {"saved": ['
+    '{"kind": "memory", "action": "added", "id": 1, "type": "decision"}, '
+    '{"kind": "memory", "action": "reinforced", "id": 1, "type": "decision"}, '
+    '{"kind": "personal", "action": "appended", "file": "2026-03-01.md", "type": "lesson"}], '
+    '"rejected": [{"kind": "memory", "reason": "low_confidence", '
+    '"detail": "confidence 0.1 is below 0.7", "length": 78, "sha256": "05eefd86c9ef"}]}}'
+)
+NOTE_KEPT = '{"kind": "personal", "payload": {"content": "note ' + "z" * 1900 + '"}}'
+BROKEN_KEPT = (
+    '{"kind": "memory", "reason": "not JSON: Expecting property name enclosed in double '
+    'quotes", "length": 25, "sha256": "c2cbd0eb8817"}'
+)
+APPENDED = '{"kind": "personal", "action": "appended", "file": "2026-03-01.md", "type": "note"}'
+FACT = '{"kind": "memory", "action": "%s", "id": 2, "type": "fact"}'
+LOW = (
+    '{"kind": "memory", "reason": "low_confidence", "detail": "confidence 0.1 is below 0.7", '
+    '"length": 76, "sha256": "c2eab61d8dd8"}'
+)
+GOLDEN_MANY = (
+    '{"agent": "dev", "trigger": "1-0", "markers": ['
+    + ", ".join([NOTE_KEPT] * 4)
+    + '], "invalid_markers": ['
+    + ", ".join([BROKEN_KEPT] * 20)
+    + '], "memory": {"saved": ['
+    + ", ".join([APPENDED] * 9 + [FACT % "added"] + [FACT % "reinforced"] * 10)
+    + '], "rejected": ['
+    + ", ".join([LOW] * 20)
+    + ']}, "truncated": {"saved": 1, "rejected": 1, "invalid_markers": 1, "markers": 17}}'
+)
+
+
+def test_reply_meta_is_stored_byte_for_byte_as_before(tmp_path):
+    """Saved (added, reinforced, appended), rejected and unreadable markers, and a reply
+    whose lists were cut to size, stored through the real writer and history store: the
+    row's JSON text is what it has always been."""
+    jwt = '{"type": "decision", "content": "We use JWT — signés, naïvely", "confidence": 0.9}'
+    reply = (
+        f"ok <!--SAVE_MEMORY:{jwt}--><!--SAVE_MEMORY:{jwt}-->"
+        '<!--SAVE_TO_PERSONAL:{"content": "Ask for the load first", "type": "lesson"}-->'
+        '<!--SAVE_MEMORY:{"type": "decision", "content": "maybe", "confidence": 0.1}-->'
+        '<!--SAVE_MEMORY:{not json}--> <!--SAVE_TO_PERSONAL:{"content": "cut'
+    )
+    engine = make_engine(f"sqlite:///{tmp_path / 'arena.db'}")
+    try:
+        writer = MemoryWriter(
+            SessionMemory(engine),
+            PersonalLog(tmp_path / "ws", ZoneInfo("UTC")),
+            GateConfig(),
+            ZoneInfo("UTC"),
+        )
+        rows = []
+        for hop, text_ in enumerate((reply, MANY), start=1):
+            parsed = parse_markers(text_)
+            reply_id = f"1-0:{hop}:dev"
+            origin = Origin(agent="dev", group="g", reply_id=reply_id, trigger_id="1-0", now=NOW)
+            report = writer.apply(parsed.markers, origin)
+            meta = ReplyMeta(
+                agent="dev", trigger="1-0", markers=marker_meta(parsed.invalid, report)
+            )
+            message = ChatMessage(
+                id=reply_id,
+                group="g",
+                sender="dev",
+                kind=MessageKind.AGENT,
+                text=parsed.visible,
+                created_at=NOW,
+                in_reply_to="1-0",
+                hop=hop,
+            )
+            rows.append(NewReply(message=message, meta=meta.as_json()))
+        with engine.begin() as conn:
+            HistoryStore(engine).record_in(conn, rows)
+        with engine.connect() as conn:
+            stored = conn.execute(text("SELECT meta FROM messages ORDER BY seq")).scalars().all()
+    finally:
+        engine.dispose()
+    assert stored == [GOLDEN_REPLY, GOLDEN_MANY]

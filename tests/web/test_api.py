@@ -24,12 +24,14 @@ from orchestrator.core.context.report import ContextReport
 from orchestrator.core.models import MessageKind, RouteDecision, RouteReason, Usage
 from orchestrator.core.wire import deadletter_stream, inbox_stream, validate_post
 from orchestrator.errors import ValidationError
+from orchestrator.memory.conversation.marker_entries import Rejected, Saved, StoredMarker
 from orchestrator.memory.conversation.meta import MarkerMeta, ReplyMeta, TurnMeta
 from orchestrator.memory.conversation.store import Closing, HistoryStore, NewReply
 from orchestrator.memory.db import make_engine
 from orchestrator.settings import Settings
 from orchestrator.web.rooms import Rooms
 from tests.core.test_context_report import OLD_REPORT, RECALL
+from tests.runtime.test_pipeline_meta import OLD_MARKERS
 from tests.web_helpers import chat_message, console_server, console_settings, own_redis, store
 
 HOSTILE = "<img src=x onerror=alert(1)> and <script>alert(2)</script>"
@@ -107,14 +109,18 @@ def _seed_chain(engine: Engine, group: str) -> dict[str, str]:
         ),
         markers=MarkerMeta(
             markers=(
-                {"kind": "memory", "payload": {"type": "decision", "content": "we play chess"}},
-                {"kind": "memory", "payload": {"type": "fact", "content": "alex likes games"}},
+                StoredMarker(
+                    kind="memory", payload={"type": "decision", "content": "we play chess"}
+                ),
+                StoredMarker(
+                    kind="memory", payload={"type": "fact", "content": "alex likes games"}
+                ),
             ),
             saved=(
-                {"kind": "memory", "action": "added", "id": 1, "type": "decision"},
-                {"kind": "memory", "action": "reinforced", "id": 2, "type": "fact"},
+                Saved(kind="memory", action="added", id=1, type="decision"),
+                Saved(kind="memory", action="reinforced", id=2, type="fact"),
             ),
-            rejected=({"kind": "memory", "reason": "secret", "detail": "an API key"},),
+            rejected=(Rejected(kind="memory", reason="secret", detail="an API key"),),
         ),
     )
     rows = [
@@ -189,6 +195,28 @@ def test_room_shows_why_memory_usage_and_context(api: httpx.Client, served: Serv
     assert notice["kind"] == "notice"
     assert notice["notice"] == "hop_limit"
     assert notice["agent"] is None
+
+
+def test_room_shows_old_marker_entries_as_before(api: httpx.Client, served: Served, group: str):
+    """A reply stored with old or hand-made marker entries shows the same memory lines:
+    what is missing reads as empty, what is not an entry is skipped."""
+    human = chat_message(group, f"{group}-1", "alex", "@ping hello")
+    reply = chat_message(
+        group, f"{group}-1:1:ping", "ping", "noted", kind=MessageKind.AGENT, in_reply_to=human.id
+    )
+    meta = {"agent": "ping", "trigger": human.id, **OLD_MARKERS}
+    store(served.engine, [NewReply(message=human), NewReply(message=reply, meta=meta)])
+    page = api.get(f"/api/groups/{group}/messages")
+    assert page.status_code == 200, page.text
+    assert _by_id(page.json())[reply.id]["memory"] == [
+        {"outcome": "saved", "type": "decision", "text": "we play chess", "reason": None},
+        {"outcome": "reinforced", "type": "fact", "text": "alex likes games", "reason": None},
+        {"outcome": "saved", "type": "personal", "text": "", "reason": None},
+        {"outcome": "saved", "type": "", "text": "", "reason": None},
+        {"outcome": "rejected", "type": "memory", "text": "", "reason": "secret: an API key"},
+        {"outcome": "rejected", "type": "", "text": "", "reason": "duplicate"},
+        {"outcome": "rejected", "type": "personal", "text": "", "reason": "schema"},
+    ]
 
 
 def test_hostile_text_is_escaped_in_html(api: httpx.Client, served: Served, group: str):

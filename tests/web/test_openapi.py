@@ -25,6 +25,7 @@ from orchestrator import web
 from orchestrator.core.context.report import ContextReport, RecalledSnippet, RecallReport
 from orchestrator.core.models import MessageKind, RouteDecision, RouteReason, Usage
 from orchestrator.core.wire import deadletter_stream, spend_key
+from orchestrator.memory.conversation.marker_entries import Rejected, Saved, StoredMarker
 from orchestrator.memory.conversation.meta import (
     MarkerMeta,
     ReplyMeta,
@@ -89,9 +90,11 @@ def _seed_room(engine: Engine, group: str) -> str:
             usage=usage,
         ),
         markers=MarkerMeta(
-            markers=({"kind": "memory", "payload": {"type": "decision", "content": "chess"}},),
-            saved=({"kind": "memory", "action": "added", "id": 1, "type": "decision"},),
-            rejected=({"kind": "memory", "reason": "secret", "detail": "an API key"},),
+            markers=(
+                StoredMarker(kind="memory", payload={"type": "decision", "content": "chess"}),
+            ),
+            saved=(Saved(kind="memory", action="added", id=1, type="decision"),),
+            rejected=(Rejected(kind="memory", reason="secret", detail="an API key"),),
         ),
         tools=ToolsMeta(
             calls=(

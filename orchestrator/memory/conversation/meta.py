@@ -8,16 +8,22 @@ one, leniently (rows written by older versions or by an import lack most fields)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from orchestrator.core.context.report import ContextReport, RecallReport
 from orchestrator.core.models import Usage
+from orchestrator.memory.conversation.marker_entries import (
+    Rejected,
+    Saved,
+    StoredMarker,
+    UnreadableMarker,
+)
 
 __all__ = ["MarkerMeta", "ReplyError", "ReplyMeta", "ToolCallMeta", "ToolsMeta", "TurnMeta"]
 
-Entry = Mapping[str, Any]
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,38 +108,40 @@ class ToolsMeta:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MarkerMeta:
     """What a reply keeps of its markers (``memory.writer.marker_meta`` bounds it): the stored
-    markers (``kind``, ``payload``), the unreadable ones, what memory saved and rejected (None:
+    markers with their payloads, the unreadable ones, what memory saved and rejected (None:
     nothing was written) and how many entries per list were left out."""
 
-    markers: tuple[Entry, ...] = ()
-    invalid_markers: tuple[Entry, ...] = ()
-    saved: tuple[Entry, ...] | None = None
-    rejected: tuple[Entry, ...] = ()
+    markers: tuple[StoredMarker, ...] = ()
+    invalid_markers: tuple[UnreadableMarker, ...] = ()
+    saved: tuple[Saved, ...] | None = None
+    rejected: tuple[Rejected, ...] = ()
     truncated: Mapping[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> MarkerMeta:
-        """Read the marker part of a stored meta."""
+        """Read the marker part of a stored meta (entries that are not objects are skipped)."""
         memory = data.get("memory")
         truncated = data.get("truncated")
         return cls(
-            markers=_entries(data.get("markers")),
-            invalid_markers=_entries(data.get("invalid_markers")),
-            saved=_entries(memory.get("saved")) if isinstance(memory, dict) else None,
-            rejected=_entries(memory.get("rejected")) if isinstance(memory, dict) else (),
+            markers=_each(StoredMarker.from_json, data.get("markers")),
+            invalid_markers=_each(UnreadableMarker.from_json, data.get("invalid_markers")),
+            saved=_each(Saved.from_json, memory.get("saved")) if isinstance(memory, dict) else None,
+            rejected=_each(Rejected.from_json, memory.get("rejected"))
+            if isinstance(memory, dict)
+            else (),
             truncated=dict(truncated) if isinstance(truncated, dict) else {},
         )
 
     def as_json(self) -> dict[str, Any]:
         """The stored form."""
         data: dict[str, Any] = {
-            "markers": [dict(m) for m in self.markers],
-            "invalid_markers": [dict(m) for m in self.invalid_markers],
+            "markers": [m.as_json() for m in self.markers],
+            "invalid_markers": [m.as_json() for m in self.invalid_markers],
         }
         if self.saved is not None:
             data["memory"] = {
-                "saved": [dict(s) for s in self.saved],
-                "rejected": [dict(r) for r in self.rejected],
+                "saved": [s.as_json() for s in self.saved],
+                "rejected": [r.as_json() for r in self.rejected],
             }
         if self.truncated:
             data["truncated"] = dict(self.truncated)
@@ -191,7 +199,7 @@ class ReplyMeta:
     def saved_types(self) -> list[str]:
         """The type of each memory entry the reply saved."""
         saved = self.markers.saved if self.markers is not None else None
-        return [str(s.get("type", "")) for s in saved or ()]
+        return [s.type for s in saved or ()]
 
     def failure(self) -> str | None:
         """``agent: problem`` when the agent could not answer."""
@@ -203,9 +211,9 @@ class ReplyMeta:
         """The (type, content) of each stored marker that carries text content."""
         notes = []
         for marker in self.markers.markers if self.markers is not None else ():
-            payload = marker.get("payload")
-            if isinstance(payload, dict) and isinstance(payload.get("content"), str):
-                notes.append((str(payload.get("type", "")).lower(), payload["content"]))
+            payload = marker.payload
+            if isinstance(content := payload.get("content"), str):
+                notes.append((str(payload.get("type", "")).lower(), content))
         return tuple(notes)
 
     def as_json(self) -> dict[str, Any]:
@@ -255,10 +263,15 @@ def _text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def _entries(value: Any) -> tuple[Entry, ...]:
+def _entries(value: Any) -> tuple[Mapping[str, Any], ...]:
     if not isinstance(value, Sequence) or isinstance(value, str):
         return ()
     return tuple(v for v in value if isinstance(v, dict))
+
+
+def _each(read: Callable[[Mapping[str, Any]], _T], value: Any) -> tuple[_T, ...]:
+    """Read each stored entry of a list (those that are not objects are skipped)."""
+    return tuple(read(entry) for entry in _entries(value))
 
 
 def _error(data: Mapping[str, Any]) -> ReplyError:
