@@ -41,13 +41,13 @@ import logging
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 from pydantic import ValidationError as PydanticValidationError
 
 from orchestrator.core.agent_file import read_document
-from orchestrator.core.models import AGENT_ID_RE, AgentSpec, RoutingRule
+from orchestrator.core.models import AGENT_ID_RE, PROFILES, AgentSpec, CodeSpec, RoutingRule
 from orchestrator.core.tools import TOOL_NAMES, ToolName
 from orchestrator.core.validation import agent_handle
 from orchestrator.errors import AgentDefinitionError, ValidationError
@@ -121,6 +121,17 @@ class _CapsModel(_Model):
     usd_per_day: float | None = Field(default=None, gt=0, le=MAX_USD_PER_DAY, allow_inf_nan=False)
 
 
+class _CodeModel(_Model):  # ``code:``; see orchestrator.core.coding
+    acts: Literal["always", "rules"] | None = None
+    rules: list[_RuleModel] = []
+    profile: Literal["reader", "editor", "tester"] = "reader"
+    tools: list[_Line] | None = None
+    permission_mode: Literal["dontAsk", "acceptEdits", "plan", "default"] = "dontAsk"
+    max_turns: int = Field(default=30, ge=1, le=500)
+    inactivity_s: float = Field(default=300.0, gt=0, le=86_400, allow_inf_nan=False)
+    wall_s: float = Field(default=1800.0, gt=0, le=86_400, allow_inf_nan=False)
+
+
 class _AgentModel(_Model):
     id: Annotated[str, AfterValidator(agent_handle)]
     name: Annotated[_Line, AfterValidator(agent_handle)]
@@ -137,6 +148,8 @@ class _AgentModel(_Model):
     recall: _RecallModel = _RecallModel()
     caps: _CapsModel = _CapsModel()
     tools: list[ToolName] = list(TOOL_NAMES)  # type: ignore[arg-type]
+    runtime: Literal["messages", "claude-code"] = "messages"
+    code: _CodeModel | None = None
 
 
 def load_agents(folder: Path) -> tuple[AgentSpec, ...]:
@@ -203,7 +216,32 @@ def _load_file(path: Path) -> AgentSpec:
         recall=model.recall.model_dump(exclude_none=True),
         caps=model.caps.model_dump(exclude_none=True),
         tools=tuple(dict.fromkeys(model.tools)),
+        runtime=model.runtime,
+        code=_code(where, model),
     )
+
+
+def _code(where: str, model: _AgentModel) -> CodeSpec | None:
+    """The agent's ``code:`` with defaults (acts "always" when it has no rules)."""
+    code = model.code
+    if model.runtime != "claude-code":
+        if code is not None:
+            raise AgentDefinitionError(where, "code", "is only read with runtime: claude-code")
+        return None
+    code = code or _CodeModel()
+    _check_rule_names(where, code.rules, "code.rules")
+    rules = tuple(
+        _build_rule(where, i, rule, model.id, "code.rules") for i, rule in enumerate(code.rules)
+    )
+    if any(rule.agents != (model.id,) for rule in rules):
+        raise AgentDefinitionError(where, "code.rules", "a run is the agent's own: no agents")
+    tools = tuple(dict.fromkeys(code.tools)) if code.tools is not None else PROFILES[code.profile]
+    values = code.model_dump(exclude={"acts", "rules", "tools"})
+    try:
+        acts = code.acts or ("rules" if rules else "always")
+        return CodeSpec(acts=acts, rules=rules, tools=tools, **values)
+    except ValueError as exc:
+        raise AgentDefinitionError(where, "code", str(exc)) from None
 
 
 def _validate(where: str, document: dict[object, object]) -> _AgentModel:
@@ -219,19 +257,23 @@ def _validate(where: str, document: dict[object, object]) -> _AgentModel:
         raise AgentDefinitionError(where, _field_path(loc), problem) from None
 
 
-def _check_rule_names(where: str, rules: Sequence[_RuleModel]) -> None:
+def _check_rule_names(
+    where: str, rules: Sequence[_RuleModel], field: str = "routing.rules"
+) -> None:
     names: dict[str, int] = {}
     for index, rule in enumerate(rules):
         if rule.name is not None and names.setdefault(rule.name, index) != index:
             raise AgentDefinitionError(
                 where,
-                f"routing.rules[{index}].name",
-                f"{rule.name!r} is already the name of routing.rules[{names[rule.name]}]",
+                f"{field}[{index}].name",
+                f"{rule.name!r} is already the name of {field}[{names[rule.name]}]",
             )
 
 
-def _build_rule(where: str, index: int, rule: _RuleModel, owner: str) -> RoutingRule:
-    field = f"routing.rules[{index}]"
+def _build_rule(
+    where: str, index: int, rule: _RuleModel, owner: str, prefix: str = "routing.rules"
+) -> RoutingRule:
+    field = f"{prefix}[{index}]"
     for position, pattern in enumerate(rule.patterns):
         try:
             re.compile(pattern, re.IGNORECASE)

@@ -19,9 +19,15 @@ from orchestrator.errors import ValidationError
 __all__ = [
     "AGENT_ID_RE",
     "GROUP_ID_RE",
+    "NEVER_TOOLS",
+    "PERMISSION_MODES",
+    "PROFILES",
+    "RUNTIMES",
     "SENDER_RE",
+    "WEB_TOOLS",
     "AgentSpec",
     "ChatMessage",
+    "CodeSpec",
     "Completion",
     "LLMRequest",
     "MessageKind",
@@ -116,6 +122,55 @@ class RoutingRule:
             raise ValueError("min_length is greater than max_length")
 
 
+# Agents that act (``runtime: claude-code``): see orchestrator.core.coding.
+RUNTIMES = ("messages", "claude-code")
+PROFILES: Mapping[str, tuple[str, ...]] = {
+    "reader": ("Read", "Glob", "Grep"),
+    "editor": ("Read", "Glob", "Grep", "Write", "Edit", "Bash"),
+    "tester": ("Read", "Glob", "Grep", "Bash"),
+}
+PERMISSION_MODES = ("dontAsk", "acceptEdits", "plan", "default")
+WEB_TOOLS = ("WebFetch", "WebSearch")
+NEVER_TOOLS = ("AskUserQuestion",)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CodeSpec:
+    """What an agent's Claude Code runs may do: its YAML's ``code:``, defaults filled in (see
+    :mod:`orchestrator.core.coding`)."""
+
+    acts: str = "rules"
+    rules: tuple[RoutingRule, ...] = ()
+    profile: str = "reader"
+    tools: tuple[str, ...] = PROFILES["reader"]
+    permission_mode: str = "dontAsk"
+    max_turns: int = 30
+    inactivity_s: float = 300.0
+    wall_s: float = 1800.0
+
+    def __post_init__(self) -> None:
+        if self.acts not in ("always", "rules"):
+            raise ValueError(f"acts must be always or rules, not {self.acts!r}")
+        if self.profile not in PROFILES:
+            raise ValueError(f"profile must be one of {', '.join(PROFILES)}")
+        if self.permission_mode not in PERMISSION_MODES:
+            raise ValueError(f"permission_mode must be one of {', '.join(PERMISSION_MODES)}")
+        if set(self.tools) & set(NEVER_TOOLS):
+            raise ValueError("AskUserQuestion is never given: nobody answers a terminal prompt")
+        if self.max_turns < 1 or self.inactivity_s <= 0 or self.wall_s <= 0:
+            raise ValueError("max_turns, inactivity_s and wall_s must be positive")
+
+    @property
+    def refused_tools(self) -> tuple[str, ...]:
+        """The tools a run is refused outright: the web tools not listed, and the prompts."""
+        return tuple(t for t in WEB_TOOLS if t not in self.tools) + NEVER_TOOLS
+
+    @property
+    def edits(self) -> bool:
+        """Whether a run may change files (its changes are then committed)."""
+        return bool({"Write", "Edit", "MultiEdit", "NotebookEdit", "Bash"} & set(self.tools))
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AgentSpec:
     """A role agent: who it is, which model it uses and what it answers."""
@@ -137,8 +192,13 @@ class AgentSpec:
     caps: Mapping[str, float | int] = field(default_factory=dict)
     # The memory tools this agent may call (core.tools.TOOL_NAMES); empty: none.
     tools: tuple[str, ...] = ("memory_search", "memory_get", "memory_store", "memory_forget")
+    # How it answers: the Messages API, or Claude Code runs on the project (then ``code``).
+    runtime: str = "messages"
+    code: CodeSpec | None = None
 
     def __post_init__(self) -> None:
+        if (self.runtime == "claude-code") != (self.code is not None):
+            raise ValueError("code is given exactly when runtime is claude-code")
         if not AGENT_ID_RE.match(self.id):
             raise ValueError(f"invalid agent id {self.id!r}")
         if self.max_concurrency < 1:

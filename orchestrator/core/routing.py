@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from orchestrator.core.models import AgentSpec, RouteDecision, RouteReason, RoutingRule
 
-__all__ = ["Router", "find_mentions", "handoff_targets", "route"]
+__all__ = ["Router", "RuleSet", "find_mentions", "handoff_targets", "route"]
 
 logger = logging.getLogger(__name__)
 
@@ -192,6 +192,32 @@ class _CompiledRule:
             keywords_hit=hits,
             detail=detail,
         )
+
+
+class RuleSet:
+    """A few rules compiled once, outside the router: which of them (if any) a text matches.
+
+    An agent's ``code.rules`` say when its turn becomes a run on the project; they are written
+    in the routing rules' format and match as routing rules do (highest priority first, ties
+    in the order given). Rules without a name are called ``<prefix>#<index>``.
+    """
+
+    def __init__(self, rules: Sequence[RoutingRule], prefix: str) -> None:
+        compiled = [
+            _CompiledRule.build(rule.name or f"{prefix}#{index}", rule, rule.agents)
+            for index, rule in enumerate(rules)
+        ]
+        self._rules = tuple(sorted(compiled, key=lambda r: -r.rule.priority))
+
+    def first(self, text: str) -> RouteDecision | None:
+        """The decision of the best rule ``text`` matches (None: no rule matches)."""
+        if not self._rules:
+            return None
+        message = _Message.of(text)
+        for rule in self._rules:
+            if rule.matches(message):
+                return rule.decide(message)
+        return None
 
 
 class Router:

@@ -1,0 +1,341 @@
+"""One Claude Code run through the Claude Agent SDK: the coding CLI on the project, its steps
+as they happen, and how it ended.
+
+The CLI's working directory is the agent's personal workspace; the run's checkout of the shared
+project is added to it (``--add-dir``). It runs under :mod:`orchestrator.adapters.process_group`,
+so ending it ends everything it started, and sees only the environment built here: the model's
+key and base URL, its own configuration folder (``CLAUDE_CONFIG_DIR``, also its ``HOME``) and
+switches that keep it offline and quiet, never the arena's own settings. No settings file is
+read (``setting_sources=[]``): what the agent knows comes in the arena's context, appended to
+Claude Code's system prompt, and Claude Code's automatic memory is off
+(``CLAUDE_CODE_DISABLE_AUTO_MEMORY=1``): the arena's memory is the only one.
+
+A run ends ``done``, or ``failed`` (the CLI said so, or it was denied a tool even if it then
+succeeded), ``cancelled``, ``stalled`` (no event for ``code.inactivity_s``), ``timed_out``
+(past ``code.wall_s``) or ``crashed`` (the CLI died or wrote what is not its protocol). The
+tokens are summed from the model calls as they stream in, so a run stopped half-way is still
+charged for what it used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shlex
+import shutil
+import signal
+import sys
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import claude_agent_sdk as sdk
+
+from orchestrator.adapters.process_group import PIDFILE_ENV
+from orchestrator.core.coding import describe_tool
+from orchestrator.core.models import CodeSpec, Usage
+from orchestrator.errors import ServiceError
+from orchestrator.files import write_atomic
+
+__all__ = ["ClaudeCode", "RunOutcome", "RunRequest", "RunStatus", "RunStep", "bundled_cli"]
+
+logger = logging.getLogger(__name__)
+
+RunStatus = Literal["done", "failed", "cancelled", "stalled", "timed_out", "crashed"]
+# What the CLI is given of the environment (see the module docstring).
+_ENV_NAMES = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "CLAUDE_CONFIG_DIR",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "DISABLE_TELEMETRY",
+    "DISABLE_AUTOUPDATER",
+    "DISABLE_ERROR_REPORTING",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+    "CLAUDE_CODE_DISABLE_AUTO_MEMORY",
+)
+_MAX_LINE_BYTES = 16 * 1024 * 1024  # a tool's result may be large; never asyncio's 64 KiB
+_STDERR_LINES = 20
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunRequest:
+    """What one run is given."""
+
+    prompt: str
+    system: str  # appended to Claude Code's own system prompt
+    workspace: Path  # the agent's personal workspace: the working directory
+    project: Path  # the run's checkout of the shared project: added to it
+    config_dir: Path  # the agent's own CLI configuration folder
+    model: str
+    code: CodeSpec
+    api_key: str
+    base_url: str | None = None
+    max_budget_usd: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStep:
+    """One thing a run did, as a line on its card: a tool called, its result, or text."""
+
+    n: int
+    kind: Literal["tool", "result", "text"]
+    line: str
+    tool: str | None = None
+    is_error: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunOutcome:
+    """How a run ended."""
+
+    status: RunStatus
+    text: str
+    turns: int
+    duration_ms: int
+    usage: Usage
+    cost_usd: float | None = None
+    denials: tuple[str, ...] = ()
+    problem: str | None = None
+    session_id: str | None = None
+
+
+OnStep = Callable[[RunStep], Awaitable[None]]
+
+
+def bundled_cli() -> Path | None:
+    """The ``claude`` executable the SDK ships with, else one on ``PATH``."""
+    bundled = Path(sdk.__file__).parent / "_bundled" / "claude"
+    if bundled.is_file():
+        return bundled
+    found = shutil.which("claude")
+    return Path(found) if found else None
+
+
+class ClaudeCode:
+    """Runs Claude Code; ``launcher_dir`` holds the script that starts it in its own group."""
+
+    def __init__(self, launcher_dir: Path, cli: Path | None = None) -> None:
+        found = cli or bundled_cli()
+        if found is None:
+            raise ServiceError(
+                "claude-code", "the claude CLI is not installed", "reinstall: make .venv"
+            )
+        self.cli = found
+        self.launcher = launcher_dir / "claude-in-group"
+        script = (
+            "#!/bin/sh\n"
+            f"exec {shlex.quote(sys.executable)} -m orchestrator.adapters.process_group "
+            f'--env={",".join(_ENV_NAMES)} {shlex.quote(str(found))} "$@"\n'
+        )
+        if not self.launcher.is_file() or self.launcher.read_text(encoding="utf-8") != script:
+            write_atomic(self.launcher, script)
+        self.launcher.chmod(0o700)
+
+    async def run(
+        self, request: RunRequest, on_step: OnStep, cancel: asyncio.Event | None = None
+    ) -> RunOutcome:
+        """Run the CLI on ``request`` until it ends, is cancelled or goes past a limit."""
+        pidfile = request.config_dir / "run.pid"
+        pidfile.unlink(missing_ok=True)
+        run = _Run(request, on_step)
+        stream = sdk.query(prompt=request.prompt, options=self._options(request, run, pidfile))
+        try:
+            run.status = await _follow(stream, run, request.code, cancel)
+        finally:
+            if run.status in ("cancelled", "stalled", "timed_out"):
+                _stop(pidfile)
+            closing = getattr(stream, "aclose", None)  # an async generator: close it now
+            if closing is not None:
+                with contextlib.suppress(Exception):
+                    await closing()
+        return run.outcome()
+
+    def _options(self, request: RunRequest, run: _Run, pidfile: Path) -> sdk.ClaudeAgentOptions:
+        code = request.code
+        request.config_dir.mkdir(parents=True, exist_ok=True)
+        env = {
+            "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(request.config_dir),
+            "LANG": "C.UTF-8",
+            "CLAUDE_CONFIG_DIR": str(request.config_dir),
+            "ANTHROPIC_API_KEY": request.api_key,
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1",
+            PIDFILE_ENV: str(pidfile),  # read by the launcher, not passed on
+        }
+        if request.base_url:
+            env["ANTHROPIC_BASE_URL"] = request.base_url
+        return sdk.ClaudeAgentOptions(
+            cwd=str(request.workspace),
+            add_dirs=[str(request.project)],
+            cli_path=str(self.launcher),
+            env=env,
+            model=request.model,
+            system_prompt={"type": "preset", "preset": "claude_code", "append": request.system},
+            tools=list(code.tools),
+            allowed_tools=list(code.tools),
+            disallowed_tools=list(code.refused_tools),
+            permission_mode=code.permission_mode,  # type: ignore[arg-type]
+            max_turns=code.max_turns,
+            max_budget_usd=request.max_budget_usd,
+            setting_sources=[],
+            max_buffer_size=_MAX_LINE_BYTES,
+            stderr=run.stderr.append,
+        )
+
+
+class _Run:
+    """What a run has shown so far."""
+
+    def __init__(self, request: RunRequest, on_step: OnStep) -> None:
+        self.request = request
+        self.on_step = on_step
+        self.started = time.monotonic()
+        self.status: RunStatus = "crashed"
+        self.steps = 0
+        self.tools: dict[str, str] = {}  # tool_use id -> tool name
+        self.usage: dict[str, Mapping[str, Any]] = {}  # per model call (message id)
+        self.result: sdk.ResultMessage | None = None
+        self.problem: str | None = None
+        self.stderr: deque[str] = deque(maxlen=_STDERR_LINES)
+
+    async def step(self, kind: Literal["tool", "result", "text"], line: str, **extra: Any) -> None:
+        self.steps += 1
+        await self.on_step(RunStep(n=self.steps, kind=kind, line=line, **extra))
+
+    async def take(self, message: sdk.Message) -> None:
+        root = str(self.request.project)
+        if isinstance(message, sdk.AssistantMessage):
+            if message.usage and message.message_id:
+                self.usage[message.message_id] = message.usage
+            for block in message.content:
+                if isinstance(block, sdk.ToolUseBlock):
+                    self.tools[block.id] = block.name
+                    await self.step("tool", describe_tool(block.name, block.input, root),
+                                    tool=block.name)  # fmt: skip
+                elif isinstance(block, sdk.TextBlock) and block.text.strip():
+                    await self.step("text", _first_line(block.text))
+        elif isinstance(message, sdk.UserMessage) and isinstance(message.content, list):
+            for block in message.content:
+                if isinstance(block, sdk.ToolResultBlock):
+                    error = bool(block.is_error)
+                    tool = self.tools.get(block.tool_use_id)
+                    line = ("error: " + _first_line(_text(block.content))) if error else "ok"
+                    await self.step("result", line, tool=tool, is_error=error)
+        elif isinstance(message, sdk.ResultMessage):
+            self.result = message
+
+    def outcome(self) -> RunOutcome:
+        result = self.result
+        denials = tuple(_denied(d) for d in (result.permission_denials or ())) if result else ()
+        status = self.status
+        if status == "done" and (result is None or result.is_error or denials):
+            status = "failed"
+        problem = self.problem
+        if problem is None and status == "failed" and result is not None:
+            problem = "; ".join(result.errors or ()) or (
+                f"denied {', '.join(denials)}" if denials else f"the run ended: {result.subtype}"
+            )
+        if problem is None and status == "crashed":
+            problem = "the CLI ended without a result: " + (" | ".join(self.stderr) or "no output")
+        return RunOutcome(
+            status=status,
+            text=(result.result or "") if result else "",
+            turns=result.num_turns if result else len(self.usage),
+            duration_ms=int((time.monotonic() - self.started) * 1000),
+            usage=_usage(result.usage if result and result.usage else None, self.usage),
+            cost_usd=result.total_cost_usd if result else None,
+            denials=denials,
+            problem=problem,
+            session_id=result.session_id if result else None,
+        )
+
+
+async def _follow(
+    stream: AsyncIterator[sdk.Message], run: _Run, code: CodeSpec, cancel: asyncio.Event | None
+) -> RunStatus:
+    """Read the run's messages until it ends; how it ended."""
+    deadline = run.started + code.wall_s
+    cancelled = asyncio.ensure_future(cancel.wait()) if cancel is not None else None
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return "timed_out"
+            pending = asyncio.ensure_future(anext(stream))
+            waiting = {pending} | ({cancelled} if cancelled is not None else set())
+            done, _ = await asyncio.wait(
+                waiting,
+                timeout=min(code.inactivity_s, left),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            if pending not in done:
+                pending.cancel()
+                with contextlib.suppress(BaseException):
+                    await pending
+                if cancelled is not None and cancelled in done:
+                    return "cancelled"
+                return "stalled" if code.inactivity_s < left else "timed_out"
+            try:
+                message = pending.result()
+            except StopAsyncIteration:
+                return "done" if run.result is not None else "crashed"
+            except sdk.ClaudeSDKError as exc:
+                run.problem = f"{exc.__class__.__name__}: {_first_line(str(exc))}"
+                return "crashed"
+            await run.take(message)
+    finally:
+        if cancelled is not None:
+            cancelled.cancel()
+
+
+def _stop(pidfile: Path) -> None:
+    """End the run's launcher, which ends the CLI and all it started."""
+    try:
+        pid = int(pidfile.read_text(encoding="ascii").strip())
+        os.kill(pid, signal.SIGTERM)
+    except (OSError, ValueError):
+        logger.debug("no launcher to stop at %s", pidfile)
+
+
+def _usage(total: Mapping[str, Any] | None, calls: Mapping[str, Mapping[str, Any]]) -> Usage:
+    """The run's tokens: the CLI's total, else the sum of the calls seen."""
+    parts = [total] if total is not None else list(calls.values())
+
+    def tokens(key: str) -> int:
+        return sum(int(part.get(key) or 0) for part in parts)
+
+    return Usage(
+        input_tokens=tokens("input_tokens"),
+        output_tokens=tokens("output_tokens"),
+        cache_read_tokens=tokens("cache_read_input_tokens"),
+        cache_creation_tokens=tokens("cache_creation_input_tokens"),
+    )
+
+
+def _denied(denial: Any) -> str:
+    if isinstance(denial, Mapping):
+        return str(denial.get("tool_name") or denial.get("tool") or "a tool")
+    return str(getattr(denial, "tool_name", "a tool"))
+
+
+def _text(content: str | list[dict[str, Any]] | None) -> str:
+    if isinstance(content, str):
+        return content
+    return " ".join(str(part.get("text", "")) for part in content or () if isinstance(part, dict))
+
+
+def _first_line(text: str, limit: int = 200) -> str:
+    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1] + "…"

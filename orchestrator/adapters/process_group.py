@@ -1,0 +1,149 @@
+"""Run a program in a process group of its own, and end the whole group with it.
+
+    python -m orchestrator.adapters.process_group [--env=NAME,...] PROGRAM [ARG ...]
+
+The coding CLI runs the commands it is asked to (tests, servers, scripts), and those run
+commands of their own; stopping the CLI alone leaves them running. This launcher starts
+``PROGRAM`` as the leader of a new session, passing on its standard streams, and waits:
+
+- a SIGTERM, SIGINT or SIGHUP it receives is sent to the whole group; whatever is still
+  alive :data:`GRACE_S` seconds later is killed (SIGKILL), a child that ignores SIGTERM
+  included;
+- when ``PROGRAM`` ends, what it left behind in its group is ended the same way;
+- when the process that started the launcher dies (a worker killed mid-run), the kernel sends
+  the launcher SIGTERM (Linux), so nothing is orphaned.
+
+With ``--env``, ``PROGRAM`` gets only the environment variables named there (and those the
+Claude Agent SDK sets to talk to its CLI, :data:`SDK_VARIABLES`): whoever starts the launcher
+may pass its whole environment on, the program sees only what it was meant to.
+
+When ``ARENA_RUN_PIDFILE`` names a file, the launcher writes its pid there first: whoever
+started it through a library that hides the process can still end the group (SIGTERM to it).
+
+It exits with ``PROGRAM``'s status (128 + the signal for a signal). Standard library only: it
+starts before every run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from types import FrameType
+
+__all__ = ["GRACE_S", "PIDFILE_ENV", "SDK_VARIABLES", "end_group", "main"]
+
+GRACE_S = 3.0
+PIDFILE_ENV = "ARENA_RUN_PIDFILE"
+SDK_VARIABLES = ("CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SDK_READS_SESSION_STATE", "PWD")
+_SDK_PREFIX = "CLAUDE_AGENT_SDK_"
+
+
+def _environment(names: str) -> dict[str, str]:
+    keep = {name for name in names.split(",") if name} | set(SDK_VARIABLES)
+    return {k: v for k, v in os.environ.items() if k in keep or k.startswith(_SDK_PREFIX)}
+
+
+def end_group(pgid: int, grace_s: float = GRACE_S) -> None:
+    """SIGTERM every process of the group ``pgid``, then SIGKILL what is left after
+    ``grace_s`` seconds (orphans this process adopted are reaped meanwhile)."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        _reap()
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.02)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    time.sleep(0.05)
+    _reap()
+
+
+def _reap() -> None:
+    """Collect every child of this process that has ended (orphans it adopted included)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _prctl(option: int, value: int) -> None:
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+
+
+_USAGE = "usage: python -m orchestrator.adapters.process_group [--env=NAME,...] PROGRAM [ARG ...]"
+
+
+def main(argv: list[str]) -> int:
+    """Run ``argv`` in its own process group; its exit status."""
+    env: dict[str, str] | None = None
+    if argv and argv[0].startswith("--env="):
+        env, argv = _environment(argv[0].removeprefix("--env=")), argv[1:]
+    if not argv:
+        sys.stderr.write(_USAGE + "\n")
+        return 2
+    parent = os.getppid()
+    _prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG: end with the process that started us
+    if os.getppid() != parent:  # it died before that was armed
+        return 143
+    _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: the group's orphans become ours, to reap
+    if pidfile := os.environ.get(PIDFILE_ENV):
+        with contextlib.suppress(OSError), open(pidfile, "w", encoding="ascii") as out:
+            out.write(f"{os.getpid()}\n")
+    try:
+        child = subprocess.Popen(argv, start_new_session=True, env=env)
+    except OSError as exc:
+        sys.stderr.write(f"cannot start {argv[0]}: {exc.strerror or exc}\n")
+        return 127
+    return _supervise(child)
+
+
+def _supervise(child: subprocess.Popen[bytes]) -> int:
+    """Wait for ``child``, passing signals on to its group; end the group after it."""
+    stopping: list[int] = []
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        if not stopping:
+            # Whatever ignores SIGTERM is killed when the grace period ends (SIGALRM).
+            signal.setitimer(signal.ITIMER_REAL, GRACE_S)
+        stopping.append(signum)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGTERM)
+
+    def kill(_signum: int, _frame: FrameType | None) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, stop)
+    signal.signal(signal.SIGALRM, kill)
+    status = child.wait()
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    end_group(child.pid)  # whatever it left running
+    if status < 0:
+        return 128 - status
+    if stopping and status == 0:
+        return 128 + stopping[0]
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
