@@ -5,6 +5,7 @@ OrchestratorError
 ├── AgentDefinitionError   an agents/*.yaml file is invalid
 ├── TemplateError          a prompt template is missing or fails to render
 ├── ValidationError        a posted message, group id or sender is not acceptable
+├── ProjectError           git refused or failed on the shared project (``problem``: git's line)
 ├── ServiceError           Redis, MQTT or the database cannot be reached
 │   └── BusError           a Redis command failed (``kind``: Redis' own name for it)
 │       └── BusUnavailable Redis did not answer (refused, reset, timed out): try again
@@ -23,6 +24,7 @@ __all__ = [
     "ConfigError",
     "LLMError",
     "OrchestratorError",
+    "ProjectError",
     "ServiceError",
     "TemplateError",
     "ValidationError",
@@ -69,6 +71,15 @@ class ValidationError(OrchestratorError):
         self.field = field
         self.problem = problem
         super().__init__(f"{field}: {problem}")
+
+
+class ProjectError(OrchestratorError):
+    """Git refused or failed on the shared project: ``problem`` is git's message, in one line."""
+
+    def __init__(self, project: str, problem: str) -> None:
+        self.project = project
+        self.problem = problem
+        super().__init__(f"project {project}: {problem}")
 
 
 class ServiceError(OrchestratorError):
