@@ -61,7 +61,7 @@ from orchestrator.core.models import Completion, LLMRequest, Usage
 from orchestrator.core.tools import ToolCall
 from orchestrator.offline import cues
 
-__all__ = ["OFFLINE_MODEL", "OfflineProvider", "prompt_words"]
+__all__ = ["OFFLINE_MODEL", "OfflineProvider", "markers", "prompt_words"]
 
 # The offline model's name, as the model (its row of the prices) and as the provider.
 OFFLINE_MODEL = "offline"
@@ -137,20 +137,35 @@ def _reply(request: LLMRequest) -> str:
         f"(set ANTHROPIC_API_KEY), so this is an offline reply to {_clean(trigger.sender)}: "
         f'"{_quote(trigger.text)}"'
     ]
-    sentences = [(cues.bare(s).strip(), question) for s, question in cues.sentences(trigger.text)]
+    memory, personal = markers(trigger.text)
+    lines.extend(memory)
+    for exchange in request.exchanges:
+        for result in exchange.results:
+            lines.append(_found(result.content, result.is_error, result.hits))
+    lines.extend(personal)
+    return "\n".join(lines)
+
+
+def markers(text: str) -> tuple[list[str], list[str]]:
+    """The markers a reply to ``text`` carries (steps 2 and 3 of the module docstring).
+
+    Args:
+        text: The message replied to.
+
+    Returns:
+        The ``SAVE_MEMORY`` markers, then the ``SAVE_TO_PERSONAL`` ones, one line each.
+    """
+    sentences = [(cues.bare(s).strip(), question) for s, question in cues.sentences(text)]
+    memory, personal = [], []
     for sentence, question in sentences:
         kind = _memory_type(sentence, question)
         if kind is not None:
             payload = {"type": kind, "content": _marker_content(sentence), "confidence": 0.9}
-            lines.append(f"<!--SAVE_MEMORY:{json.dumps(payload, ensure_ascii=False)}-->")
-    for exchange in request.exchanges:
-        for result in exchange.results:
-            lines.append(_found(result.content, result.is_error, result.hits))
-    for sentence, _ in sentences:
+            memory.append(f"<!--SAVE_MEMORY:{json.dumps(payload, ensure_ascii=False)}-->")
         if _has_any(sentence, _LESSON):
             payload = {"content": _marker_content(sentence), "type": "lesson"}
-            lines.append(f"<!--SAVE_TO_PERSONAL:{json.dumps(payload, ensure_ascii=False)}-->")
-    return "\n".join(lines)
+            personal.append(f"<!--SAVE_TO_PERSONAL:{json.dumps(payload, ensure_ascii=False)}-->")
+    return memory, personal
 
 
 def _search_call(request: LLMRequest) -> ToolCall | None:
