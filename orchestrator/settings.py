@@ -97,6 +97,8 @@ class Settings(BaseSettings):
     agents_dir: Path = Path("agents")
     workspaces_dir: Path = Path("workspaces")
     prompts_dir: Path = Path("prompts")
+    # The shared project agents with `runtime: claude-code` change (a git repository).
+    project_dir: Path | None = None  # default: workspaces_dir / "shared"
     tz: str = "UTC"
 
     # Embedded Redis: besides its unix socket it listens on this loopback TCP port, so any
@@ -139,6 +141,8 @@ class Settings(BaseSettings):
     redis_max_connections: int = Field(default=64, ge=2, le=10_000)
     shutdown_timeout_s: float = Field(default=8.0, gt=0)
     workers: int = Field(default=1, ge=0, le=64)
+    # Workers that take only Claude Code runs (the `runs` queue): a run may take minutes.
+    run_workers: int = Field(default=1, ge=0, le=64)
     log_level: str = "INFO"
     # `arena up` keeps a warm process that answers the commands that read (data/cli.sock).
     cli_server: bool = True
@@ -288,6 +292,11 @@ class Settings(BaseSettings):
     @classmethod
     def _empty_key_is_unset(cls, value: object) -> object:
         return value or None
+
+    @property
+    def project(self) -> Path:
+        """The shared project's folder."""
+        return self.project_dir if self.project_dir is not None else self.workspaces_dir / "shared"
 
     @property
     def zone(self) -> ZoneInfo:

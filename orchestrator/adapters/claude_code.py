@@ -60,6 +60,7 @@ _ENV_NAMES = (
     "DISABLE_ERROR_REPORTING",
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
     "CLAUDE_CODE_DISABLE_AUTO_MEMORY",
+    "CLAUDE_CODE_TMPDIR",
 )
 _MAX_LINE_BYTES = 16 * 1024 * 1024  # a tool's result may be large; never asyncio's 64 KiB
 _STDERR_LINES = 20
@@ -160,7 +161,7 @@ class ClaudeCode:
 
     def _options(self, request: RunRequest, run: _Run, pidfile: Path) -> sdk.ClaudeAgentOptions:
         code = request.code
-        request.config_dir.mkdir(parents=True, exist_ok=True)
+        (request.config_dir / "tmp").mkdir(parents=True, exist_ok=True)
         env = {
             "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
             "HOME": str(request.config_dir),
@@ -172,6 +173,8 @@ class ClaudeCode:
             "DISABLE_ERROR_REPORTING": "1",
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
             "CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1",
+            # Else its scratch files go to /tmp/claude-<uid>, shared by every run.
+            "CLAUDE_CODE_TMPDIR": str(request.config_dir / "tmp"),
             PIDFILE_ENV: str(pidfile),  # read by the launcher, not passed on
         }
         if request.base_url:

@@ -131,8 +131,10 @@ class Project:
         *,
         group: str,
         message_id: str,
+        merge: bool = True,
     ) -> Finished:
-        """Commit what the run changed, by the agent, and bring it into the project's branch.
+        """Commit what the run changed, by the agent, and bring it into the project's branch
+        (unless ``merge`` is False: a run that did not end well is kept for review).
 
         Args:
             checkout: The run's checkout, from :meth:`start`.
@@ -142,6 +144,7 @@ class Project:
                 ``Arena-Message`` are added to it.
             group: The group the run answered in.
             message_id: The id of the message that asked for it.
+            merge: Whether to bring the commit in; else its branch is kept.
 
         Returns:
             No change: ``changed=False`` (branch and worktree removed). Else the commit, its
@@ -163,7 +166,10 @@ class Project:
             return Finished(run_id=checkout.run_id, changed=False)
         stat = repo.stat(checkout.base, tip)
         with repo.locked():
-            merged_as, reason = self._merge(checkout, tip, identity, trailers)
+            if merge:
+                merged_as, reason = self._merge(checkout, tip, identity, trailers)
+            else:
+                merged_as, reason = None, "the run did not end well: kept for review"
             repo.remove_worktree(checkout.path)
             if merged_as is not None:
                 repo.delete_branch(checkout.branch)

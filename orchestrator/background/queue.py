@@ -41,12 +41,15 @@ __all__ = [
     "DISTILL_JOB",
     "PRUNE_JOB",
     "QUEUE_NAMES",
+    "RUNS_QUEUE",
+    "RUN_JOB",
     "SUMMARY_JOB",
     "EnqueueResult",
     "JobPolicy",
     "distill_job_id",
     "enqueue_distill",
     "enqueue_prune",
+    "enqueue_run",
     "enqueue_summary",
     "fetch_job",
     "prune_job_id",
@@ -55,6 +58,9 @@ __all__ = [
 ]
 
 QUEUE_NAMES = ("arena",)
+# Claude Code runs take minutes: they have their own queue and workers (``ARENA_RUN_WORKERS``).
+RUNS_QUEUE = "runs"
+RUN_JOB = "orchestrator.runtime.run_job.run_job"
 DAY_S = 24 * 3600
 GUARD_TTL_S = 30
 _BUSY = {
@@ -327,3 +333,31 @@ def _why_not(status: JobStatus) -> str:
     if status in _ENDED:
         return f"{status.value} earlier for this input (force a new run to retry it)"
     return _BUSY.get(status, str(status.value))
+
+
+def enqueue_run(connection: Connection, run_id: str, job_id: str, timeout_s: int) -> bool:
+    """Enqueue a Claude Code run on the ``runs`` queue, once (False: its job exists).
+
+    One retry: when its worker dies, RQ runs the job again, which finds the run started and
+    reports it lost (a run is never run twice).
+
+    Raises:
+        BusError: when Redis cannot be reached.
+    """
+    with translated():
+        try:
+            Queue(RUNS_QUEUE, connection=connection, serializer=JSONSerializer).enqueue_call(
+                RUN_JOB,
+                args=(run_id,),
+                job_id=job_id,
+                meta={"kind": "run", "target": run_id, "trigger": "asked"},
+                timeout=timeout_s,
+                result_ttl=DAY_S,
+                failure_ttl=8 * DAY_S,
+                retry=Retry(max=1, interval=[1]),
+                description=f"run {run_id}",
+                unique=True,
+            )
+        except DuplicateJobError:
+            return False
+    return True

@@ -5,6 +5,7 @@ thread."""
 
 from __future__ import annotations
 
+import importlib
 import logging
 import socket
 from collections.abc import Collection
@@ -14,7 +15,7 @@ from rq.serializers import JSONSerializer
 
 from orchestrator.adapters.redis_client import connect, connect_patient, translated
 from orchestrator.background import jobs as _jobs  # noqa: F401  (loaded before RQ forks)
-from orchestrator.background.queue import QUEUE_NAMES
+from orchestrator.background.queue import QUEUE_NAMES, RUN_JOB, RUNS_QUEUE
 from orchestrator.background.requeue import Requeuer
 from orchestrator.errors import BusError
 
@@ -45,7 +46,12 @@ def forget_workers(redis_url: str, pids: Collection[int]) -> list[str]:
 
 
 def run_worker(
-    redis_url: str, *, burst: bool = False, name: str | None = None, model_sdk: bool = False
+    redis_url: str,
+    *,
+    burst: bool = False,
+    name: str | None = None,
+    model_sdk: bool = False,
+    runs: bool = False,
 ) -> bool:
     """Run an RQ worker on Agent Arena's queues until it is told to stop (SIGTERM/SIGINT).
 
@@ -61,12 +67,15 @@ def run_worker(
     """
     if model_sdk:
         from orchestrator.adapters import llm  # noqa: F401  (the SDK, only with a key)
+    names = (RUNS_QUEUE,) if runs else QUEUE_NAMES
+    if runs:  # what every run imports, once, before the forks (by its path, as RQ does)
+        importlib.import_module(RUN_JOB.rpartition(".")[0])
     connection = connect_patient(redis_url)
-    queues = [Queue(q, connection=connection, serializer=JSONSerializer) for q in QUEUE_NAMES]
+    queues = [Queue(q, connection=connection, serializer=JSONSerializer) for q in names]
     worker = Worker(queues, connection=connection, name=name, serializer=JSONSerializer)
-    logger.info("worker %s listening on %s", worker.name, ", ".join(QUEUE_NAMES))
+    logger.info("worker %s listening on %s", worker.name, ", ".join(names))
     # In burst mode RQ moves the due jobs once, in this process, as it starts.
-    requeuer = None if burst else Requeuer(redis_url, QUEUE_NAMES)
+    requeuer = None if burst else Requeuer(redis_url, names)
     try:
         if requeuer is not None:
             requeuer.start()

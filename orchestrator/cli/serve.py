@@ -68,9 +68,13 @@ def daemon(settings: Settings) -> None:
 
 @click.command()
 @click.option("--burst", is_flag=True, help="Work until the queues are empty, then exit.")
+@click.option(
+    "--runs", is_flag=True, help="Take only Claude Code runs (the runs queue), not other jobs."
+)
 @click.pass_obj
-def worker(settings: Settings, burst: bool) -> None:
-    """Run a background worker (RQ) for heartbeat and summary jobs."""
+def worker(settings: Settings, burst: bool, runs: bool) -> None:
+    """Run a background worker (RQ) for heartbeat and summary jobs, or, with --runs, for the
+    agents' Claude Code runs (they may take minutes: `arena up` keeps ARENA_RUN_WORKERS)."""
     from orchestrator.adapters.probes import ping_redis
     from orchestrator.background.worker import run_worker
 
@@ -80,6 +84,7 @@ def worker(settings: Settings, burst: bool) -> None:
         settings.effective_redis_url,
         burst=burst,
         model_sdk=settings.anthropic_api_key is not None,
+        runs=runs,
     )
 
 

@@ -35,7 +35,8 @@ from orchestrator.cli.occupant import (
     release_data_dir,
     write_record,
 )
-from orchestrator.errors import ServiceError
+from orchestrator.core.agents import load_agents
+from orchestrator.errors import OrchestratorError, ServiceError
 from orchestrator.runtime import daemon
 from orchestrator.settings import Settings
 from orchestrator.web.listening import listen
@@ -96,15 +97,31 @@ def stop_on_signals(stop: asyncio.Event) -> None:
 # The children -----------------------------------------------------------------------------
 
 
-async def _start_workers(settings: Settings, redis_url: str) -> list[asyncio.subprocess.Process]:
-    return [await _start_worker(settings, redis_url) for _ in range(settings.workers)]
+async def _start_workers(
+    settings: Settings, redis_url: str, *, runs: bool = False
+) -> list[asyncio.subprocess.Process]:
+    count = settings.workers
+    if runs:  # only for a team with an agent that acts on the project
+        count = settings.run_workers if await asyncio.to_thread(_acts, settings) else 0
+    return [await _start_worker(settings, redis_url, runs=runs) for _ in range(count)]
 
 
-async def _start_worker(settings: Settings, redis_url: str) -> asyncio.subprocess.Process:
+def _acts(settings: Settings) -> bool:
+    """Whether an agent of the team acts through Claude Code (bad agent files: the daemon
+    says what is wrong with them)."""
+    try:
+        return any(agent.code is not None for agent in load_agents(settings.agents_dir))
+    except OrchestratorError:
+        return False
+
+
+async def _start_worker(
+    settings: Settings, redis_url: str, *, runs: bool = False
+) -> asyncio.subprocess.Process:
     env = dict(os.environ)
     env["REDIS_URL"] = redis_url
     env["ARENA_DATA_DIR"] = str(settings.data_dir.resolve())
-    return await _start_child(["worker"], env)
+    return await _start_child(["worker", "--runs"] if runs else ["worker"], env)
 
 
 async def _start_warm(settings: Settings) -> asyncio.subprocess.Process:
@@ -170,6 +187,26 @@ async def _keep(
             procs[slot] = await start()
             started[slot] = now
             after()
+
+
+async def _keep_workers(
+    settings: Settings,
+    workers: list[asyncio.subprocess.Process],
+    stop: asyncio.Event,
+    record: Callable[[], None],
+) -> None:
+    """Keep the background workers and, after them in ``workers``, the run workers."""
+    url, plain = settings.effective_redis_url, settings.workers
+    background, runs = workers[:plain], workers[plain:]
+
+    def after() -> None:
+        workers[:] = [*background, *runs]
+        record()
+
+    await asyncio.gather(
+        _keep(background, "worker", lambda: _start_worker(settings, url), stop, after),
+        _keep(runs, "run worker", lambda: _start_worker(settings, url, runs=True), stop, after),
+    )
 
 
 def _signal_workers(workers: list[asyncio.subprocess.Process]) -> None:
@@ -264,6 +301,7 @@ async def serve(
             broker = MqttBroker(settings.mqtt_host, settings.mqtt_port, keep_login=keep)
             await broker.start()
         workers = await _start_workers(settings, settings.effective_redis_url)
+        workers += await _start_workers(settings, settings.effective_redis_url, runs=True)
         record()
         warm = await _start_warm_if(settings, say)
         if web is not None:
@@ -316,12 +354,9 @@ async def _run_daemon(
 ) -> None:
     # Workers (and the console) get SIGTERM as soon as stopping begins, so they finish their
     # current job while the daemon finishes the messages in hand.
-    redis_url = settings.effective_redis_url
     helpers = [
         asyncio.create_task(_signal_when(stop, children)),
-        asyncio.create_task(
-            _keep(workers, "worker", lambda: _start_worker(settings, redis_url), stop, record)
-        ),
+        asyncio.create_task(_keep_workers(settings, workers, stop, record)),
         asyncio.create_task(_keep(warm, "command server", lambda: _start_warm(settings), stop)),
     ]
     if redis_server is not None:

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.core.models import (
+    GROUP_ID_RE,
     NEVER_TOOLS,
     PERMISSION_MODES,
     PROFILES,
@@ -43,18 +44,29 @@ from orchestrator.core.models import (
     RouteDecision,
 )
 from orchestrator.core.routing import RuleSet
+from orchestrator.errors import ValidationError
 
 __all__ = [
     "NEVER_TOOLS",
     "PERMISSION_MODES",
     "PROFILES",
     "RUNTIMES",
+    "RUN_FIELD",
     "WEB_TOOLS",
     "CodeSpec",
     "RunDecision",
     "decide_run",
     "describe_tool",
+    "run_ended",
+    "run_ended_fields",
+    "steps_stream",
 ]
+
+# On the inbound stream, an entry ``{group, run}`` says a run ended: the daemon then posts the
+# run's reply in the group's order. It carries nothing else (the run is read from the
+# database), so a forged one only makes the daemon look again at a run that ended.
+RUN_FIELD = "run"
+_RUN_ID_LIMIT = 200
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -115,3 +127,24 @@ def describe_tool(name: str, data: Mapping[str, Any], root: str = "") -> str:
 
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def run_ended_fields(group: str, run_id: str) -> dict[str, str]:
+    """The inbound entry that says run ``run_id`` of ``group`` ended."""
+    return {"group": group, RUN_FIELD: run_id}
+
+
+def run_ended(fields: Mapping[str, str]) -> tuple[str, str] | None:
+    """``(group, run id)`` when an inbound entry says a run ended (None: a message)."""
+    run_id = fields.get(RUN_FIELD)
+    if run_id is None:
+        return None
+    group = fields.get("group", "")
+    if not GROUP_ID_RE.match(group) or not run_id or len(run_id) > _RUN_ID_LIMIT:
+        raise ValidationError(RUN_FIELD, "a run's end names a group and a run id")
+    return group, run_id
+
+
+def steps_stream(group: str) -> str:
+    """The stream a group's runs' steps are appended to as they happen."""
+    return f"arena:group:{group}:steps"

@@ -19,6 +19,7 @@ from orchestrator.errors import ServiceError
 # the full-text indexes) is registered before create_all. Only those: a command that opens the
 # database to read one table does not import the stores' write paths.
 from orchestrator.memory import audit as _audit  # noqa: F401
+from orchestrator.memory import runs as _runs  # noqa: F401
 from orchestrator.memory import tool_calls as _tool_calls  # noqa: F401
 from orchestrator.memory.conversation import indexing as _indexing  # noqa: F401
 from orchestrator.memory.conversation import rows as _messages  # noqa: F401

@@ -24,6 +24,7 @@ from orchestrator.core.context.report import (
 )
 from orchestrator.core.context.tokens import DriftCorrector
 from orchestrator.core.context.transcript import Transcript
+from orchestrator.core.markers import parse_markers
 from orchestrator.core.models import AgentSpec, ChatMessage, Completion, MessageKind, Usage
 from orchestrator.core.prompts import Prompts
 from orchestrator.core.tools import ToolCall, ToolResult, describe, schemas
@@ -38,7 +39,9 @@ from orchestrator.memory.conversation.meta import (
     ToolsMeta,
     TurnMeta,
 )
+from orchestrator.memory.conversation.run_meta import reply_text, run_meta
 from orchestrator.memory.recall.recaller import RecallResult
+from orchestrator.memory.runs import RunRecord
 from orchestrator.memory.tools import MemoryTools, ToolTurn
 from orchestrator.memory.writer import MemoryWriter, Origin, WriteReport, marker_meta
 from orchestrator.runtime.briefing import Briefing
@@ -182,6 +185,46 @@ class Answerer:
             created_at=self.clock(),
             in_reply_to=asked.root.id,
             hop=asked.hop,
+        )
+        return Draft(message=reply, meta=meta)
+
+    async def run_reply(
+        self, agent: AgentSpec, run: RunRecord, trigger: ChatMessage, root: ChatMessage
+    ) -> Draft:
+        """The agent's reply from a Claude Code run that ended: its final text's markers
+        applied to memory as a turn's are, what the run changed and cost under what it said."""
+        parsed = parse_markers(run.text)
+        report: WriteReport | None = None
+        if self.memory is not None and parsed.markers:
+            origin = Origin(
+                agent=agent.id,
+                group=root.group,
+                reply_id=run.id,
+                trigger_id=trigger.id,
+                now=self.clock(),
+            )
+            report = await asyncio.to_thread(self.memory.apply, parsed.markers, origin)
+        markers = marker_meta(parsed.invalid, report)
+        await self._count(markers)
+        ran = run_meta(run)
+        usage = run.outcome.get("usage")
+        turn = TurnMeta(
+            provider="claude-code",
+            model=agent.model,
+            latency_ms=float(ran.duration_ms),
+            stop_reason=run.status,
+            usage=Usage(**usage) if isinstance(usage, dict) else Usage(),
+        )
+        meta = ReplyMeta(agent=agent.id, trigger=trigger.id, turn=turn, markers=markers, run=ran)
+        reply = ChatMessage(
+            id=run.id,
+            group=root.group,
+            sender=agent.id,
+            kind=MessageKind.AGENT,
+            text=reply_text(parsed.visible, ran, run.problem),
+            created_at=self.clock(),
+            in_reply_to=root.id,
+            hop=run.hop,
         )
         return Draft(message=reply, meta=meta)
 

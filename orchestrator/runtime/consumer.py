@@ -21,10 +21,12 @@ from typing import Protocol
 
 from orchestrator.adapters.bus import Bus, DeadLetter, Entry
 from orchestrator.adapters.metrics import FailureReason
+from orchestrator.core.coding import run_ended
 from orchestrator.core.models import ChatMessage
 from orchestrator.core.wire import (
     PARTITIONS,
     agent_names,
+    decode_fields,
     parse_inbound,
     partition_of,
     partition_stream,
@@ -49,7 +51,8 @@ CLAIM_EVERY_S = 15.0
 class _Work:
     entry: Entry
     partition: int
-    message: ChatMessage
+    message: ChatMessage | None  # a person's message, or
+    run: str | None = None  # the id of a Claude Code run that ended
 
 
 class FailureMetrics(Protocol):
@@ -182,6 +185,12 @@ class Consumer:
         fields = dict(entry.fields)
         message_id = fields.pop(b"id", entry.id.encode()).decode("utf-8", errors="replace")
         try:
+            if ended := run_ended(decode_fields(fields)):
+                group, run = ended
+                self._in_hand.add(entry.id)
+                self._per_partition[partition] += 1
+                await self.dispatcher.submit(group, _Work(entry, partition, None, run))
+                return
             message = parse_inbound(
                 message_id,
                 fields,
@@ -214,16 +223,15 @@ class Consumer:
                     # reply. Trying again here holds the group's later messages back, so the
                     # group's order is kept; when stopping, or when another daemon has taken
                     # the partition, it stays unacknowledged and is resumed from Redis.
+                    what = work.message.id if work.message is not None else f"run {work.run}"
                     if self._stop.is_set() or not self._coordinator.holds(work.partition):
                         logger.warning(
-                            "message %s interrupted (%s); it will be resumed",
-                            work.message.id,
-                            exc.problem,
+                            "message %s interrupted (%s); it will be resumed", what, exc.problem
                         )
                         return
                     logger.warning(
                         "message %s interrupted (%s); trying again in %.1fs",
-                        work.message.id,
+                        what,
                         exc.problem,
                         backoff,
                     )
@@ -235,14 +243,20 @@ class Consumer:
 
     async def _handle_once(self, work: _Work) -> None:
         try:
-            await self.pipeline.handle(work.message)
+            if work.message is None:
+                await self.pipeline.finish_run(work.run or "")
+            else:
+                await self.pipeline.handle(work.message)
         except BusError:
             raise
         except Exception as exc:
-            logger.exception("message %s failed", work.message.id)
-            letter = DeadLetter.of(work.message, f"internal error: {exc!r}")
-            await asyncio.shield(self.bus.dead_letter(letter))
-            if self.metrics is not None:
-                await self.metrics.message_failed("internal", dead_lettered=True)
+            if work.message is None:  # the run and its result stay in the database
+                logger.exception("run %s: its reply failed", work.run)
+            else:
+                logger.exception("message %s failed", work.message.id)
+                letter = DeadLetter.of(work.message, f"internal error: {exc!r}")
+                await asyncio.shield(self.bus.dead_letter(letter))
+                if self.metrics is not None:
+                    await self.metrics.message_failed("internal", dead_lettered=True)
         await asyncio.shield(self.bus.ack(work.entry.stream, work.entry.id))
         self.handled += 1

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from orchestrator.adapters.bus import Bus
 from orchestrator.adapters.events import MqttPublisher
@@ -15,8 +16,9 @@ from orchestrator.adapters.metrics import MetricsRecorder
 from orchestrator.adapters.mqtt_broker import publisher_url
 from orchestrator.adapters.probes import ping_redis
 from orchestrator.adapters.providers import build_llm
-from orchestrator.adapters.redis_client import connect, connect_pool
+from orchestrator.adapters.redis_client import Connection, connect, connect_pool
 from orchestrator.adapters.summary_counts import SummaryCounts
+from orchestrator.background.queue import enqueue_run
 from orchestrator.background.schedule import start_schedule
 from orchestrator.caps.guard import make_guard
 from orchestrator.caps.ledger import publish_caps
@@ -25,6 +27,8 @@ from orchestrator.errors import ConfigError
 from orchestrator.memory.conversation.indexing import BackgroundIndexing
 from orchestrator.memory.conversation.recent import RecentMessages
 from orchestrator.memory.db import make_engine
+from orchestrator.memory.runs import RunStore
+from orchestrator.runtime.acting import Acting, run_job_id
 from orchestrator.runtime.briefing import save_drift
 from orchestrator.runtime.consumer import Consumer
 from orchestrator.runtime.coordinator import Coordinator
@@ -53,6 +57,27 @@ def ensure_data_dir(settings: Settings) -> None:
     except OSError as exc:
         reason = exc.strerror or exc.__class__.__name__
         raise ConfigError("ARENA_DATA_DIR", f"cannot create {folder}: {reason}") from None
+
+
+def _acting(settings: Settings, wiring: Wiring) -> tuple[Acting | None, Connection | None]:
+    """Turns that are Claude Code runs, when an agent acts (and the connection that enqueues
+    their jobs)."""
+    acting_agents = [a for a in wiring.team.agents if a.code is not None]
+    if not acting_agents:
+        return None, None
+    queue = connect(settings.effective_redis_url)
+    # The job outlives the run's own wall-clock limit a little: the commit, the reply.
+    timeout_s = int(max(a.code.wall_s for a in acting_agents if a.code is not None)) + 300
+
+    async def enqueue(run_id: str) -> None:
+        await asyncio.to_thread(enqueue_run, queue, run_id, run_job_id(run_id), timeout_s)
+
+    runs = RunStore(wiring.engine)
+    return Acting(team=wiring.team, runs=runs, enqueue=enqueue, clock=_utcnow), queue
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
 
 
 async def run(
@@ -91,6 +116,7 @@ async def run(
     recent = RecentMessages(store, settings.history_limit, verify=False)
     metrics = MetricsRecorder(redis)
     caps = make_guard(settings, redis, team.agents, publisher, metrics)
+    acting, runs_queue = _acting(settings, wiring)
     pipeline = Pipeline(
         team=team,
         store=store,
@@ -105,6 +131,7 @@ async def run(
         memory=wiring.writer,
         tools=wiring.tools,
         max_tool_steps=settings.max_tool_steps,
+        acting=acting,
         counters=bus,
         drift=drift,
         summaries=summaries,
@@ -150,6 +177,8 @@ async def run(
         if drift.snapshot() != loaded:  # learnt something: a refused daemon writes nothing
             save_drift(settings, drift)
         summaries.close()
+        if runs_queue is not None:
+            runs_queue.close()
         if mqtt_task is not None:
             mqtt_task.cancel()
             await asyncio.gather(mqtt_task, return_exceptions=True)

@@ -15,14 +15,18 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Protocol
 
 from orchestrator.adapters.bus import DeadLetter
-from orchestrator.adapters.metrics import MessageSample
 from orchestrator.caps.guard import CapGuard, CappedLLM
 from orchestrator.core.context.tokens import DriftCorrector
 from orchestrator.core.context.transcript import Transcript
-from orchestrator.core.models import AgentSpec, ChatMessage, MessageKind, RouteDecision
+from orchestrator.core.models import (
+    AgentSpec,
+    ChatMessage,
+    MessageKind,
+    RouteDecision,
+    find_agent,
+)
 from orchestrator.core.prompts import Prompts
 from orchestrator.core.turns import LLM
 from orchestrator.core.wire import Outbound, group_topic
@@ -37,8 +41,10 @@ from orchestrator.memory.conversation.store import (
 )
 from orchestrator.memory.tools import MemoryTools
 from orchestrator.memory.writer import MemoryWriter
+from orchestrator.runtime.acting import Acting, card_id
 from orchestrator.runtime.answering import Answerer, Counters, Draft
 from orchestrator.runtime.briefing import Briefing
+from orchestrator.runtime.outlets import DeadLetters, EventSink, HandledMetrics, Outbox, SummaryHook
 from orchestrator.runtime.tally import Tally, closing
 from orchestrator.runtime.team import Team
 from orchestrator.runtime.tuning import Tuning
@@ -46,48 +52,6 @@ from orchestrator.runtime.tuning import Tuning
 __all__ = ["Counters", "DeadLetters", "EventSink", "HandledMetrics", "Outbox", "Pipeline"]
 
 logger = logging.getLogger(__name__)
-
-
-class Outbox(Protocol):
-    """Where replies are appended (the group's outbound Redis stream)."""
-
-    async def publish_all(self, items: Sequence[Outbound]) -> int:
-        """Append ``items`` in order, each unless it was appended before; how many now."""
-        ...
-
-
-class SummaryHook(Protocol):
-    """Told about every answered message, to start the group's summary when it is due."""
-
-    async def after_message(
-        self, group: str, stored: int, texts: Sequence[str], marker_types: Sequence[str]
-    ) -> str | None:
-        """Count the new messages; returns the trigger if a summary was started."""
-        ...
-
-
-class DeadLetters(Protocol):
-    """Where messages that could not be answered are kept for ``arena retry``."""
-
-    async def dead_letter(self, letter: DeadLetter) -> None:
-        """Keep the message's fields with the reason."""
-        ...
-
-
-class HandledMetrics(Protocol):
-    """Where each handled message's numbers are added up (``GET /metrics``); never raises."""
-
-    async def message_handled(self, sample: MessageSample) -> None:
-        """Count one message handled to the end."""
-        ...
-
-
-class EventSink(Protocol):
-    """Where replies are announced (MQTT); must never block."""
-
-    def publish(self, topic: str, payload: bytes) -> None:
-        """Queue one event."""
-        ...
 
 
 def _utcnow() -> datetime:
@@ -121,8 +85,10 @@ class Pipeline:
         caps: CapGuard | None = None,
         tools: MemoryTools | None = None,
         max_tool_steps: int = 0,
+        acting: Acting | None = None,
     ) -> None:
         self.team = team
+        self.acting = acting
         self.store = store
         self.outbox = outbox
         self.events = events
@@ -218,14 +184,44 @@ class Pipeline:
         """Run the hops, storing each hop's replies in one step (the last hop's together with
         the message's final record); replies an earlier attempt stored are reused."""
         message = opened.message
+        targets = list(decision.agents)
+        return await self._hops(
+            message,
+            1,
+            earlier,
+            targets=targets,
+            triggers=dict.fromkeys(targets, message),
+            close=lambda tally: closing(opened, tally, decision),
+        )
+
+    async def _hops(
+        self,
+        message: ChatMessage,
+        hop: int,
+        earlier: Mapping[str, StoredMessage],
+        *,
+        targets: list[str] | None = None,
+        triggers: dict[str, ChatMessage] | None = None,
+        given: Sequence[StoredMessage | Draft] = (),
+        close: Callable[[Tally], Closing] | None = None,
+    ) -> Tally:
+        """Hops from ``hop`` on: the agents in ``targets`` answer (or ``given`` are the hop's
+        replies, a run's), each reply that hands the turn on starts the next hop."""
         tally = Tally()
-        targets: list[str] = list(decision.agents)
-        triggers: dict[str, ChatMessage] = dict.fromkeys(targets, message)
-        hop = 1
-        while targets and hop <= self.hop_limit:
-            results = await asyncio.gather(
-                *(self._turn(self.team.get(a), triggers[a], message, hop, earlier) for a in targets)
-            )
+        targets, triggers = targets or [], triggers or {}
+        while (targets or given) and hop <= self.hop_limit:
+            if given:
+                results: list[StoredMessage | Draft] = list(given)
+                given = ()
+            else:
+                results = list(
+                    await asyncio.gather(
+                        *(
+                            self._turn(self.team.get(a), triggers[a], message, hop, earlier)
+                            for a in targets
+                        )
+                    )
+                )
             results = [*results, *self._cap_warnings(message, hop)]
             targets, triggers = self._tally_hop(results, tally)
             last = not targets or hop == self.hop_limit
@@ -243,7 +239,7 @@ class Pipeline:
                 results = [*results, *notices]
                 tally.replies += len(notices)
                 tally.texts.extend(n.message.text for n in notices)
-            final = closing(opened, tally, decision) if last else None
+            final = close(tally) if last and close is not None else None
             stored = await self._store_hop(results, final)
             if last:
                 tally.unsent = stored
@@ -252,6 +248,38 @@ class Pipeline:
             tally.closed = last
             hop += 1
         return tally
+
+    async def finish_run(self, run_id: str) -> int:
+        """A Claude Code run that ended, as its agent's reply: stored, published, handed on
+        (again is harmless: a reply stored before is reused). How many messages it made."""
+        acting = self.acting
+        run = await asyncio.to_thread(acting.runs.get, run_id) if acting else None
+        if run is None or not run.ended:
+            logger.warning("run %s: not ended, or not known here; nothing to post", run_id)
+            return 0
+        root = await asyncio.to_thread(self.store.get, run.root_id)
+        trigger = await asyncio.to_thread(self.store.get, run.trigger_id)
+        if root is None or trigger is None:
+            logger.warning("run %s: the message it answers is gone", run_id)
+            return 0
+        opened = await self._open(root.message)
+        earlier = {r.message.id: r for r in opened.replies}
+        reply: StoredMessage | Draft
+        if run.id in earlier:
+            reply = earlier[run.id]
+        else:
+            agent = find_agent(self.team.agents, run.agent)
+            if agent is None:
+                logger.warning("run %s: its agent %s left the team", run_id, run.agent)
+                return 0
+            reply = await self.answerer.run_reply(agent, run, trigger.message, root.message)
+        tally = await self._hops(root.message, run.hop, earlier, given=[reply])
+        await self._emit(tally.unsent)
+        if self.summaries is not None:
+            await self.summaries.after_message(
+                root.message.group, tally.replies, tally.texts, tally.memory_types
+            )
+        return tally.replies
 
     def _tally_hop(
         self, results: Sequence[StoredMessage | Draft], tally: Tally
@@ -318,6 +346,12 @@ class Pipeline:
         reply_id = f"{root.id}:{hop}:{agent.id}"
         if reply_id in earlier:
             return earlier[reply_id]
+        if self.acting is not None and agent.code is not None:
+            if (card := card_id(reply_id)) in earlier:
+                return earlier[card]
+            decision = self.acting.decide(agent, trigger.text)
+            if decision.run:
+                return await self.acting.start(agent, trigger, root, reply_id, hop, decision)
         async with self._slots[agent.id]:
             return await self.answerer.answer(agent, trigger, root, reply_id, hop)
 

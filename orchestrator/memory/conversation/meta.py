@@ -20,6 +20,7 @@ from orchestrator.memory.conversation.marker_entries import (
     StoredMarker,
     UnreadableMarker,
 )
+from orchestrator.memory.conversation.run_meta import RunMeta
 
 __all__ = ["MarkerMeta", "ReplyError", "ReplyMeta", "ToolCallMeta", "ToolsMeta", "TurnMeta"]
 
@@ -190,6 +191,7 @@ class ReplyMeta:
     markers: MarkerMeta | None = None
     error: ReplyError | None = None
     tools: ToolsMeta | None = None
+    run: RunMeta | None = None  # a Claude Code run's card or reply
 
     @property
     def usage(self) -> Usage:
@@ -232,6 +234,8 @@ class ReplyMeta:
             data.update(self.markers.as_json())
         if self.tools is not None:
             data["tools"] = self.tools.as_json()
+        if self.run is not None:
+            data["run"] = self.run.as_json()
         return data
 
     @classmethod
@@ -256,6 +260,7 @@ class ReplyMeta:
             tools=ToolsMeta.from_json(tools)
             if isinstance(tools := data.get("tools"), dict)
             else None,
+            run=RunMeta.from_json(run) if isinstance(run := data.get("run"), dict) else None,
         )
 
 

@@ -1,0 +1,354 @@
+"""A Claude Code run as durable background work: the RQ job that runs one, on the ``runs``
+queue, in an ``arena worker`` of its own.
+
+The daemon stored the run (``queued``) and enqueued this job under the run's id. The job:
+
+1. claims the run (a run found ``running`` was started by a worker that died: it is reported
+   ``lost``, never run twice; one asked to stop before it started is ``cancelled``);
+2. gives it its own checkout of the shared project (a git worktree and branch, see
+   :mod:`orchestrator.adapters.project`);
+3. builds the agent's context as a turn does (identity, ``MEMORY.md``, logs, summary, recall,
+   the transcript, within the same budgets) and reserves the run against the daily caps;
+4. runs Claude Code (:mod:`orchestrator.adapters.claude_code`) against the model (Anthropic's
+   API with a key, else the offline model served on a local Messages API), each step kept
+   and published on the group's outbound stream as it happens, a cancel asked for in the
+   console or CLI honoured within a second;
+5. commits what it changed with the agent as author, brings it into the project (or leaves
+   its branch for review), settles the caps, notes the outcome in the agent's daily log
+   (so the heartbeat learns from real work) and records the run's end;
+6. posts ``run=<id>`` on the inbound stream: the daemon then handles the run's final text
+   as any agent reply (markers, hand-offs, storing, publishing), in the group's order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import re
+from collections.abc import Awaitable, Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from orchestrator.adapters.checkouts import Checkout, Finished
+from orchestrator.adapters.claude_code import ClaudeCode, RunOutcome, RunRequest, RunStep
+from orchestrator.adapters.project import Project
+from orchestrator.adapters.redis_client import AsyncConnection, connect_async, translated
+from orchestrator.core.coding import run_ended_fields, steps_stream
+from orchestrator.core.models import AgentSpec
+from orchestrator.core.wire import inbox_stream
+from orchestrator.errors import OrchestratorError
+from orchestrator.memory.db import make_engine
+from orchestrator.memory.runs import RunRecord, RunStore, StoredStep
+from orchestrator.memory.schema import PersonalDraft
+from orchestrator.runtime.wiring import Wiring
+from orchestrator.settings import Settings
+
+__all__ = ["RunContext", "compose", "execute", "git_run_id", "note_outcome", "run_job"]
+
+logger = logging.getLogger(__name__)
+
+CANCEL_POLL_S = 1.0
+
+
+def git_run_id(run_id: str) -> str:
+    """The run's name in the project (its branch ``arena/<name>`` and folder): the run's id
+    in lower-case letters, digits and dashes, with a short digest when it had to be shortened
+    or changed, so two runs never share one."""
+    slug = re.sub(r"[^a-z0-9]+", "-", run_id.lower()).strip("-") or "run"
+    if slug == run_id and len(slug) <= 64:
+        return slug
+    digest = hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:10]
+    return f"{slug[:50].rstrip('-')}-{digest}"
+
+
+class RunContext:
+    """What a run is told: the system prompt it adds, and the request, as a turn builds them."""
+
+    def __init__(self, system: str, prompt: str, tokens: int) -> None:
+        self.system = system
+        self.prompt = prompt
+        self.tokens = tokens
+
+
+def compose(
+    wiring: Wiring, agent: AgentSpec, run: RunRecord, project: Path, now: datetime
+) -> RunContext:
+    """The agent's context for a run, built as its turns are (the same layers and budgets);
+    the conversation becomes the prompt, after a line naming the project's folder."""
+    from orchestrator.core.context.build import build_context
+
+    stored = wiring.history.get(run.trigger_id)
+    if stored is None:
+        raise LookupError(f"the message {run.trigger_id} the run answers is gone")
+    trigger = stored.message
+    gathered = wiring.briefing().gather(agent, trigger, now, mark_used=True)
+    built = build_context(
+        agent=agent,
+        agents=wiring.team.agents,
+        layers=gathered.layers,
+        trigger=trigger,
+        prompts=wiring.prompts,
+        now=now.astimezone(wiring.tuning.zone),
+        limits=wiring.tuning.limits(agent),
+        transcript=wiring.transcript,
+    )
+    request = built.request
+    turns = [f"[{turn['role']}]\n{turn['content']}" for turn in request.messages]
+    prompt = (
+        f"Project: {project}\n"
+        "(the shared project: your changes there are committed for you when you finish)\n\n"
+        + "\n\n".join(turns)
+    )
+    return RunContext(
+        system=request.system + "\n\n" + request.system_tail,
+        prompt=prompt,
+        tokens=built.report.tokens.total,
+    )
+
+
+def note_outcome(wiring: Wiring, run: RunRecord, summary: str, now: datetime) -> None:
+    """The run's outcome in the agent's daily log, citing the run (the heartbeat reads it)."""
+    draft = PersonalDraft(content=summary, type="note")
+    wiring.personal.append(run.agent, draft, source=f"{run.group}/run {run.id}", now=now)
+
+
+StepSink = Callable[[RunRecord, StoredStep], Awaitable[None]]
+
+
+async def follow(
+    cli: ClaudeCode,
+    request: RunRequest,
+    run: RunRecord,
+    runs: RunStore,
+    publish: StepSink,
+) -> RunOutcome:
+    """Run the CLI, keeping and publishing each step, stopping when a cancel is asked for."""
+    cancel = asyncio.Event()
+
+    async def on_step(step: RunStep) -> None:
+        stored = StoredStep(
+            n=step.n,
+            at=datetime.now(UTC),
+            kind=step.kind,
+            line=step.line,
+            tool=step.tool,
+            is_error=step.is_error,
+        )
+        await asyncio.to_thread(runs.add_step, run.id, stored)
+        with contextlib.suppress(Exception):  # a step not shown live is still kept
+            await publish(run, stored)
+
+    async def watch() -> None:
+        while not cancel.is_set():
+            await asyncio.sleep(CANCEL_POLL_S)
+            now = await asyncio.to_thread(runs.get, run.id)
+            if now is not None and now.cancel_requested:
+                cancel.set()
+
+    watcher = asyncio.create_task(watch())
+    try:
+        return await cli.run(request, on_step, cancel)
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+
+
+def outcome_json(outcome: RunOutcome, project: dict[str, Any]) -> dict[str, Any]:
+    """What a run's row keeps of how it ended."""
+    usage = outcome.usage
+    return {
+        "turns": outcome.turns,
+        "duration_ms": outcome.duration_ms,
+        "cost_usd": outcome.cost_usd,
+        "usage": {
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "cache_read_tokens": usage.cache_read_tokens,
+            "cache_creation_tokens": usage.cache_creation_tokens,
+        },
+        "denials": list(outcome.denials),
+        "session_id": outcome.session_id,
+        **project,
+    }
+
+
+def run_job(run_id: str) -> dict[str, Any]:
+    """Run the Claude Code run ``run_id`` (an RQ job on the ``runs`` queue)."""
+    from orchestrator.settings import load_settings
+
+    settings = load_settings()
+    return asyncio.run(execute(settings, run_id))
+
+
+async def execute(
+    settings: Settings, run_id: str, *, cli: ClaudeCode | None = None
+) -> dict[str, Any]:
+    """Everything a run's job does (see the module docstring); what became of it."""
+    engine = make_engine(settings.effective_database_url)
+    redis = connect_async(settings.effective_redis_url)
+    try:
+        wiring = Wiring(settings, engine)
+        runs = RunStore(engine)
+        run = runs.get(run_id)
+        if run is None:
+            return {"run": run_id, "status": "unknown"}
+        if not run.ended:
+            run = await _run(settings, wiring, runs, run, redis, cli)
+        # Whoever asks: the daemon posts the reply once, however often this is said.
+        with translated():
+            await redis.xadd(inbox_stream(), run_ended_fields(run.group, run.id))  # type: ignore[arg-type]
+        return {"run": run.id, "status": run.status}
+    finally:
+        await redis.aclose()
+        engine.dispose()
+
+
+async def _run(
+    settings: Settings,
+    wiring: Wiring,
+    runs: RunStore,
+    run: RunRecord,
+    redis: AsyncConnection,
+    cli: ClaudeCode | None,
+) -> RunRecord:
+    now = datetime.now(UTC)
+    if run.status == "running":  # a worker took it and died: never run it twice
+        return _end(runs, run, "lost", "its worker stopped before the run ended", {})
+    if run.cancel_requested:
+        return _end(runs, run, "cancelled", "cancelled before it started", {})
+    if not runs.claim(run.id, now):
+        return runs.get(run.id) or run
+    agent = wiring.team.get(run.agent)
+    if agent.code is None:
+        return _end(runs, run, "failed", f"{agent.id} no longer acts (runtime)", {})
+    project = Project(settings.project)
+    name = git_run_id(run.id)
+    where = settings.data_dir / "runs" / name
+    try:
+        await asyncio.to_thread(project.ensure)
+        checkout = await asyncio.to_thread(project.start, name, where / "project")
+        context = await asyncio.to_thread(compose, wiring, agent, run, checkout.path, now)
+        workspace = wiring.personal.workspace(agent.id)  # the CLI's working directory
+        workspace.mkdir(parents=True, exist_ok=True)
+    except (OrchestratorError, LookupError) as exc:
+        return _end(runs, run, "failed", str(exc), {})
+
+    async def publish(record: RunRecord, step: StoredStep) -> None:
+        fields = {"run": record.id, **{k: str(v) for k, v in step.as_dict().items()}}
+        with translated():
+            await redis.xadd(steps_stream(record.group), fields, maxlen=10_000, approximate=True)  # type: ignore[arg-type]
+
+    with serving(settings) as (key, base_url):
+        request = RunRequest(
+            prompt=context.prompt,
+            system=context.system,
+            workspace=workspace,
+            project=checkout.path,
+            config_dir=where / "claude",
+            model=agent.model,
+            code=agent.code,
+            api_key=key,
+            base_url=base_url,
+        )
+        runner = cli or ClaudeCode(settings.data_dir / "runs")
+        outcome = await follow(runner, request, run, runs, publish)
+    project_out = await asyncio.to_thread(_commit, project, checkout, agent, run, outcome)
+    summary = _summary(agent.name, outcome, project_out)
+    with contextlib.suppress(Exception):
+        await asyncio.to_thread(note_outcome, wiring, run, summary, datetime.now(UTC))
+    problem = outcome.problem
+    return _end(
+        runs, run, outcome.status, problem, outcome_json(outcome, project_out), outcome.text
+    )
+
+
+def _end(
+    runs: RunStore,
+    run: RunRecord,
+    status: str,
+    problem: str | None,
+    outcome: dict[str, Any],
+    text: str = "",
+) -> RunRecord:
+    logger.info("run %s: %s%s", run.id, status, f" ({problem})" if problem else "")
+    ended = runs.finish(
+        run.id, status=status, text=text, problem=problem, outcome=outcome, now=datetime.now(UTC)
+    )
+    return ended or run
+
+
+@contextlib.contextmanager
+def serving(settings: Settings) -> Iterator[tuple[str, str | None]]:
+    """The model the CLI talks to: Anthropic's API with a key; without one, the offline model
+    served on a local Messages API for the run's length."""
+    key = settings.anthropic_api_key
+    if key is not None:
+        yield key.get_secret_value(), settings.anthropic_base_url
+        return
+    from orchestrator.adapters.messages_api import MessagesApiServer
+
+    with MessagesApiServer() as server:
+        yield "offline", server.base_url
+
+
+def _commit(
+    project: Project, checkout: Checkout, agent: AgentSpec, run: RunRecord, outcome: RunOutcome
+) -> dict[str, Any]:
+    """What the run changed, committed by the agent and brought into the project (a run that
+    did not end well is kept on its branch for review, never merged)."""
+    subject = _first_line(outcome.text) or f"{agent.name}: run {run.id}"
+    try:
+        finished = project.finish(
+            checkout,
+            agent.name,
+            f"{agent.id}@agents.arena",
+            subject,
+            group=run.group,
+            message_id=run.trigger_id,
+            merge=outcome.status == "done",
+        )
+    except OrchestratorError as exc:
+        logger.warning("run %s: its changes could not be committed: %s", run.id, exc)
+        with contextlib.suppress(OrchestratorError):
+            project.cancel(checkout)
+        return {"reason": str(exc)}
+    files = [change.path for change in finished.stat.files]
+    return {
+        "files": files,
+        "stat": _stat_text(finished),
+        "commit": finished.commit,
+        "merged": finished.merged if finished.changed else None,
+        "branch": None if finished.merged else finished.branch,
+        "reason": finished.reason or None,
+    }
+
+
+def _stat_text(finished: Finished) -> str:
+    files = finished.stat.files
+    if not files:
+        return ""
+    width = max(len(f.path) for f in files)
+    lines = [f" {f.path.ljust(width)} | +{f.insertions} -{f.deletions}" for f in files]
+    stat = finished.stat
+    lines.append(
+        f" {len(files)} file{'s' if len(files) != 1 else ''} changed, "
+        f"{stat.insertions} insertions(+), {stat.deletions} deletions(-)"
+    )
+    return "\n".join(lines)
+
+
+def _summary(name: str, outcome: RunOutcome, project: dict[str, Any]) -> str:
+    """The line the agent's daily log keeps of a run."""
+    files = project.get("files") or []
+    did = _first_line(outcome.text) or "no summary"
+    changed = f"; changed {', '.join(files[:8])}" if files else "; changed no file"
+    kept = "" if project.get("merged") in (True, None) else f" (kept on {project.get('branch')})"
+    return f"[run {outcome.status}] {did}{changed}{kept}"
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")[:200]

@@ -1,0 +1,103 @@
+"""Agents that act: a turn that is a Claude Code run, through a real `arena up` (daemon, a run
+worker, the real bundled `claude` CLI against the offline model on a local Messages API), from
+the person's message to the commit in the shared project and the agent's reply in the room."""
+
+from __future__ import annotations
+
+import subprocess
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator.adapters.claude_code import bundled_cli
+from orchestrator.client import ArenaClient
+from orchestrator.core.wire import Outbound
+from orchestrator.memory.db import make_engine
+from orchestrator.memory.runs import RunStore
+from orchestrator.settings import load_settings
+from tests.arena_up import Arena, arenas
+
+pytestmark = pytest.mark.skipif(
+    bundled_cli() is None, reason="claude-agent-sdk is not installed: no claude CLI to run"
+)
+
+CODER = """
+    id: coder
+    name: Coder
+    role: developer
+    model: claude-test
+    runtime: claude-code
+    code:
+      profile: editor
+      rules:
+        - name: implement
+          keywords: [create, implement, fix]
+"""
+
+
+@pytest.fixture
+def arena(tmp_path: Path) -> Iterator[Arena]:
+    """`arena up` offline, with a team that has an agent who acts on the project."""
+    for up in arenas(tmp_path):
+        agents = Path(up.env["ARENA_AGENTS_DIR"])
+        (agents / "coder.yaml").write_text(textwrap.dedent(CODER), encoding="utf-8")
+        up.env["ARENA_PROJECT_DIR"] = str(tmp_path / "project")
+        up.env["ARENA_RUN_WORKERS"] = "1"
+        up.start()
+        yield up
+
+
+def _client(up: Arena) -> ArenaClient:
+    return ArenaClient(up.url)
+
+
+def _item(client: ArenaClient, group: str, item_id: str, timeout_s: float) -> Outbound:
+    """The outbound item ``item_id`` of ``group`` once it is published."""
+    deadline = time.monotonic() + timeout_s
+    for item in client.follow(group, after="0-0", block_ms=200):
+        if item is not None and item.id == item_id:
+            return item
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {item_id} in {group} within {timeout_s}s")
+    raise AssertionError("the stream ended")
+
+
+def _git(project: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(project), *args], capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+def test_a_run_changes_the_project_and_its_reply_reaches_the_room(arena: Arena, tmp_path: Path):
+    """ "@coder create hello.py …" posts a run card at once; the run writes the file, commits it
+    as the coder, and the reply with the diff follows in the room; other turns stay replies."""
+    client = _client(arena)
+    message_id, first = client.post_and_wait("team", "@coder create hello.py that prints hello")
+    card = [item for item in first if item.type == "notice"]
+    assert card, first
+    assert "started a run" in card[0].text
+    assert "implement" in card[0].text  # why the turn became a run
+    reply = _item(client, "team", f"{message_id}:1:coder", timeout_s=120)
+    assert reply.type == "reply"
+    assert "hello.py" in reply.text
+    assert "1 file changed" in reply.text
+    project = tmp_path / "project"
+    assert (project / "hello.py").read_text() == 'print("hello")\n'
+    assert _git(project, "log", "-1", "--format=%an|%s").startswith("Coder|")
+    assert f"Arena-Message: {message_id}" in _git(project, "log", "-1", "--format=%B")
+    settings = load_settings(data_dir=arena.data)
+    engine = make_engine(settings.effective_database_url)
+    try:
+        (run,) = RunStore(engine).recent("team")
+        assert run.status == "done"
+        assert run.outcome["files"] == ["hello.py"]
+        lines = [s.line for s in RunStore(engine).steps(run.id)]
+        assert "Write hello.py" in lines
+    finally:
+        engine.dispose()
+    talk = client.post_and_wait("team", "@coder what do you think of the plan?")[1]
+    assert [item.type for item in talk if item.type != "done"] == ["reply"]
