@@ -20,6 +20,11 @@ request names is relative to the project. The rules, the first that matches wins
    the exit code and the output;
 4. anything else gets a short text answer and no tool call.
 
+In a transcript (the arena's runs give the conversation, each message labelled
+``[time sender (kind)]: ``), the request is the last message: what came before is not asked
+again. A request that goes on "then ask @AGENT to check|verify|test|run it" hands the turn on:
+after a file was created, the text that ends the turn asks ``@AGENT`` to check that file.
+
 A tool that the request's ``tools`` does not offer is never called: the answer says it is
 missing, as it says when there is no ``Project:`` line or the file is not a relative path
 inside the project. The turn ends after one tool call, once its result is back, with a text
@@ -63,6 +68,10 @@ _TESTS_RE = re.compile(r"\brun\s+(?:all\s+)?(?:the\s+)?(?:unit\s+)?tests\b(?!\.?
 _RUN_RE = re.compile(
     rf"\b(?:check|verify|test|run)\s+(?:the\s+)?(?:(?:file|script|program)\s+)?{_FILE}(?![\w/])",
     re.IGNORECASE,
+)
+_LABEL_RE = re.compile(r"^\[[^\]\n]*\((?:human|agent)\)\]: ", re.MULTILINE)
+_HANDOFF_RE = re.compile(
+    r"\bthen\s+ask\s+@(?P<agent>[\w-]+)\s+to\s+(?P<verb>check|verify|test|run)\b", re.IGNORECASE
 )
 _QUOTES = {'"': '"', "'": "'", "`": "`", "\u201c": "\u201d", "\u2018": "\u2019"}
 _RUNNERS = {".py": "python3", ".js": "node", ".sh": "sh"}
@@ -141,7 +150,7 @@ def next_turn(request: Mapping[str, Any]) -> Turn:
         return move
     else:
         text = move
-    memory, personal = markers(_PROJECT_RE.sub("", task.text))
+    memory, personal = markers(_request(task.text))
     return Turn(content=(Text(text="\n".join([text, *memory, *personal])),), stop_reason="end_turn")
 
 
@@ -168,9 +177,16 @@ class _Plan:
         return {"command": f"cd {shlex.quote(root)} && {command}", "description": self.purpose}
 
 
+def _request(text: str) -> str:
+    """The request in a task: the last labelled message of a transcript, else all of it."""
+    request = _PROJECT_RE.sub("", text)
+    labels = list(_LABEL_RE.finditer(request))
+    return request[labels[-1].end() :] if labels else request
+
+
 def _plan(text: str) -> _Plan | None:
     """What the request asks for (the rules of the module docstring), or None."""
-    request = _PROJECT_RE.sub("", text)
+    request = _request(text)
     if (create := _CREATE_RE.search(request)) is not None:
         name = create["file"]
         return _Plan(tool="Write", purpose=f"create {name}", file=name, printed=_printed(create))
@@ -209,7 +225,9 @@ def _report(task: _Task, step: _Step) -> str:
             return f"Writing {name} failed: {output}"
         plan = _plan(task.text)
         printed = f": it prints {_clean(plan.printed)}" if plan and plan.printed else ""
-        return f"Created {name}{printed}."
+        handoff = _HANDOFF_RE.search(_request(task.text))
+        ask = f"\n\n@{handoff['agent']} please {handoff['verb'].lower()} {name}." if handoff else ""
+        return f"Created {name}{printed}.{ask}"
     command = _clean(str(step.call.input.get("command", "")))
     if step.is_error:
         return f"Running `{command}` failed: {output}"
@@ -260,7 +278,7 @@ def _printed(create: re.Match[str]) -> str:
     close = _QUOTES.get(raw[:1])
     if close is not None and close in raw[1:]:
         return raw[1 : raw.index(close, 1)]
-    sentence = re.split(r"[.;]\s", raw, maxsplit=1)[0]
+    sentence = re.split(r"[.;]\s|,?\s+(?:and\s+)?then\b", raw, maxsplit=1)[0]
     return sentence.rstrip(". ").strip() or raw
 
 

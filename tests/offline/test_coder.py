@@ -193,3 +193,37 @@ def test_a_turn_stops_for_tool_use_only_when_it_calls_a_tool():
         Turn(content=(ToolUse(id="t", name="Bash"),), stop_reason="end_turn")
     with pytest.raises(ValueError, match="at least one"):
         Turn(content=(), stop_reason="end_turn")
+
+
+def test_in_a_transcript_only_the_last_message_is_the_request():
+    """A run's prompt is the conversation: the last labelled message is what is asked now."""
+    prompt = (
+        "Project: /p\n\n[user]\n"
+        "[2026-01-01 10:00 alex (human)]: @developer create hello.py that prints hello\n\n"
+        "[2026-01-01 10:01 developer (agent)]: Created hello.py.\n\n@tester please check hello.py."
+    )
+    turn = next_turn({"messages": [{"role": "user", "content": prompt}], "tools": TOOLS})
+    call = turn.content[-1]
+    assert isinstance(call, ToolUse)
+    assert call.name == "Bash"
+    assert call.input["command"] == "cd /p && python3 hello.py"
+
+
+def test_then_ask_someone_to_check_it_hands_the_new_file_on():
+    """ "…, then ask @tester to check it" ends the turn asking @tester to check the file made."""
+    prompt = "Project: /p\ncreate hello.py that prints hello, then ask @tester to check it"
+    first = next_turn({"messages": [{"role": "user", "content": prompt}], "tools": TOOLS})
+    call = first.content[-1]
+    assert isinstance(call, ToolUse)
+    assert call.input["content"] == 'print("hello")\n'
+    after = [
+        {"role": "user", "content": prompt},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": call.id, "name": "Write",
+                                           "input": call.input}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id,
+                                      "content": "ok"}]},
+    ]  # fmt: skip
+    (text,) = next_turn({"messages": after, "tools": TOOLS}).content
+    assert isinstance(text, Text)
+    assert text.text.startswith("Created hello.py: it prints hello.")
+    assert text.text.endswith("@tester please check hello.py.")

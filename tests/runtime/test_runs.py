@@ -24,6 +24,18 @@ pytestmark = pytest.mark.skipif(
     bundled_cli() is None, reason="claude-agent-sdk is not installed: no claude CLI to run"
 )
 
+CHECKER = """
+    id: checker
+    name: Checker
+    role: tester
+    model: claude-test
+    runtime: claude-code
+    code:
+      profile: tester
+      rules:
+        - name: verify
+          keywords: [check, verify]
+"""
 CODER = """
     id: coder
     name: Coder
@@ -44,6 +56,7 @@ def arena(tmp_path: Path) -> Iterator[Arena]:
     for up in arenas(tmp_path):
         agents = Path(up.env["ARENA_AGENTS_DIR"])
         (agents / "coder.yaml").write_text(textwrap.dedent(CODER), encoding="utf-8")
+        (agents / "checker.yaml").write_text(textwrap.dedent(CHECKER), encoding="utf-8")
         up.env["ARENA_PROJECT_DIR"] = str(tmp_path / "project")
         up.env["ARENA_RUN_WORKERS"] = "1"
         up.start()
@@ -101,3 +114,18 @@ def test_a_run_changes_the_project_and_its_reply_reaches_the_room(arena: Arena, 
         engine.dispose()
     talk = client.post_and_wait("team", "@coder what do you think of the plan?")[1]
     assert [item.type for item in talk if item.type != "done"] == ["reply"]
+
+
+def test_the_coder_hands_its_change_to_the_checker_whose_run_verifies_it(arena: Arena):
+    """A run's reply that asks @checker to check the file starts the checker's run, which runs
+    it in the project (a tester edits nothing) and reports its output."""
+    client = _client(arena)
+    text = "@coder create hello.py that prints hello, then ask @checker to check it"
+    message_id, _ = client.post_and_wait("team", text)
+    made = _item(client, "team", f"{message_id}:1:coder", timeout_s=120)
+    assert "@checker please check hello.py" in made.text
+    checked = _item(client, "team", f"{message_id}:2:checker", timeout_s=120)
+    assert checked.sender == "checker"
+    assert "exit code 0" in checked.text
+    assert "hello" in checked.text
+    assert "No file changed." in checked.text
