@@ -36,8 +36,10 @@ from orchestrator.adapters.checkouts import Checkout, Finished
 from orchestrator.adapters.claude_code import ClaudeCode, RunOutcome, RunRequest, RunStep
 from orchestrator.adapters.project import Project
 from orchestrator.adapters.redis_client import AsyncConnection, connect_async, translated
+from orchestrator.caps.guard import make_guard
+from orchestrator.caps.limits import OverCap
 from orchestrator.core.coding import run_ended_fields, steps_stream
-from orchestrator.core.models import AgentSpec
+from orchestrator.core.models import AgentSpec, Completion, LLMRequest
 from orchestrator.core.wire import inbox_stream
 from orchestrator.errors import OrchestratorError
 from orchestrator.memory.db import make_engine
@@ -67,10 +69,11 @@ def git_run_id(run_id: str) -> str:
 class RunContext:
     """What a run is told: the system prompt it adds, and the request, as a turn builds them."""
 
-    def __init__(self, system: str, prompt: str, tokens: int) -> None:
+    def __init__(self, system: str, prompt: str, tokens: int, request: LLMRequest) -> None:
         self.system = system
         self.prompt = prompt
         self.tokens = tokens
+        self.request = request  # as a turn would have sent it: what the caps count against
 
 
 def compose(
@@ -106,6 +109,7 @@ def compose(
         system=request.system + "\n\n" + request.system_tail,
         prompt=prompt,
         tokens=built.report.tokens.total,
+        request=request,
     )
 
 
@@ -242,6 +246,13 @@ async def _run(
         with translated():
             await redis.xadd(steps_stream(record.group), fields, maxlen=10_000, approximate=True)  # type: ignore[arg-type]
 
+    guard = make_guard(settings, redis, wiring.team.agents, _Unannounced())
+    try:
+        reservation = await guard.admit(agent.id, run.group, agent.model, lambda: context.tokens)
+    except OverCap as exc:
+        await asyncio.to_thread(project.cancel, checkout)
+        await guard.aclose()
+        return _end(runs, run, "failed", f"not started: {exc}", {})
     with serving(settings) as (key, base_url):
         request = RunRequest(
             prompt=context.prompt,
@@ -256,6 +267,15 @@ async def _run(
         )
         runner = cli or ClaudeCode(settings.data_dir / "runs")
         outcome = await follow(runner, request, run, runs, publish)
+    spent = Completion(
+        text=outcome.text, model=agent.model, provider="claude-code", usage=outcome.usage
+    )
+    try:
+        await guard.settle(reservation, context.request, spent)  # a stopped run is charged too
+    except OrchestratorError as exc:
+        logger.warning("run %s: its tokens were not counted: %s", run.id, exc)
+    finally:
+        await guard.aclose()
     project_out = await asyncio.to_thread(_commit, project, checkout, agent, run, outcome)
     summary = _summary(agent.name, outcome, project_out)
     with contextlib.suppress(Exception):
@@ -279,6 +299,13 @@ def _end(
         run.id, status=status, text=text, problem=problem, outcome=outcome, now=datetime.now(UTC)
     )
     return ended or run
+
+
+class _Unannounced:
+    """Cap warnings from a worker are not announced: the daemon announces its own."""
+
+    def publish(self, topic: str, payload: bytes) -> None:
+        """Drop the event."""
 
 
 @contextlib.contextmanager

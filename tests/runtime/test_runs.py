@@ -51,9 +51,12 @@ CODER = """
 
 
 @pytest.fixture
-def arena(tmp_path: Path) -> Iterator[Arena]:
-    """`arena up` offline, with a team that has an agent who acts on the project."""
+def arena(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Arena]:
+    """`arena up` offline, with a team that has an agent who acts on the project (and the
+    environment the test's ``arena_env`` mark gives)."""
+    mark = request.node.get_closest_marker("arena_env")
     for up in arenas(tmp_path):
+        up.env.update(mark.args[0] if mark else {})
         agents = Path(up.env["ARENA_AGENTS_DIR"])
         (agents / "coder.yaml").write_text(textwrap.dedent(CODER), encoding="utf-8")
         (agents / "checker.yaml").write_text(textwrap.dedent(CHECKER), encoding="utf-8")
@@ -129,3 +132,15 @@ def test_the_coder_hands_its_change_to_the_checker_whose_run_verifies_it(arena: 
     assert "exit code 0" in checked.text
     assert "hello" in checked.text
     assert "No file changed." in checked.text
+
+
+@pytest.mark.arena_env({"ARENA_CAP_AGENT_TOKENS_PER_DAY": "10"})
+def test_a_run_over_its_daily_cap_never_starts(arena: Arena, tmp_path: Path):
+    """With the agent's daily cap too small for the run's context, the run is refused before
+    the CLI starts: the reply says which cap, and the project is untouched."""
+    client = _client(arena)
+    message_id, _ = client.post_and_wait("team", "@coder create hello.py that prints hello")
+    reply = _item(client, "team", f"{message_id}:1:coder", timeout_s=120)
+    assert "The run ended failed: not started:" in reply.text
+    assert "daily budget (agent coder: 0 of 10 tokens used)" in reply.text
+    assert not (tmp_path / "project" / "hello.py").exists()
