@@ -125,6 +125,7 @@ def _prose(file: str) -> str:
 # Sections (file, heading) whose examples the tests below run, with the test that runs them.
 RUN_BY = {
     ("README.md", "Quick start"): "test_quick_start_make_targets, test_quick_start_commands",
+    ("README.md", "Agents that act"): "test_agents_that_act",
     ("docs/configuration.md", "Secured Redis and MQTT"): "test_secured_service_urls",
     ("docs/configuration.md", "Running against external services"): "test_compose_commands",
     ("docs/cli.md", "The Python client"): "test_python_client",
@@ -497,6 +498,31 @@ def test_daily_caps_example(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_agents_that_act(stack: Stack) -> None:
+    """The developer's run writes and commits hello.py in the shared project and hands it to
+    the tester, whose run runs it: history shows both replies, git the developer's commit."""
+    (block,) = _runnable("README.md", "Agents that act")
+    post, history = block.commands
+    group = shlex.split(post)[2]
+    message_id = stack.sh(post).splitlines()[0]
+    checked = f"{message_id}:2:tester"
+    block_until(
+        lambda: any(r.get("id") == checked for r in stack.replies(group)),
+        timeout_s=120,
+        what="the tester's run to end",
+    )
+    shown = stack.sh(history)
+    assert "Created hello.py" in shown
+    assert "exit code 0" in shown
+    project = Path(stack.env["ARENA_WORKSPACES_DIR"]) / "shared"
+    assert (project / "hello.py").read_text() == 'print("hello")\n'
+    log = subprocess.run(
+        ["git", "-C", str(project), "log", "-1", "--format=%an"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert log.stdout.strip() == "Developer"
+
+
 def test_heartbeat_and_growth(stack: Stack) -> None:
     """post, heartbeat and growth print what the example's comments say."""
     (block,) = _runnable("docs/operations.md", "Background work: heartbeats, summaries, growth")
