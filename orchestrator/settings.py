@@ -99,6 +99,8 @@ class Settings(BaseSettings):
     prompts_dir: Path = Path("prompts")
     # The shared project agents with `runtime: claude-code` change (a git repository).
     project_dir: Path | None = None  # default: workspaces_dir / "shared"
+    # The `claude` executable runs use (default: the one the Claude Agent SDK bundles).
+    claude_cli: Path | None = None
     tz: str = "UTC"
 
     # Embedded Redis: besides its unix socket it listens on this loopback TCP port, so any

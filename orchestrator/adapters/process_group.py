@@ -81,6 +81,11 @@ def _reap() -> None:
             return
 
 
+def _orphaned() -> None:
+    """In the child: killed if the launcher itself is killed (SIGKILL leaves it no time)."""
+    _prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+
+
 def _prctl(option: int, value: int) -> None:
     if not sys.platform.startswith("linux"):
         return
@@ -109,7 +114,7 @@ def main(argv: list[str]) -> int:
         with contextlib.suppress(OSError), open(pidfile, "w", encoding="ascii") as out:
             out.write(f"{os.getpid()}\n")
     try:
-        child = subprocess.Popen(argv, start_new_session=True, env=env)
+        child = subprocess.Popen(argv, start_new_session=True, env=env, preexec_fn=_orphaned)
     except OSError as exc:
         sys.stderr.write(f"cannot start {argv[0]}: {exc.strerror or exc}\n")
         return 127

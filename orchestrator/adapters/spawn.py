@@ -18,7 +18,15 @@ from pathlib import Path
 
 from orchestrator.errors import ServiceError
 
-__all__ = ["SOCKET_PATH_LIMIT", "check_port_free", "die_with_parent", "socket_fits"]
+__all__ = [
+    "SOCKET_PATH_LIMIT",
+    "check_port_free",
+    "die_with_parent",
+    "end_with_parent",
+    "owner_gone",
+    "process_owner",
+    "socket_fits",
+]
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 # sun_path holds 108 bytes on Linux and 104 on macOS, including the trailing NUL.
@@ -52,6 +60,17 @@ def die_with_parent(sig: signal.Signals) -> Callable[[], None] | None:
     return arm
 
 
+def end_with_parent(sig: signal.Signals) -> None:
+    """Have this process receive ``sig`` when its parent dies (Linux; elsewhere nothing)."""
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    if os.getppid() != parent:  # it died before the signal was armed
+        os.kill(os.getpid(), sig)
+
+
 def check_port_free(service: str, host: str, port: int, hint: str) -> None:
     """Check that a server could listen on ``host:port`` (by binding it for a moment).
 
@@ -71,3 +90,28 @@ def check_port_free(service: str, host: str, port: int, hint: str) -> None:
             raise ServiceError(service, f"port {port} on {host} is already in use", hint) from exc
         reason = exc.strerror or str(exc)
         raise ServiceError(service, f"cannot listen on {host}:{port}: {reason}", hint) from exc
+
+
+def _started(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks since boot, Linux), None if it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 and fields[0] != "Z" else None
+
+
+def process_owner() -> str:
+    """This process, as ``host:pid:start``: a pid reused by another process does not match."""
+    return f"{socket.gethostname()}:{os.getpid()}:{_started(os.getpid()) or '?'}"
+
+
+def owner_gone(owner: str) -> bool | None:
+    """Whether the process ``owner`` (from :func:`process_owner`) has ended: None when it ran
+    on another host (or this system cannot tell)."""
+    host, _, rest = owner.partition(":")
+    pid, _, start = rest.partition(":")
+    if host != socket.gethostname() or not pid.isdigit() or start == "?":
+        return None
+    return _started(int(pid)) != start

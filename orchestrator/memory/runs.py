@@ -44,6 +44,8 @@ class RunRow(SQLModel, table=True):
     started_at: datetime | None = None
     finished_at: datetime | None = None
     cancel_requested: bool = False
+    # Who runs it: "host:pid:start" of the process that claimed it (a dead one means lost).
+    owner: str | None = Field(default=None, max_length=300)
     text: str = Field(default="", sa_column=Column(Text, nullable=False))
     problem: str | None = Field(default=None, sa_column=Column(Text))
     outcome: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
@@ -175,15 +177,22 @@ class RunStore:
         with self.engine.connect() as conn:
             return [_record(row) for row in conn.execute(query)]
 
-    def claim(self, run_id: str, now: datetime) -> bool:
-        """Move a queued run to ``running``; False when it was not queued (it ran, or runs)."""
+    def claim(self, run_id: str, now: datetime, owner: str | None = None) -> bool:
+        """Move a queued run to ``running`` for ``owner``; False when it was not queued (it
+        ran, or runs)."""
         with writing(self.engine) as conn:
             changed = conn.execute(
                 update(_RUNS)
                 .where(_RUNS.c.id == run_id, _RUNS.c.status == "queued")
-                .values(status="running", started_at=now.astimezone(UTC))
+                .values(status="running", started_at=now.astimezone(UTC), owner=owner)
             ).rowcount
         return bool(changed)
+
+    def running(self) -> list[tuple[RunRecord, str | None]]:
+        """The runs running now, each with its owner."""
+        query = select(_RUNS).where(_RUNS.c.status == "running")
+        with self.engine.connect() as conn:
+            return [(_record(row), row.owner) for row in conn.execute(query)]
 
     def request_cancel(self, run_id: str) -> RunRecord | None:
         """Ask a run to stop (a queued one then never starts); the run as it is now."""

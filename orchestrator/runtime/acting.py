@@ -20,13 +20,14 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 
+from orchestrator.adapters.spawn import owner_gone
 from orchestrator.core.coding import RunDecision, decide_run
 from orchestrator.core.models import AgentSpec, ChatMessage, MessageKind
 from orchestrator.core.routing import RuleSet
 from orchestrator.core.wire import NOTICE_SENDER
 from orchestrator.memory.conversation.meta import ReplyMeta
 from orchestrator.memory.conversation.run_meta import RunMeta
-from orchestrator.memory.runs import RunStore
+from orchestrator.memory.runs import RunRecord, RunStore
 from orchestrator.runtime.answering import Draft
 from orchestrator.runtime.team import Team
 
@@ -60,6 +61,25 @@ class Acting:
     def decide(self, agent: AgentSpec, text: str) -> RunDecision:
         """Whether ``agent``'s turn on ``text`` is a run, and why."""
         return decide_run(agent.code, self._rules.get(agent.id), text, agent.id)
+
+    async def reap(self) -> list[RunRecord]:
+        """The runs whose process died on this host, now recorded ``lost`` (their job may
+        never come back: a worker killed with its whole process group)."""
+        lost = []
+        for run, owner in await asyncio.to_thread(self.runs.running):
+            if owner is not None and owner_gone(owner):
+                ended = await asyncio.to_thread(
+                    self.runs.finish,
+                    run.id,
+                    status="lost",
+                    text="",
+                    problem="its worker stopped before the run ended",
+                    outcome={},
+                    now=self.clock(),
+                )
+                if ended is not None and ended.status == "lost":
+                    lost.append(ended)
+        return lost
 
     async def start(
         self,

@@ -5,6 +5,7 @@ leases that share the work with other daemons, and the schedule.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -16,14 +17,22 @@ from orchestrator.adapters.metrics import MetricsRecorder
 from orchestrator.adapters.mqtt_broker import publisher_url
 from orchestrator.adapters.probes import ping_redis
 from orchestrator.adapters.providers import build_llm
-from orchestrator.adapters.redis_client import Connection, connect, connect_pool
+from orchestrator.adapters.redis_client import (
+    AsyncConnection,
+    Connection,
+    connect,
+    connect_pool,
+    translated,
+)
 from orchestrator.adapters.summary_counts import SummaryCounts
 from orchestrator.background.queue import enqueue_run
 from orchestrator.background.schedule import start_schedule
 from orchestrator.caps.guard import make_guard
 from orchestrator.caps.ledger import publish_caps
+from orchestrator.core.coding import run_ended_fields
 from orchestrator.core.turns import LLM
-from orchestrator.errors import ConfigError
+from orchestrator.core.wire import inbox_stream
+from orchestrator.errors import ConfigError, OrchestratorError
 from orchestrator.memory.conversation.indexing import BackgroundIndexing
 from orchestrator.memory.conversation.recent import RecentMessages
 from orchestrator.memory.db import make_engine
@@ -74,6 +83,29 @@ def _acting(settings: Settings, wiring: Wiring) -> tuple[Acting | None, Connecti
 
     runs = RunStore(wiring.engine)
     return Acting(team=wiring.team, runs=runs, enqueue=enqueue, clock=_utcnow), queue
+
+
+REAP_EVERY_S = 5.0
+
+
+def _watch_runs(acting: Acting, redis: AsyncConnection, stop: asyncio.Event) -> asyncio.Task[None]:
+    """Every few seconds, the runs whose worker died here are recorded lost and their end is
+    posted: their reply says so, in the group's order."""
+
+    async def watch() -> None:
+        while not stop.is_set():
+            try:
+                for run in await acting.reap():
+                    logger.warning("run %s: its worker died; reported lost", run.id)
+                    with translated():
+                        fields = run_ended_fields(run.group, run.id)
+                        await redis.xadd(inbox_stream(), fields)  # type: ignore[arg-type]
+            except OrchestratorError as exc:
+                logger.warning("could not look for lost runs: %s", exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), REAP_EVERY_S)
+
+    return asyncio.create_task(watch(), name="orchestrator.runtime.daemon.watch_runs")
 
 
 def _utcnow() -> datetime:
@@ -169,7 +201,12 @@ async def run(
             )
             if ready is not None:
                 ready()
-            await consumer.run(stop, coordinator)
+            watch = _watch_runs(acting, redis, stop) if acting is not None else None
+            try:
+                await consumer.run(stop, coordinator)
+            finally:
+                if watch is not None:
+                    watch.cancel()
         await publisher.flush(timeout_s=2)
     finally:
         if schedule is not None:

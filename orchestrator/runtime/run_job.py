@@ -27,6 +27,7 @@ import contextlib
 import hashlib
 import logging
 import re
+import signal
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,6 +37,7 @@ from orchestrator.adapters.checkouts import Checkout, Finished
 from orchestrator.adapters.claude_code import ClaudeCode, RunOutcome, RunRequest, RunStep
 from orchestrator.adapters.project import Project
 from orchestrator.adapters.redis_client import AsyncConnection, connect_async, translated
+from orchestrator.adapters.spawn import end_with_parent, process_owner
 from orchestrator.caps.guard import make_guard
 from orchestrator.caps.limits import OverCap
 from orchestrator.core.coding import run_ended_fields, steps_stream
@@ -184,6 +186,9 @@ def run_job(run_id: str) -> dict[str, Any]:
     """Run the Claude Code run ``run_id`` (an RQ job on the ``runs`` queue)."""
     from orchestrator.settings import load_settings
 
+    # RQ runs a job in a process of its own group: when the worker dies, so does the run (and
+    # with it the CLI and all it started), instead of going on unseen.
+    end_with_parent(signal.SIGTERM)
     settings = load_settings()
     return asyncio.run(execute(settings, run_id))
 
@@ -224,7 +229,7 @@ async def _run(
         return _end(runs, run, "lost", "its worker stopped before the run ended", {})
     if run.cancel_requested:
         return _end(runs, run, "cancelled", "cancelled before it started", {})
-    if not runs.claim(run.id, now):
+    if not runs.claim(run.id, now, owner=process_owner()):
         return runs.get(run.id) or run
     agent = wiring.team.get(run.agent)
     if agent.code is None:
@@ -265,7 +270,7 @@ async def _run(
             api_key=key,
             base_url=base_url,
         )
-        runner = cli or ClaudeCode(settings.data_dir / "runs")
+        runner = cli or ClaudeCode(settings.data_dir / "runs", cli=settings.claude_cli)
         outcome = await follow(runner, request, run, runs, publish)
     spent = Completion(
         text=outcome.text, model=agent.model, provider="claude-code", usage=outcome.usage

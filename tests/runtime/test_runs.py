@@ -4,6 +4,8 @@ the person's message to the commit in the shared project and the agent's reply i
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import textwrap
 import time
@@ -18,7 +20,8 @@ from orchestrator.core.wire import Outbound
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.runs import RunStore
 from orchestrator.settings import load_settings
-from tests.arena_up import Arena, arenas
+from tests.arena_up import Arena, alive, arenas
+from tests.waiting import block_until
 
 pytestmark = pytest.mark.skipif(
     bundled_cli() is None, reason="claude-agent-sdk is not installed: no claude CLI to run"
@@ -144,3 +147,35 @@ def test_a_run_over_its_daily_cap_never_starts(arena: Arena, tmp_path: Path):
     assert "The run ended failed: not started:" in reply.text
     assert "daily budget (agent coder: 0 of 10 tokens used)" in reply.text
     assert not (tmp_path / "project" / "hello.py").exists()
+
+
+def _sleeping_cli(tmp_path: Path) -> Path:
+    """A `claude` that never answers: a run on it stays running until it is stopped."""
+    path = tmp_path / "claude-asleep"
+    path.write_text(f"#!/bin/sh\necho $$ > {tmp_path}/cli.pid\nexec sleep 600\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_a_run_whose_worker_is_killed_is_reported_lost_and_leaves_nothing_running(
+    tmp_path: Path, request: pytest.FixtureRequest
+):
+    """Killing the run worker mid-run (its whole process group) ends the CLI too, and within
+    seconds the room is told the run was lost: never silently gone, never run again."""
+    for up in arenas(tmp_path):
+        agents = Path(up.env["ARENA_AGENTS_DIR"])
+        (agents / "coder.yaml").write_text(textwrap.dedent(CODER), encoding="utf-8")
+        up.env["ARENA_PROJECT_DIR"] = str(tmp_path / "project")
+        up.env["ARENA_CLAUDE_CLI"] = str(_sleeping_cli(tmp_path))
+        up.start()
+        client = _client(up)
+        message_id, _ = client.post_and_wait("team", "@coder create hello.py that prints hello")
+        pid_file = tmp_path / "cli.pid"
+        block_until(pid_file.exists, timeout_s=60, what="the CLI to start")
+        cli = int(pid_file.read_text())
+        workers = list(up.record()["workers"])  # type: ignore[call-overload]
+        run_worker = workers[-1]  # the run workers come after the background ones
+        os.kill(run_worker, signal.SIGKILL)
+        reply = _item(client, "team", f"{message_id}:1:coder", timeout_s=60)
+        assert "The run ended lost: its worker stopped before the run ended" in reply.text
+        block_until(lambda: not alive(cli), timeout_s=10, what="the CLI to be gone")  # noqa: B023
