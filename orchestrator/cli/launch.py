@@ -37,6 +37,8 @@ READS: dict[str, frozenset[str] | None] = {
     "logs": None,
     "summary": None,
     "context": None,
+    "runs": None,
+    "run": frozenset({"show"}),
     "memory": frozenset({"list", "search", "show", "stats", "history"}),
 }
 _HELP = frozenset({"--help", "-h", "--version"})

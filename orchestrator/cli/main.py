@@ -72,6 +72,8 @@ class ArenaGroup(click.Group):
             "orchestrator.cli.caps",
             "Show spending against the daily caps per agent, group and model.",
         ),
+        "runs": ("orchestrator.cli.runs", "List the agents' Claude Code runs, newest first."),
+        "run": ("orchestrator.cli.runs", "Show one Claude Code run in full, or stop it."),
         "web": (
             "orchestrator.cli.web",
             "Serve the web console alone, against the configured services.",

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from orchestrator.memory.corrections import Corrections
     from orchestrator.memory.personal import PersonalLog
     from orchestrator.memory.recall.recaller import Recaller
+    from orchestrator.memory.runs import RunStore
     from orchestrator.memory.session.store import SessionMemory
     from orchestrator.memory.tools import MemoryTools
     from orchestrator.memory.versions.store import VersionStore
@@ -136,6 +137,13 @@ class Wiring:
         from orchestrator.memory.conversation.store import HistoryStore
 
         return HistoryStore(self.engine)
+
+    @cached_property
+    def runs(self) -> RunStore:
+        """The Claude Code runs and their steps."""
+        from orchestrator.memory.runs import RunStore
+
+        return RunStore(self.engine)
 
     @cached_property
     def personal(self) -> PersonalLog:

@@ -39,6 +39,7 @@ from orchestrator.web import (
     api_caps,
     api_context,
     api_memory,
+    api_runs,
     api_summary,
     events,
     login,
@@ -147,6 +148,7 @@ def create_app(
         app.include_router(module.router)
     app.include_router(api_context.router)
     app.include_router(api_caps.router)
+    app.include_router(api_runs.router)
     _errors(app)
     app.add_api_route(
         "/docs", _docs_page(app), include_in_schema=False, response_class=HTMLResponse

@@ -43,8 +43,8 @@ __all__ = [
 _COMPONENTS = "#/components/schemas/"
 _WHY_ERROR = {
     400: "Malformed: the reason, in one line.",
-    404: "No such group, agent, memory, version or dead letter.",
-    409: "It changed since it was read: read it again.",
+    404: "No such group, agent, memory, version, dead letter or run.",
+    409: "Its state refuses it (it changed since it was read, or a run already ended): why.",
     413: "The body is over the route's limit (refused before it is read).",
     422: "A parameter or the body is not valid: which, and why.",
     503: "Redis or the database cannot be reached, or no agents are defined.",

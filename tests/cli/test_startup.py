@@ -13,12 +13,14 @@ import pytest
 
 from orchestrator.cli.main import ArenaGroup, main
 from orchestrator.core.models import ChatMessage, MessageKind
+from orchestrator.memory.runs import RunStore
 from orchestrator.memory.session.store import NewMemory, SessionMemory
 from tests.arena_helpers import REPO
 from tests.history_seed import write_history
 
 HEAVY = (
     "anthropic",
+    "claude_agent_sdk",
     "httpx",
     "rq",
     "apscheduler",
@@ -93,13 +95,17 @@ READS = {
     "logs ping": AGENTS,
     "summary demo": AGENTS,  # beside `arena logs`, which reads the agent files
     "context ping demo": {*SQL, *AGENTS, "jinja2"},
+    "runs": SQL,
+    "runs demo --json": SQL,
+    "run show 1-0:1:ping": SQL,
     "check": {"redis", "aiomqtt", "paho", *SQL, *AGENTS, "jinja2"},
 }
 
 
 @pytest.fixture
 def arena_data(settings_env, engine, embedded_redis_url, embedded_mqtt_url) -> dict[str, str]:
-    """A group with a message and a memory (id 1), and the servers, for `arena` processes."""
+    """A group with a message, a memory (id 1) and a run (1-0:1:ping), and the servers, for
+    `arena` processes."""
     at = datetime(2026, 4, 1, 10, 0, tzinfo=UTC)
     message = ChatMessage(
         id="1-0", group="demo", sender="alex", kind=MessageKind.HUMAN, text="hi", created_at=at
@@ -115,6 +121,10 @@ def arena_data(settings_env, engine, embedded_redis_url, embedded_mqtt_url) -> d
         group_id="demo",
     )
     assert SessionMemory(engine).write(memory).record.id == 1
+    RunStore(engine).create(
+        run_id="1-0:1:ping", group="demo", agent="ping", trigger_id="1-0", root_id="1-0",
+        hop=1, why="code rule implement matched", now=at,
+    )  # fmt: skip
     return {"REDIS_URL": embedded_redis_url, "MQTT_URL": embedded_mqtt_url}
 
 

@@ -106,6 +106,8 @@ READS = [
     ("logs", "architect"),
     ("route", "@tester what should we test first?"),
     ("dead-letters",),
+    ("runs",),
+    ("run", "show", "nope:1:architect"),  # no such run: exit 1
 ]
 
 

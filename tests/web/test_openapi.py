@@ -42,6 +42,7 @@ from orchestrator.memory.summaries import summary_path
 from orchestrator.memory.versions.store import VersionStore
 from orchestrator.settings import Settings
 from orchestrator.web.app import create_app
+from tests.runs_seed import seed_runs
 from tests.web_helpers import chat_message, console_server, console_settings, own_redis, store
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
@@ -58,6 +59,7 @@ class Seeded:
     group: str
     reply: str
     memory: int
+    run: str
 
 
 def _seed_room(engine: Engine, group: str) -> str:
@@ -179,7 +181,8 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
             reply = _seed_room(engine, group)
             memory = _seed_memory(engine, group, cited=f"{group}-1")
             _seed_files(settings, engine, group, api)
-            yield Seeded(base, settings, group, reply, memory)
+            run = seed_runs(engine, group).done
+            yield Seeded(base, settings, group, reply, memory, run)
         engine.dispose()
 
 
@@ -290,6 +293,8 @@ def _calls(seeded: Seeded) -> dict[str, list[tuple[str, dict[str, str]]]]:
         "/api/context": [("/api/context", {"agent": "ping", "group": g, "message": "hi"})],
         "/api/messages/{message_id}/report": [(f"/api/messages/{seeded.reply}/report", {})],
         "/api/budget": [("/api/budget", {})],
+        "/api/runs": [("/api/runs", {}), ("/api/runs", {"group": g, "limit": "2"})],
+        "/api/runs/{run_id}": [(f"/api/runs/{seeded.run}", {})],
     }
 
 
