@@ -58,8 +58,10 @@ def arena(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Arena]:
     """`arena up` offline, with a team that has an agent who acts on the project (and the
     environment the test's ``arena_env`` mark gives)."""
     mark = request.node.get_closest_marker("arena_env")
+    _sleeping_cli(tmp_path)
     for up in arenas(tmp_path):
-        up.env.update(mark.args[0] if mark else {})
+        extra = mark.args[0] if mark else {}
+        up.env.update({k: v.replace("{tmp}", str(tmp_path)) for k, v in extra.items()})
         agents = Path(up.env["ARENA_AGENTS_DIR"])
         (agents / "coder.yaml").write_text(textwrap.dedent(CODER), encoding="utf-8")
         (agents / "checker.yaml").write_text(textwrap.dedent(CHECKER), encoding="utf-8")
@@ -179,3 +181,23 @@ def test_a_run_whose_worker_is_killed_is_reported_lost_and_leaves_nothing_runnin
         reply = _item(client, "team", f"{message_id}:1:coder", timeout_s=60)
         assert "The run ended lost: its worker stopped before the run ended" in reply.text
         block_until(lambda: not alive(cli), timeout_s=10, what="the CLI to be gone")  # noqa: B023
+
+
+@pytest.mark.arena_env({"ARENA_CLAUDE_CLI": "{tmp}/claude-asleep"})
+def test_arena_run_cancel_stops_a_running_run_and_everything_it_started(
+    arena: Arena, tmp_path: Path
+):
+    """`arena run cancel` ends a run that is running: the CLI is stopped within seconds and
+    the room is told the run was cancelled."""
+    client = _client(arena)
+    message_id, _ = client.post_and_wait("team", "@coder create hello.py that prints hello")
+    pid_file = tmp_path / "cli.pid"
+    block_until(pid_file.exists, timeout_s=60, what="the CLI to start")
+    cli = int(pid_file.read_text())
+    run_id = f"{message_id}:1:coder"
+    cancelled = arena.run("run", "cancel", run_id)
+    assert cancelled.exit_code == 0, cancelled.output
+    assert "is running: it stops within seconds" in cancelled.output
+    reply = _item(client, "team", run_id, timeout_s=60)
+    assert "The run ended cancelled" in reply.text
+    block_until(lambda: not alive(cli), timeout_s=10, what="the CLI to be gone")
