@@ -365,6 +365,7 @@ class Builder:
     settings: Settings
     engine: Any
     agent_id: str
+    wiring: Any = None
     team: Any = None
     briefing: Any = None
     recaller: TimedRecaller | None = None
