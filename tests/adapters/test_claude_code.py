@@ -1,0 +1,188 @@
+"""Tests for orchestrator.adapters.claude_code: how a Claude Code run ends, each way, through
+``ClaudeCode.run`` with a fake ``claude`` (tests/adapters/fake_claude.py) that speaks the CLI's
+protocol and fails on demand, under the real launcher (its own process group)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from orchestrator.adapters.claude_code import ClaudeCode, RunOutcome, RunRequest, RunStep
+from orchestrator.core.models import CodeSpec, Usage
+from tests.adapters.fake_claude import BIG_RESULT_CHARS, write_fake
+from tests.arena_helpers import REPO
+from tests.waiting import block_until
+
+QUICK = CodeSpec(inactivity_s=30, wall_s=60)  # limits no healthy fake run comes near
+# What tells an end we asked for from the SDK's own fallback: it closes the CLI's stdin and
+# waits 5 s before it sends SIGTERM, so an end that takes longer was not ours.
+PROMPT_END_S = 4.0
+
+
+@dataclass
+class Fake:
+    """A fake run's folders, and what it reported."""
+
+    root: Path
+    steps: list[RunStep] = field(default_factory=list)
+    cancelled_at: float | None = None  # time.monotonic() when the cancel was set
+
+    def request(self, code: CodeSpec) -> RunRequest:
+        for folder in ("workspace", "project"):
+            (self.root / folder).mkdir(exist_ok=True)
+        return RunRequest(
+            prompt="run the tests",
+            system="You are the tester.",
+            workspace=self.root / "workspace",
+            project=self.root / "project",
+            config_dir=self.root / "config",
+            model="claude-test",
+            code=code,
+            api_key="test",
+        )
+
+    def pids(self) -> dict[str, list[int]]:
+        """Every process of the run by kind: the launcher, the CLI and what the CLI started."""
+        found: dict[str, list[int]] = {}
+        launcher = self.root / "config" / "run.pid"
+        if launcher.exists():
+            found["launcher"] = [int(launcher.read_text())]
+        notes = self.root / "pids"
+        for line in notes.read_text().splitlines() if notes.exists() else ():
+            kind, pid = line.split()
+            found.setdefault(kind, []).append(int(pid))
+        return found
+
+    def running(self) -> list[int]:
+        return [pid for pids in self.pids().values() for pid in pids if _alive(pid)]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead for our purpose
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[-1]
+    except FileNotFoundError:
+        return False  # it ended while we looked
+    return not state.startswith("Z")
+
+
+async def run_fake(
+    tmp_path: Path,
+    scenario: str,
+    code: CodeSpec = QUICK,
+    cancel: asyncio.Event | None = None,
+    cancel_on: str | None = None,
+) -> tuple[RunOutcome, Fake]:
+    """``ClaudeCode.run`` on the fake playing ``scenario``; ``cancel`` is set on the first step
+    of kind ``cancel_on``."""
+    fake = Fake(root=tmp_path)
+    runner = ClaudeCode(tmp_path / "launcher", cli=write_fake(tmp_path, scenario))
+
+    async def on_step(step: RunStep) -> None:
+        fake.steps.append(step)
+        if cancel is not None and step.kind == cancel_on and not cancel.is_set():
+            fake.cancelled_at = time.monotonic()
+            cancel.set()
+
+    outcome = await runner.run(fake.request(code), on_step, cancel)
+    return outcome, fake
+
+
+def _lines(fake: Fake) -> list[tuple[int, str, str]]:
+    return [(step.n, step.kind, step.line) for step in fake.steps]
+
+
+async def test_a_normal_run_reports_its_steps_in_order_and_is_done(tmp_path: Path):
+    """Tool, result, text in order; the result's text, turns, cost and summed usage; done."""
+    outcome, fake = await run_fake(tmp_path, "normal")
+    assert outcome.status == "done", outcome.problem
+    assert _lines(fake) == [
+        (1, "tool", "Bash: pytest -q"),
+        (2, "result", "ok"),
+        (3, "text", "All three tests pass."),
+    ]
+    assert [step.tool for step in fake.steps] == ["Bash", "Bash", None]
+    assert outcome.text == "All three tests pass."
+    assert (outcome.turns, outcome.cost_usd, outcome.problem) == (2, 0.0125, None)
+    assert outcome.usage == Usage(input_tokens=250, output_tokens=30)
+    assert outcome.session_id is not None
+    assert fake.running() == []
+
+
+async def test_a_tool_result_of_several_megabytes_on_one_line_is_read(tmp_path: Path):
+    """One line far past asyncio's 64 KiB and the SDK's 1 MiB default: read, the run goes on."""
+    outcome, fake = await run_fake(tmp_path, "long_line")
+    assert outcome.status == "done", outcome.problem
+    assert _lines(fake) == [
+        (1, "tool", "Read data.json"),
+        (2, "result", "ok"),
+        (3, "text", "The file holds one long list."),
+    ]
+    assert BIG_RESULT_CHARS > 4 * 1024 * 1024
+
+
+async def test_a_grandchild_that_ignores_sigterm_is_killed_when_the_run_ends(tmp_path: Path):
+    """What the CLI left running and deaf to SIGTERM is gone once the run has ended."""
+    outcome, fake = await run_fake(tmp_path, "grandchild")
+    assert outcome.status == "done", outcome.problem
+    assert "stubborn" in fake.pids()
+    assert fake.running() == []
+
+
+async def test_a_permission_denial_fails_the_run_even_when_the_cli_reports_success(
+    tmp_path: Path,
+):
+    """A result with permission_denials and is_error false: failed, the tool denied named."""
+    outcome, fake = await run_fake(tmp_path, "denied")
+    assert outcome.status == "failed"
+    assert outcome.denials == ("WebFetch",)
+    assert outcome.problem == "denied WebFetch"
+    assert outcome.text == "Answered from memory."
+    assert [step.is_error for step in fake.steps] == [False, True, False]
+    assert fake.steps[1].line == "error: Permission to use WebFetch has been denied."
+
+
+STARTER = """
+    import asyncio, sys
+    from pathlib import Path
+    from orchestrator.adapters.claude_code import ClaudeCode
+    from tests.adapters.fake_claude import write_fake
+    from tests.adapters.test_claude_code import QUICK, Fake
+
+    async def main(root):
+        runner = ClaudeCode(root / "launcher", cli=write_fake(root, "stall"))
+        async def on_step(step):
+            pass
+        await runner.run(Fake(root=root).request(QUICK), on_step)
+
+    asyncio.run(main(Path(sys.argv[1])))
+"""
+
+
+def test_when_the_process_running_it_is_killed_the_cli_and_its_children_end(tmp_path: Path):
+    """SIGKILL to the process that called run (a worker killed mid-run): the group ends."""
+    fake = Fake(root=tmp_path)
+    starter = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(STARTER), str(tmp_path)], cwd=REPO
+    )
+    try:
+        block_until(
+            lambda: {"launcher", "cli", "child"} <= set(fake.pids()),
+            timeout_s=20,
+            what="the fake CLI started its child",
+        )
+        assert fake.running()
+    finally:
+        starter.send_signal(signal.SIGKILL)
+        starter.wait(timeout=10)
+    block_until(lambda: fake.running() == [], timeout_s=10, what="the run's processes ended")
