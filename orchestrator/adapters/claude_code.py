@@ -149,10 +149,8 @@ class ClaudeCode:
         run = _Run(request, on_step)
         stream = sdk.query(prompt=request.prompt, options=self._options(request, run, pidfile))
         try:
-            run.status = await _follow(stream, run, request.code, cancel)
+            run.status = await _follow(stream, run, request.code, cancel, lambda: _stop(pidfile))
         finally:
-            if run.status in ("cancelled", "stalled", "timed_out"):
-                _stop(pidfile)
             closing = getattr(stream, "aclose", None)  # an async generator: close it now
             if closing is not None:
                 with contextlib.suppress(Exception):
@@ -266,11 +264,21 @@ class _Run:
 
 
 async def _follow(
-    stream: AsyncIterator[sdk.Message], run: _Run, code: CodeSpec, cancel: asyncio.Event | None
+    stream: AsyncIterator[sdk.Message],
+    run: _Run,
+    code: CodeSpec,
+    cancel: asyncio.Event | None,
+    stop: Callable[[], None],
 ) -> RunStatus:
-    """Read the run's messages until it ends; how it ended."""
+    """Read the run's messages until it ends; how it ended.
+
+    Unless the CLI ended by itself, its group is stopped (``stop``) before the SDK's reader is
+    let go: else the SDK closes the CLI's stdin and gives it 5 s to finish before it ends it.
+    """
     deadline = run.started + code.wall_s
     cancelled = asyncio.ensure_future(cancel.wait()) if cancel is not None else None
+    pending: asyncio.Future[sdk.Message] | None = None
+    ended_by_itself = False
     try:
         while True:
             left = deadline - time.monotonic()
@@ -284,23 +292,35 @@ async def _follow(
                 return_when=asyncio.FIRST_COMPLETED,
             )
             if pending not in done:
-                pending.cancel()
-                with contextlib.suppress(BaseException):
-                    await pending
                 if cancelled is not None and cancelled in done:
                     return "cancelled"
                 return "stalled" if code.inactivity_s < left else "timed_out"
             try:
                 message = pending.result()
             except StopAsyncIteration:
+                ended_by_itself = True
                 return "done" if run.result is not None else "crashed"
             except sdk.ClaudeSDKError as exc:
+                ended_by_itself = True
                 run.problem = f"{exc.__class__.__name__}: {_first_line(str(exc))}"
                 return "crashed"
             await run.take(message)
     finally:
         if cancelled is not None:
             cancelled.cancel()
+        if not ended_by_itself:  # a limit, a cancel, or this task cancelled or failing
+            stop()
+        await _let_go(pending)
+
+
+async def _let_go(pending: asyncio.Future[sdk.Message] | None) -> None:
+    """Cancel a read of the SDK's still under way and wait while the SDK closes."""
+    if pending is None or pending.done():
+        return
+    pending.cancel()
+    await asyncio.wait({pending})  # not ``await pending``: a cancel of this task goes on up
+    if not pending.cancelled():
+        pending.exception()  # retrieved: whatever it says, it is the end we asked for
 
 
 def _stop(pidfile: Path) -> None:

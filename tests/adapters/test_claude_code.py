@@ -14,11 +14,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 from orchestrator.adapters.claude_code import ClaudeCode, RunOutcome, RunRequest, RunStep
 from orchestrator.core.models import CodeSpec, Usage
 from tests.adapters.fake_claude import BIG_RESULT_CHARS, write_fake
 from tests.arena_helpers import REPO
-from tests.waiting import block_until
+from tests.waiting import block_until, wait_until
 
 QUICK = CodeSpec(inactivity_s=30, wall_s=60)  # limits no healthy fake run comes near
 # What tells an end we asked for from the SDK's own fallback: it closes the CLI's stdin and
@@ -117,6 +119,60 @@ async def test_a_normal_run_reports_its_steps_in_order_and_is_done(tmp_path: Pat
     assert outcome.usage == Usage(input_tokens=250, output_tokens=30)
     assert outcome.session_id is not None
     assert fake.running() == []
+
+
+async def test_a_stall_after_a_tool_result_ends_the_run_and_everything_it_started(
+    tmp_path: Path,
+):
+    """No output after a tool result: stalled after inactivity_s, the CLI and its child gone,
+    the steps as far as it got and the tokens it used so far."""
+    code = CodeSpec(inactivity_s=0.5, wall_s=60)
+    outcome, fake = await run_fake(tmp_path, "stall", code)
+    assert outcome.status == "stalled"
+    assert _lines(fake) == [(1, "tool", "Bash: npm run dev"), (2, "result", "ok")]
+    assert outcome.usage == Usage(input_tokens=100, output_tokens=20)
+    assert outcome.text == ""
+    pids = fake.pids()
+    assert set(pids) == {"launcher", "cli", "child"}
+    assert fake.running() == []
+    assert outcome.duration_ms < (0.5 + PROMPT_END_S) * 1000
+
+
+async def test_output_that_keeps_coming_slowly_ends_at_the_wall_clock_limit(tmp_path: Path):
+    """A run that never stops talking is timed out at wall_s, not left to run."""
+    code = CodeSpec(inactivity_s=30, wall_s=1.0)
+    outcome, fake = await run_fake(tmp_path, "slow", code)
+    assert outcome.status == "timed_out"
+    assert len(fake.steps) >= 2
+    assert all(step.kind == "text" for step in fake.steps)
+    assert outcome.usage.input_tokens == 150 * len(fake.steps)
+    assert fake.running() == []
+    assert outcome.duration_ms < (1.0 + PROMPT_END_S) * 1000
+
+
+async def test_cancelling_the_task_that_runs_it_ends_the_cli_too(tmp_path: Path):
+    """The caller's task cancelled mid-run (its worker shutting down): the cancel goes on up,
+    and the CLI and its child are gone by then, not left to the SDK's close."""
+    task = asyncio.create_task(run_fake(tmp_path, "stall"))
+    fake = Fake(root=tmp_path)
+    await wait_until(lambda: "child" in fake.pids(), timeout_s=20, what="the fake's child")
+    await wait_until(lambda: fake.running() != [], timeout_s=1, what="the run running")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert fake.running() == []
+
+
+async def test_a_cancel_mid_run_ends_it_at_once_and_leaves_nothing_running(tmp_path: Path):
+    """The cancel event set during a run: cancelled within about a second, the group gone."""
+    cancel = asyncio.Event()
+    outcome, fake = await run_fake(tmp_path, "stall", QUICK, cancel, cancel_on="result")
+    ended = time.monotonic()
+    assert outcome.status == "cancelled"
+    assert _lines(fake) == [(1, "tool", "Bash: npm run dev"), (2, "result", "ok")]
+    assert fake.running() == []
+    assert fake.cancelled_at is not None
+    assert ended - fake.cancelled_at < PROMPT_END_S
 
 
 async def test_a_tool_result_of_several_megabytes_on_one_line_is_read(tmp_path: Path):
