@@ -63,7 +63,7 @@ _ENV_NAMES = (
     "CLAUDE_CODE_TMPDIR",
 )
 _MAX_LINE_BYTES = 16 * 1024 * 1024  # a tool's result may be large; never asyncio's 64 KiB
-_STDERR_LINES = 20
+_STDERR_LINES = 10  # the last lines of the CLI's stderr, quoted when it crashes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -237,6 +237,20 @@ class _Run:
         elif isinstance(message, sdk.ResultMessage):
             self.result = message
 
+    def said(self) -> str:
+        """The last lines the CLI wrote on stderr, as one line."""
+        return " | ".join(_first_line(line) for line in self.stderr) or "nothing on stderr"
+
+    def crashed(self, exc: sdk.ClaudeSDKError) -> None:
+        """Note what ended the run when the SDK gave up on the CLI."""
+        if isinstance(exc, sdk.ProcessError):
+            self.problem = f"the CLI exited with code {exc.exit_code}: {self.said()}"
+        elif isinstance(exc, sdk.CLIConnectionError):  # it could not start, or went away
+            self.problem = _first_line(str(exc)) + (f": {self.said()}" if self.stderr else "")
+        else:  # a line that is not JSON, or JSON that is no message
+            wrote = exc.line if isinstance(exc, sdk.CLIJSONDecodeError) else str(exc)
+            self.problem = f"the CLI wrote what is not its protocol: {_first_line(wrote, 120)}"
+
     def outcome(self) -> RunOutcome:
         result = self.result
         denials = tuple(_denied(d) for d in (result.permission_denials or ())) if result else ()
@@ -249,7 +263,7 @@ class _Run:
                 f"denied {', '.join(denials)}" if denials else f"the run ended: {result.subtype}"
             )
         if problem is None and status == "crashed":
-            problem = "the CLI ended without a result: " + (" | ".join(self.stderr) or "no output")
+            problem = f"the CLI ended without a result: {self.said()}"
         return RunOutcome(
             status=status,
             text=(result.result or "") if result else "",
@@ -302,7 +316,7 @@ async def _follow(
                 return "done" if run.result is not None else "crashed"
             except sdk.ClaudeSDKError as exc:
                 ended_by_itself = True
-                run.problem = f"{exc.__class__.__name__}: {_first_line(str(exc))}"
+                run.crashed(exc)
                 return "crashed"
             await run.take(message)
     finally:
@@ -360,5 +374,8 @@ def _text(content: str | list[dict[str, Any]] | None) -> str:
 
 
 def _first_line(text: str, limit: int = 200) -> str:
+    """The first line of ``text`` that says something, printable, at most ``limit`` long."""
     line = next((part.strip() for part in text.splitlines() if part.strip()), "")
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    if len(line) > limit:
+        line = line[: limit - 1] + "…"
+    return "".join(c if c.isprintable() else "?" for c in line)

@@ -11,14 +11,14 @@ import subprocess
 import sys
 import textwrap
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
 
 from orchestrator.adapters.claude_code import ClaudeCode, RunOutcome, RunRequest, RunStep
 from orchestrator.core.models import CodeSpec, Usage
-from tests.adapters.fake_claude import BIG_RESULT_CHARS, write_fake
+from tests.adapters.fake_claude import BIG_RESULT_CHARS, STDERR_LINES, write_fake
 from tests.arena_helpers import REPO
 from tests.waiting import block_until, wait_until
 
@@ -173,6 +173,59 @@ async def test_a_cancel_mid_run_ends_it_at_once_and_leaves_nothing_running(tmp_p
     assert fake.running() == []
     assert fake.cancelled_at is not None
     assert ended - fake.cancelled_at < PROMPT_END_S
+
+
+async def test_a_crash_before_the_result_names_the_last_lines_of_stderr(tmp_path: Path):
+    """Exit 1 with no result: crashed, the problem quotes stderr's last lines, not the SDK's
+    "check stderr"; the steps and tokens seen are kept."""
+    outcome, fake = await run_fake(tmp_path, "crash")
+    assert outcome.status == "crashed"
+    assert outcome.problem is not None
+    assert outcome.problem.startswith("the CLI exited with code 1: ")
+    assert STDERR_LINES[-1] in outcome.problem
+    assert STDERR_LINES[-10] in outcome.problem
+    assert STDERR_LINES[-11] not in outcome.problem  # only the last lines
+    assert "\n" not in outcome.problem
+    assert _lines(fake) == [(1, "tool", "Read app.py")]
+    assert outcome.usage == Usage(input_tokens=100, output_tokens=20)
+    assert fake.running() == []
+
+
+async def test_a_line_that_is_not_json_is_a_crash_with_a_clear_problem(tmp_path: Path):
+    """A corrupt line on stdout: crashed, the problem says what the CLI wrote, one line."""
+    outcome, fake = await run_fake(tmp_path, "garbage")
+    assert outcome.status == "crashed"
+    assert outcome.problem is not None
+    assert outcome.problem.startswith("the CLI wrote what is not its protocol: ")
+    assert '{"type": "assistant", "message"' in outcome.problem
+    assert "\n" not in outcome.problem
+    assert _lines(fake) == [(1, "tool", "Read app.py")]
+    assert fake.running() == []
+
+
+async def test_json_that_is_no_message_is_a_crash_with_a_clear_problem(tmp_path: Path):
+    """A JSON line the SDK cannot read as a message: crashed, said in one line."""
+    outcome, fake = await run_fake(tmp_path, "misshapen")
+    assert outcome.status == "crashed"
+    assert outcome.problem is not None
+    assert outcome.problem.startswith("the CLI wrote what is not its protocol: ")
+    assert "\n" not in outcome.problem
+    assert fake.running() == []
+
+
+async def test_a_cli_that_cannot_start_is_a_crash_that_says_why(tmp_path: Path):
+    """A working directory that is gone: crashed, the problem says so in one line."""
+    fake = Fake(root=tmp_path)
+    request = replace(fake.request(QUICK), workspace=tmp_path / "gone")
+    runner = ClaudeCode(tmp_path / "launcher", cli=write_fake(tmp_path, "normal"))
+
+    async def on_step(step: RunStep) -> None:
+        fake.steps.append(step)
+
+    outcome = await runner.run(request, on_step)
+    assert outcome.status == "crashed"
+    assert outcome.problem == f"Working directory does not exist: {tmp_path / 'gone'}"
+    assert fake.pids() == {}
 
 
 async def test_a_tool_result_of_several_megabytes_on_one_line_is_read(tmp_path: Path):
