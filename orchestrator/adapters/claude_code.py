@@ -241,8 +241,10 @@ class _Run:
         """The last lines the CLI wrote on stderr, as one line."""
         return " | ".join(_first_line(line) for line in self.stderr) or "nothing on stderr"
 
-    def crashed(self, exc: sdk.ClaudeSDKError) -> None:
-        """Note what ended the run when the SDK gave up on the CLI."""
+    def ended_by(self, exc: sdk.ClaudeSDKError) -> RunStatus:
+        """How the run ended when the SDK raised ``exc``; a crash's problem is noted."""
+        if isinstance(exc, sdk.ResultError) and self.result is not None:
+            return "done"  # its error result then exit 1: how the CLI ends a failed run
         if isinstance(exc, sdk.ProcessError):
             self.problem = f"the CLI exited with code {exc.exit_code}: {self.said()}"
         elif isinstance(exc, sdk.CLIConnectionError):  # it could not start, or went away
@@ -250,6 +252,7 @@ class _Run:
         else:  # a line that is not JSON, or JSON that is no message
             wrote = exc.line if isinstance(exc, sdk.CLIJSONDecodeError) else str(exc)
             self.problem = f"the CLI wrote what is not its protocol: {_first_line(wrote, 120)}"
+        return "crashed"
 
     def outcome(self) -> RunOutcome:
         result = self.result
@@ -259,9 +262,7 @@ class _Run:
             status = "failed"
         problem = self.problem
         if problem is None and status == "failed" and result is not None:
-            problem = "; ".join(result.errors or ()) or (
-                f"denied {', '.join(denials)}" if denials else f"the run ended: {result.subtype}"
-            )
+            problem = _failure(result, denials)
         if problem is None and status == "crashed":
             problem = f"the CLI ended without a result: {self.said()}"
         return RunOutcome(
@@ -316,8 +317,7 @@ async def _follow(
                 return "done" if run.result is not None else "crashed"
             except sdk.ClaudeSDKError as exc:
                 ended_by_itself = True
-                run.crashed(exc)
-                return "crashed"
+                return run.ended_by(exc)
             await run.take(message)
     finally:
         if cancelled is not None:
@@ -359,6 +359,17 @@ def _usage(total: Mapping[str, Any] | None, calls: Mapping[str, Mapping[str, Any
         cache_read_tokens=tokens("cache_read_input_tokens"),
         cache_creation_tokens=tokens("cache_creation_input_tokens"),
     )
+
+
+def _failure(result: sdk.ResultMessage, denials: tuple[str, ...]) -> str:
+    """Why a run the CLI ended failed: its errors, its error text, the tools it was denied."""
+    if result.errors:
+        return "; ".join(result.errors)
+    if result.is_error and result.result:  # an API error says so there, subtype "success"
+        return _first_line(result.result)
+    if denials:
+        return f"denied {', '.join(denials)}"
+    return f"the run ended: {result.subtype}"
 
 
 def _denied(denial: Any) -> str:

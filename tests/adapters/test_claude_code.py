@@ -261,6 +261,15 @@ async def test_a_permission_denial_fails_the_run_even_when_the_cli_reports_succe
     assert fake.steps[1].line == "error: Permission to use WebFetch has been denied."
 
 
+async def test_an_error_result_the_cli_exits_1_after_is_a_failure_not_a_crash(tmp_path: Path):
+    """The model's API failed: the CLI's error result, then exit 1: failed, the error named."""
+    outcome, fake = await run_fake(tmp_path, "error_result")
+    assert outcome.status == "failed"
+    assert outcome.problem == "API Error: 500 the server failed. This is a server-side issue."
+    assert outcome.text == outcome.problem
+    assert fake.running() == []
+
+
 STARTER = """
     import asyncio, sys
     from pathlib import Path
