@@ -12,9 +12,10 @@ Claude Code's system prompt, and Claude Code's automatic memory is off
 
 A run ends ``done``, or ``failed`` (the CLI said so, or it was denied a tool even if it then
 succeeded), ``cancelled``, ``stalled`` (no event for ``code.inactivity_s``), ``timed_out``
-(past ``code.wall_s``) or ``crashed`` (the CLI died or wrote what is not its protocol). The
-tokens are summed from the model calls as they stream in, so a run stopped half-way is still
-charged for what it used.
+(past ``code.wall_s``) or ``crashed`` (the CLI died or wrote what is not its protocol). Unless
+the CLI ended by itself, its group is stopped here first (SIGTERM to the launcher), before the
+SDK closes its side. The tokens are summed from the model calls as they stream in, so a run
+stopped half-way is still charged for what it used.
 """
 
 from __future__ import annotations
