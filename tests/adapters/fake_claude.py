@@ -160,6 +160,24 @@ class Fake:
         assert child.stdout.readline() == b"ready\n"
         self.note(kind, child.pid)
 
+    def leave_behind(self, kind: str, code: str) -> None:
+        """What a Bash command leaves running: Claude Code runs each command in a session of its
+        own, and a process the command started in the background outlives its shell. ``code``
+        (Python) prints ``ready PID`` once it is set up."""
+        shell = subprocess.Popen(
+            ["sh", "-c", '"$0" -c "$1" &', sys.executable, code],
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        assert shell.stdout is not None
+        ready, pid = shell.stdout.readline().split()
+        assert ready == b"ready"
+        assert os.getsid(int(pid)) != os.getsid(0)  # out of the CLI's group and session
+        shell.wait()
+        self.note(kind, int(pid))
+
     def until_eof(self) -> None:
         """What the CLI does after its result: read stdin until the SDK closes it."""
         for _ in sys.stdin:
@@ -234,6 +252,19 @@ def grandchild(fake: Fake) -> None:
     fake.until_eof()
 
 
+def orphan(fake: Fake) -> None:
+    # A server a Bash command started and left behind, deaf to SIGTERM.
+    code = (
+        "import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "print('ready', os.getpid(), flush=True); time.sleep(300)"
+    )
+    fake.tool("msg_1", "toolu_1", "Bash", {"command": "python serve.py &"})
+    fake.leave_behind("orphan", code)
+    fake.tool_result("toolu_1", "started")
+    fake.result("Started the server.")
+    fake.until_eof()
+
+
 def denied(fake: Fake) -> None:
     fake.tool("msg_1", "toolu_1", "WebFetch", {"url": "https://example.com"})
     fake.tool_result("toolu_1", "Permission to use WebFetch has been denied.", is_error=True)
@@ -279,6 +310,7 @@ SCENARIOS: dict[str, Callable[[Fake], None]] = {
         misshapen,
         long_line,
         grandchild,
+        orphan,
         denied,
         error_result,
     )

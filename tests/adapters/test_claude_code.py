@@ -248,6 +248,15 @@ async def test_a_grandchild_that_ignores_sigterm_is_killed_when_the_run_ends(tmp
     assert fake.running() == []
 
 
+async def test_what_a_bash_command_left_in_a_session_of_its_own_is_killed_too(tmp_path: Path):
+    """Claude Code runs each Bash command in a session of its own: what one left running,
+    deaf to SIGTERM, is outside the CLI's group, and still gone once the run has ended."""
+    outcome, fake = await run_fake(tmp_path, "orphan")
+    assert outcome.status == "done", outcome.problem
+    assert len(fake.pids()["orphan"]) == 1
+    assert fake.running() == []
+
+
 async def test_a_permission_denial_fails_the_run_even_when_the_cli_reports_success(
     tmp_path: Path,
 ):
