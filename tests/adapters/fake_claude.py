@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BIG_RESULT_CHARS", "SCENARIOS", "STDERR_LINES", "main", "write_fake"]
+__all__ = ["SCENARIOS", "STDERR_LINES", "main", "write_fake"]
 
 SESSION = "5e55i0n-0000-4000-8000-000000000000"
 STDERR_LINES = [f"trace {n}: at startRun (cli.js:{n})" for n in range(30)] + [
