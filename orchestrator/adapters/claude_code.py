@@ -12,9 +12,10 @@ Claude Code's system prompt, and Claude Code's automatic memory is off
 
 A run ends ``done``, or ``failed`` (the CLI said so, or it was denied a tool even if it then
 succeeded), ``cancelled``, ``stalled`` (no event for ``code.inactivity_s``), ``timed_out``
-(past ``code.wall_s``) or ``crashed`` (the CLI died or wrote what is not its protocol). The
-tokens are summed from the model calls as they stream in, so a run stopped half-way is still
-charged for what it used.
+(past ``code.wall_s``) or ``crashed`` (the CLI died or wrote what is not its protocol). Unless
+the CLI ended by itself, its group is stopped here first (SIGTERM to the launcher), before the
+SDK closes its side. The tokens are summed from the model calls as they stream in, so a run
+stopped half-way is still charged for what it used.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ _ENV_NAMES = (
     "CLAUDE_CODE_TMPDIR",
 )
 _MAX_LINE_BYTES = 16 * 1024 * 1024  # a tool's result may be large; never asyncio's 64 KiB
-_STDERR_LINES = 20
+_STDERR_LINES = 10  # the last lines of the CLI's stderr, quoted when it crashes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -149,10 +150,8 @@ class ClaudeCode:
         run = _Run(request, on_step)
         stream = sdk.query(prompt=request.prompt, options=self._options(request, run, pidfile))
         try:
-            run.status = await _follow(stream, run, request.code, cancel)
+            run.status = await _follow(stream, run, request.code, cancel, lambda: _stop(pidfile))
         finally:
-            if run.status in ("cancelled", "stalled", "timed_out"):
-                _stop(pidfile)
             closing = getattr(stream, "aclose", None)  # an async generator: close it now
             if closing is not None:
                 with contextlib.suppress(Exception):
@@ -239,6 +238,23 @@ class _Run:
         elif isinstance(message, sdk.ResultMessage):
             self.result = message
 
+    def said(self) -> str:
+        """The last lines the CLI wrote on stderr, as one line."""
+        return " | ".join(_first_line(line) for line in self.stderr) or "nothing on stderr"
+
+    def ended_by(self, exc: sdk.ClaudeSDKError) -> RunStatus:
+        """How the run ended when the SDK raised ``exc``; a crash's problem is noted."""
+        if isinstance(exc, sdk.ResultError) and self.result is not None:
+            return "done"  # its error result then exit 1: how the CLI ends a failed run
+        if isinstance(exc, sdk.ProcessError):
+            self.problem = f"the CLI exited with code {exc.exit_code}: {self.said()}"
+        elif isinstance(exc, sdk.CLIConnectionError):  # it could not start, or went away
+            self.problem = _first_line(str(exc)) + (f": {self.said()}" if self.stderr else "")
+        else:  # a line that is not JSON, or JSON that is no message
+            wrote = exc.line if isinstance(exc, sdk.CLIJSONDecodeError) else str(exc)
+            self.problem = f"the CLI wrote what is not its protocol: {_first_line(wrote, 120)}"
+        return "crashed"
+
     def outcome(self) -> RunOutcome:
         result = self.result
         denials = tuple(_denied(d) for d in (result.permission_denials or ())) if result else ()
@@ -247,11 +263,9 @@ class _Run:
             status = "failed"
         problem = self.problem
         if problem is None and status == "failed" and result is not None:
-            problem = "; ".join(result.errors or ()) or (
-                f"denied {', '.join(denials)}" if denials else f"the run ended: {result.subtype}"
-            )
+            problem = _failure(result, denials)
         if problem is None and status == "crashed":
-            problem = "the CLI ended without a result: " + (" | ".join(self.stderr) or "no output")
+            problem = f"the CLI ended without a result: {self.said()}"
         return RunOutcome(
             status=status,
             text=(result.result or "") if result else "",
@@ -266,11 +280,21 @@ class _Run:
 
 
 async def _follow(
-    stream: AsyncIterator[sdk.Message], run: _Run, code: CodeSpec, cancel: asyncio.Event | None
+    stream: AsyncIterator[sdk.Message],
+    run: _Run,
+    code: CodeSpec,
+    cancel: asyncio.Event | None,
+    stop: Callable[[], None],
 ) -> RunStatus:
-    """Read the run's messages until it ends; how it ended."""
+    """Read the run's messages until it ends; how it ended.
+
+    Unless the CLI ended by itself, its group is stopped (``stop``) before the SDK's reader is
+    let go: else the SDK closes the CLI's stdin and gives it 5 s to finish before it ends it.
+    """
     deadline = run.started + code.wall_s
     cancelled = asyncio.ensure_future(cancel.wait()) if cancel is not None else None
+    pending: asyncio.Future[sdk.Message] | None = None
+    ended_by_itself = False
     try:
         while True:
             left = deadline - time.monotonic()
@@ -284,23 +308,34 @@ async def _follow(
                 return_when=asyncio.FIRST_COMPLETED,
             )
             if pending not in done:
-                pending.cancel()
-                with contextlib.suppress(BaseException):
-                    await pending
                 if cancelled is not None and cancelled in done:
                     return "cancelled"
                 return "stalled" if code.inactivity_s < left else "timed_out"
             try:
                 message = pending.result()
             except StopAsyncIteration:
+                ended_by_itself = True
                 return "done" if run.result is not None else "crashed"
             except sdk.ClaudeSDKError as exc:
-                run.problem = f"{exc.__class__.__name__}: {_first_line(str(exc))}"
-                return "crashed"
+                ended_by_itself = True
+                return run.ended_by(exc)
             await run.take(message)
     finally:
         if cancelled is not None:
             cancelled.cancel()
+        if not ended_by_itself:  # a limit, a cancel, or this task cancelled or failing
+            stop()
+        await _let_go(pending)
+
+
+async def _let_go(pending: asyncio.Future[sdk.Message] | None) -> None:
+    """Cancel a read of the SDK's still under way and wait while the SDK closes."""
+    if pending is None or pending.done():
+        return
+    pending.cancel()
+    await asyncio.wait({pending})  # not ``await pending``: a cancel of this task goes on up
+    if not pending.cancelled():
+        pending.exception()  # retrieved: whatever it says, it is the end we asked for
 
 
 def _stop(pidfile: Path) -> None:
@@ -327,6 +362,17 @@ def _usage(total: Mapping[str, Any] | None, calls: Mapping[str, Mapping[str, Any
     )
 
 
+def _failure(result: sdk.ResultMessage, denials: tuple[str, ...]) -> str:
+    """Why a run the CLI ended failed: its errors, its error text, the tools it was denied."""
+    if result.errors:
+        return "; ".join(result.errors)
+    if result.is_error and result.result:  # an API error says so there, subtype "success"
+        return _first_line(result.result)
+    if denials:
+        return f"denied {', '.join(denials)}"
+    return f"the run ended: {result.subtype}"
+
+
 def _denied(denial: Any) -> str:
     if isinstance(denial, Mapping):
         return str(denial.get("tool_name") or denial.get("tool") or "a tool")
@@ -340,5 +386,8 @@ def _text(content: str | list[dict[str, Any]] | None) -> str:
 
 
 def _first_line(text: str, limit: int = 200) -> str:
+    """The first line of ``text`` that says something, printable, at most ``limit`` long."""
     line = next((part.strip() for part in text.splitlines() if part.strip()), "")
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    if len(line) > limit:
+        line = line[: limit - 1] + "…"
+    return "".join(c if c.isprintable() else "?" for c in line)

@@ -9,7 +9,9 @@ commands of their own; stopping the CLI alone leaves them running. This launcher
 - a SIGTERM, SIGINT or SIGHUP it receives is sent to the whole group; whatever is still
   alive :data:`GRACE_S` seconds later is killed (SIGKILL), a child that ignores SIGTERM
   included;
-- when ``PROGRAM`` ends, what it left behind in its group is ended the same way;
+- when ``PROGRAM`` ends, what it left behind is ended the same way: in its group, and in
+  any group or session of their own (on Linux, where the launcher adopts the orphans and
+  finds every process below it in ``/proc``);
 - when the process that started the launcher dies (a worker killed mid-run), the kernel sends
   the launcher SIGTERM (Linux), so nothing is orphaned.
 
@@ -48,26 +50,65 @@ def _environment(names: str) -> dict[str, str]:
 
 
 def end_group(pgid: int, grace_s: float = GRACE_S) -> None:
-    """SIGTERM every process of the group ``pgid``, then SIGKILL what is left after
-    ``grace_s`` seconds (orphans this process adopted are reaped meanwhile)."""
-    try:
-        os.killpg(pgid, signal.SIGTERM)
-    except ProcessLookupError:
+    """SIGTERM every process of the group ``pgid`` and every process below this one, then
+    SIGKILL what is left after ``grace_s`` seconds (orphans this process adopted are reaped
+    meanwhile).
+
+    The processes below this one are found whatever their group or session: Claude Code runs
+    each Bash command in a session of its own, so what a command leaves running is out of the
+    CLI's group, and is this process's once its shell ends (it is their subreaper).
+    """
+    if not _signal_all(pgid, signal.SIGTERM):
         return
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
         _reap()
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
+        if not _signal_all(pgid, 0):
             return
         time.sleep(0.02)
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        return
-    time.sleep(0.05)
-    _reap()
+    # SIGKILL cannot be ignored: what is still found after a sweep was forked meanwhile.
+    deadline = time.monotonic() + 1.0
+    while _signal_all(pgid, signal.SIGKILL) and time.monotonic() < deadline:
+        time.sleep(0.02)
+        _reap()
+
+
+def _signal_all(pgid: int, signum: int) -> bool:
+    """Send ``signum`` to the group ``pgid`` and to every process below this one; whether
+    there was any (0 only asks)."""
+    found = False
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signum)
+        found = True
+    for pid in _descendants():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum)
+            found = True
+    return found
+
+
+def _descendants() -> set[int]:
+    """The living processes below this one, read from ``/proc`` (none where there is none)."""
+    children: dict[int, list[int]] = {}
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as stat:
+                    state, ppid = stat.read().rsplit(")", 1)[1].split()[:2]
+            except (OSError, ValueError):
+                continue  # it ended while we looked
+            if state not in ("Z", "X"):  # a zombie is dead: its parent reaps it
+                children.setdefault(int(ppid), []).append(int(name))
+    found: set[int] = set()
+    todo = [os.getpid()]
+    while todo:
+        for pid in children.get(todo.pop(), ()):
+            if pid not in found:
+                found.add(pid)
+                todo.append(pid)
+    return found
 
 
 def _reap() -> None:

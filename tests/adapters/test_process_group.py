@@ -76,6 +76,27 @@ def test_what_the_program_leaves_running_is_ended_with_it(tmp_path: Path):
     assert not _alive(pid)
 
 
+def test_what_the_program_left_in_a_session_of_its_own_is_ended_too(tmp_path: Path):
+    """A process the program started in a new session (as Claude Code starts each Bash
+    command) and left behind, deaf to SIGTERM, is killed when the program ends."""
+    stubborn = (
+        "import os, signal, time; os.setsid(); signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        f"open({str(tmp_path / 'pids')!r}, 'a').write(f'{{os.getpid()}}\\n'); time.sleep(300)"
+    )
+    program = _script(
+        tmp_path,
+        f"""
+        {sys.executable} -c "{stubborn}" &
+        while [ ! -s {tmp_path}/pids ]; do sleep 0.01; done
+        exit 0
+        """,
+    )
+    done = subprocess.run([*LAUNCH, str(program)], cwd=REPO, timeout=20, check=False)
+    assert done.returncode == 0
+    (pid,) = _pids(tmp_path, 1)
+    assert not _alive(pid)
+
+
 def test_the_group_ends_when_whoever_started_the_launcher_dies(tmp_path: Path):
     """Killing the launcher's parent (a worker killed mid-run) ends the program too."""
     program = _script(
