@@ -660,6 +660,7 @@ def store(engine: Engine) -> HistoryStore:
 # (the Makefile keeps this order: --no-loadscope-reorder). Paths under tests/. Seconds each in a
 # parallel run: about 41, 32, 31, 29, 28, 20, then 19 to 12 for the next five, 8 and less.
 _LONGEST_FIRST = (
+    "runtime/test_runs.py",
     "cli/test_crash_recovery.py",
     "background/test_jobs.py",
     "runtime/test_daemon.py",
@@ -668,6 +669,7 @@ _LONGEST_FIRST = (
     "runtime/test_outages.py",
     "cli/test_warm.py",
     "docs/test_examples.py",
+    "adapters/test_claude_code.py",
     "runtime/test_scale_out.py",
     "cli/test_main.py",
     "adapters/test_auth_tls.py",
