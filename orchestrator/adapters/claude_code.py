@@ -37,6 +37,7 @@ from typing import Any, Literal
 
 import claude_agent_sdk as sdk
 
+from orchestrator.adapters.claude_paths import PathGuard
 from orchestrator.adapters.process_group import PIDFILE_ENV
 from orchestrator.core.coding import describe_tool
 from orchestrator.core.models import CodeSpec, Usage
@@ -194,6 +195,7 @@ class ClaudeCode:
             setting_sources=[],
             max_buffer_size=_MAX_LINE_BYTES,
             stderr=run.stderr.append,
+            hooks=run.guard.hooks(),
         )
 
 
@@ -211,6 +213,7 @@ class _Run:
         self.result: sdk.ResultMessage | None = None
         self.problem: str | None = None
         self.stderr: deque[str] = deque(maxlen=_STDERR_LINES)
+        self.guard = PathGuard((request.workspace, request.project), request.workspace)
 
     async def step(self, kind: Literal["tool", "result", "text"], line: str, **extra: Any) -> None:
         self.steps += 1
@@ -258,6 +261,7 @@ class _Run:
     def outcome(self) -> RunOutcome:
         result = self.result
         denials = tuple(_denied(d) for d in (result.permission_denials or ())) if result else ()
+        denials += tuple(tool for tool in self.guard.denied if tool not in denials)
         status = self.status
         if status == "done" and (result is None or result.is_error or denials):
             status = "failed"
