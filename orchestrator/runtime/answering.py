@@ -215,7 +215,15 @@ class Answerer:
             stop_reason=run.status,
             usage=Usage(**usage) if isinstance(usage, dict) else Usage(),
         )
-        meta = ReplyMeta(agent=agent.id, trigger=trigger.id, turn=turn, markers=markers, run=ran)
+        context = run.outcome.get("context")
+        meta = ReplyMeta(
+            agent=agent.id,
+            trigger=trigger.id,
+            context=ContextReport.from_json(context) if isinstance(context, dict) else None,
+            turn=turn,
+            markers=markers,
+            run=ran,
+        )
         reply = ChatMessage(
             id=run.id,
             group=root.group,

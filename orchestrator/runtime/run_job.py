@@ -41,6 +41,7 @@ from orchestrator.adapters.spawn import end_with_parent, process_owner
 from orchestrator.caps.guard import make_guard
 from orchestrator.caps.limits import OverCap
 from orchestrator.core.coding import run_ended_fields, steps_stream
+from orchestrator.core.context.report import ContextReport
 from orchestrator.core.models import AgentSpec, Completion, LLMRequest
 from orchestrator.core.wire import inbox_stream
 from orchestrator.errors import OrchestratorError
@@ -71,7 +72,10 @@ def git_run_id(run_id: str) -> str:
 class RunContext:
     """What a run is told: the system prompt it adds, and the request, as a turn builds them."""
 
-    def __init__(self, system: str, prompt: str, tokens: int, request: LLMRequest) -> None:
+    def __init__(
+        self, system: str, prompt: str, tokens: int, request: LLMRequest, report: ContextReport
+    ) -> None:
+        self.report = report  # the layers' tokens and the budget's cuts, as a turn records them
         self.system = system
         self.prompt = prompt
         self.tokens = tokens
@@ -112,6 +116,7 @@ def compose(
         prompt=prompt,
         tokens=built.report.tokens.total,
         request=request,
+        report=built.report,
     )
 
 
@@ -285,10 +290,8 @@ async def _run(
     summary = _summary(agent.name, outcome, project_out)
     with contextlib.suppress(Exception):
         await asyncio.to_thread(note_outcome, wiring, run, summary, datetime.now(UTC))
-    problem = outcome.problem
-    return _end(
-        runs, run, outcome.status, problem, outcome_json(outcome, project_out), outcome.text
-    )
+    result = outcome_json(outcome, project_out) | {"context": context.report.as_json()}
+    return _end(runs, run, outcome.status, outcome.problem, result, outcome.text)
 
 
 def _end(

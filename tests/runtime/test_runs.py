@@ -17,6 +17,7 @@ import pytest
 from orchestrator.adapters.claude_code import bundled_cli
 from orchestrator.client import ArenaClient
 from orchestrator.core.wire import Outbound
+from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.runs import RunStore
 from orchestrator.settings import load_settings
@@ -118,6 +119,11 @@ def test_a_run_changes_the_project_and_its_reply_reaches_the_room(arena: Arena, 
         assert run.outcome["files"] == ["hello.py"]
         lines = [s.line for s in RunStore(engine).steps(run.id)]
         assert "Write hello.py" in lines
+        # The run's context, recorded as a turn's is (the console's cost report reads it).
+        stored = HistoryStore(engine).get(run.id)
+        assert stored is not None
+        assert stored.meta["context"]["tokens"]["total"] > 0
+        assert stored.meta["run"]["files"] == ["hello.py"]
     finally:
         engine.dispose()
     talk = client.post_and_wait("team", "@coder what do you think of the plan?")[1]
