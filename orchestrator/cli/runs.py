@@ -261,3 +261,24 @@ def cancel(settings: Settings, run_id: str) -> None:
     if not done.asked:
         fail(done.detail)
     out.print(done.detail, markup=False)
+
+
+@run.command()
+@click.argument("run_id", metavar="ID")
+@click.pass_obj
+def revert(settings: Settings, run_id: str) -> None:
+    """Revert what run ID brought into the project: a new commit by the arena undoes it
+    (refused, touching nothing, where your uncommitted changes are in the same files)."""
+    from orchestrator.adapters.project import Project
+
+    with wired(settings) as wiring:
+        found = wiring.runs.get(run_id)
+    if found is None:
+        fail(f"no run {run_id}")
+    meta = run_meta(found)
+    target = found.outcome.get("merged_as") or meta.commit
+    if not meta.merged or not isinstance(target, str):
+        where = f"it is kept on branch {meta.branch}" if meta.branch else "it changed nothing"
+        fail(f"run {run_id} brought nothing into the project: {where}")
+    made = Project(settings.project).revert(target)
+    out.print(f"run {run_id} reverted by commit {made[:12]}", markup=False)

@@ -356,6 +356,7 @@ def _commit(
         "files": files,
         "stat": _stat_text(finished),
         "commit": finished.commit,
+        "merged_as": finished.merged_as,
         "merged": finished.merged if finished.changed else None,
         "branch": None if finished.merged else finished.branch,
         "reason": finished.reason or None,

@@ -126,6 +126,13 @@ def test_a_run_changes_the_project_and_its_reply_reaches_the_room(arena: Arena, 
         assert stored.meta["run"]["files"] == ["hello.py"]
     finally:
         engine.dispose()
+    reverted = arena.run("run", "revert", run.id)
+    assert reverted.exit_code == 0, reverted.output
+    assert not (project / "hello.py").exists()
+    assert _git(project, "log", "-1", "--format=%an|%s").startswith("arena|Revert")
+    again = arena.run("run", "revert", "no-such-run")
+    assert again.exit_code == 1
+    assert "no run no-such-run" in again.output
     talk = client.post_and_wait("team", "@coder what do you think of the plan?")[1]
     assert [item.type for item in talk if item.type != "done"] == ["reply"]
 
