@@ -73,7 +73,10 @@ class ArenaGroup(click.Group):
             "Show spending against the daily caps per agent, group and model.",
         ),
         "runs": ("orchestrator.cli.runs", "List the agents' Claude Code runs, newest first."),
-        "run": ("orchestrator.cli.runs", "Show one Claude Code run in full, stop it, or revert its change."),
+        "run": (
+            "orchestrator.cli.runs",
+            "Show one Claude Code run in full, stop it, or revert its change.",
+        ),
         "web": (
             "orchestrator.cli.web",
             "Serve the web console alone, against the configured services.",
