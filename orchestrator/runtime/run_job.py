@@ -380,7 +380,7 @@ def _stat_text(finished: Finished) -> str:
 def _summary(name: str, outcome: RunOutcome, project: dict[str, Any]) -> str:
     """The line the agent's daily log keeps of a run."""
     files = project.get("files") or []
-    did = _first_line(outcome.text) or "no summary"
+    did = _first_line(outcome.text).rstrip(". ") or "no summary"
     changed = f"; changed {', '.join(files[:8])}" if files else "; changed no file"
     kept = "" if project.get("merged") in (True, None) else f" (kept on {project.get('branch')})"
     return f"[run {outcome.status}] {did}{changed}{kept}"
