@@ -10,12 +10,14 @@ with ArenaClient() as arena:  # where the settings say; or ArenaClient("redis://
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
+from typing import overload
 
 from orchestrator.adapters.client_bus import ClientBus
 from orchestrator.adapters.probes import START_REDIS_HINT
 from orchestrator.adapters.urls import check_tls_files
+from orchestrator.core.coding import Step
 from orchestrator.core.wire import (
     DEFAULT_SENDER,
     Outbound,
@@ -87,6 +89,10 @@ class ArenaClient:
         """The id of the newest entry on the group's outbound stream (``0-0`` if none)."""
         return self._bus.newest_id(group)
 
+    def last_step_id(self, group: str) -> str:
+        """The id of the newest step of the group's runs (``0-0`` if none)."""
+        return self._bus.newest_step_id(group)
+
     def post(self, group: str, text: str, sender: str = DEFAULT_SENDER) -> str:
         """Validate and post a message; returns its id (the stream entry id).
 
@@ -101,6 +107,7 @@ class ArenaClient:
         validate_person(post.sender, self._bus.team())
         return self._bus.post(post.group, post.text, post.sender)
 
+    @overload
     def follow(
         self,
         group: str,
@@ -108,7 +115,29 @@ class ArenaClient:
         block_ms: int = 1000,
         *,
         outage: Callable[[BusError | None], None] | None = None,
-    ) -> Iterator[Outbound | None]:
+        steps: None = None,
+    ) -> Iterator[Outbound | None]: ...
+
+    @overload
+    def follow(
+        self,
+        group: str,
+        after: str = "$",
+        block_ms: int = 1000,
+        *,
+        outage: Callable[[BusError | None], None] | None = None,
+        steps: str,
+    ) -> Iterator[Outbound | Step | None]: ...
+
+    def follow(
+        self,
+        group: str,
+        after: str = "$",
+        block_ms: int = 1000,
+        *,
+        outage: Callable[[BusError | None], None] | None = None,
+        steps: str | None = None,
+    ) -> Iterator[Outbound | Step | None]:
         """Yield the group's outbound items as they arrive (``None`` on every idle poll).
 
         Args:
@@ -118,13 +147,16 @@ class ArenaClient:
             outage: when given, Redis not answering does not end the following: ``outage`` is
                 called with the problem once, then with None once Redis answers again, and
                 the following goes on where it was (nothing published meanwhile is missed).
+            steps: when given, the steps of the group's runs are yielded too, as
+                :class:`~orchestrator.core.coding.Step` items between the outbound ones, in
+                the order they happened: from after this steps stream entry id (``$``: what
+                comes next). Without it, only outbound items come.
         """
-        last = after
-        if last == "$":
-            last = self.last_reply_id(group)
+        last = self.last_reply_id(group) if after == "$" else after
+        last_step = self.last_step_id(group) if steps == "$" else steps
         down = False
         while True:
-            response = self._poll(group, last, block_ms, resume=outage is not None)
+            response = self._poll(group, last, last_step, block_ms, resume=outage is not None)
             if isinstance(response, BusError):
                 if not down and outage is not None:
                     outage(response)
@@ -136,18 +168,24 @@ class ArenaClient:
                 outage(None)
             down = False
             for entry_id, item in response:
-                last = entry_id  # the next poll reads after it
+                if isinstance(item, Step):  # the next poll reads after it
+                    last_step = entry_id
+                else:
+                    last = entry_id
                 yield item
             if not response:
                 yield None
 
     def _poll(
-        self, group: str, last: str, block_ms: int, *, resume: bool
-    ) -> list[tuple[str, Outbound]] | BusError:
-        """One read of the group's outbox after ``last``: its entries (``[]`` if none came);
-        when ``resume``, a Redis that does not answer is returned as the error, not raised."""
+        self, group: str, last: str, last_step: str | None, block_ms: int, *, resume: bool
+    ) -> Sequence[tuple[str, Outbound | Step]] | BusError:
+        """One read of the group's outbox after ``last`` (and its steps after ``last_step``,
+        when given): its entries (``[]`` if none came); when ``resume``, a Redis that does
+        not answer is returned as the error, not raised."""
         try:
-            return self._bus.wait_after(group, last, block_ms)
+            if last_step is None:
+                return self._bus.wait_after(group, last, block_ms)
+            return self._bus.wait_both(group, last, last_step, block_ms)
         except BusUnavailable as exc:
             if resume:
                 return exc

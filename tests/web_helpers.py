@@ -18,6 +18,8 @@ from sqlalchemy.engine import Engine
 
 from orchestrator.adapters.redis_server import RedisServer, find_redis_executable
 from orchestrator.core.models import ChatMessage, MessageKind
+from orchestrator.memory.conversation.meta import ReplyMeta
+from orchestrator.memory.conversation.run_meta import RunMeta
 from orchestrator.memory.conversation.store import Closing, HistoryStore, NewReply
 from orchestrator.runtime import daemon
 from orchestrator.settings import Settings, load_settings
@@ -64,10 +66,15 @@ class Event:
 def read_events(response: httpx.Response, count: int, timeout_s: float = 20) -> list[Event]:
     """Read ``count`` events (comments skipped) from a streaming response, or what came
     within ``timeout_s`` (the stream's keep-alive comments let the time be checked)."""
+    return events_of(response.iter_lines(), count, timeout_s)
+
+
+def events_of(lines: Iterator[str], count: int, timeout_s: float = 20) -> list[Event]:
+    """Like :func:`read_events`, from a response's lines (read on later from where it left)."""
     found: list[Event] = []
     fields: dict[str, str] = {}
     deadline = time.monotonic() + timeout_s
-    for line in response.iter_lines():
+    for line in lines:
         if time.monotonic() > deadline:
             return found
         if line.startswith(":"):
@@ -136,3 +143,29 @@ def store(engine: Engine, rows: list[NewReply], closing: Closing | None = None) 
     """Write ``rows`` (and close a person's message) as the daemon does, in one transaction."""
     with engine.begin() as conn:
         HistoryStore(engine).record_in(conn, rows, closing=closing)
+
+
+def run_card(trigger: ChatMessage, agent: str, why: str, *, hop: int = 1) -> NewReply:
+    """The card of ``agent``'s run answering ``trigger``, as the daemon stores it; its run's
+    id is ``card.message.id`` without ``:run``."""
+    run_id = f"{trigger.id}:{hop}:{agent}"
+    minutes = (trigger.created_at - _T0).total_seconds() / 60 + 1
+    card = chat_message(
+        trigger.group, f"{run_id}:run", "arena", f"{agent} started a run on the project ({why})",
+        minutes=minutes, kind=MessageKind.NOTICE, in_reply_to=trigger.id, hop=hop,
+    )  # fmt: skip
+    run = RunMeta(id=run_id, status="queued", why=why)
+    meta = ReplyMeta(notice="run", agent=agent, trigger=trigger.id, run=run)
+    return NewReply(message=card, meta=meta.as_json())
+
+
+def run_reply(trigger: ChatMessage, agent: str, run: RunMeta, text: str) -> NewReply:
+    """The reply that ends ``agent``'s run ``run`` (how it ended in ``run``)."""
+    minutes = (trigger.created_at - _T0).total_seconds() / 60 + 2
+    reply = chat_message(
+        trigger.group, run.id, agent, text, minutes=minutes,
+        kind=MessageKind.AGENT, in_reply_to=trigger.id, hop=1,
+    )  # fmt: skip
+    return NewReply(
+        message=reply, meta=ReplyMeta(agent=agent, trigger=trigger.id, run=run).as_json()
+    )

@@ -1,6 +1,7 @@
 """The blocking client's side of the Redis streams (:class:`orchestrator.client.ArenaClient`,
 so ``arena post``, ``tail``, ``chat``, ``retry`` and the console's posts): the inbox it posts
-to, the outbound streams it follows, the dead letters it lists and posts again.
+to, the outbound streams it follows (and the runs' steps streams beside them), the dead letters
+it lists and posts again.
 
 Every method raises :class:`~orchestrator.errors.BusError` worded for people (what is wrong,
 and how to start the Redis), never redis-py's errors; :class:`~orchestrator.errors.BusUnavailable`
@@ -16,6 +17,7 @@ from typing import Any, cast
 import redis
 
 from orchestrator.adapters.probes import redis_problem
+from orchestrator.core.coding import Seen, Step, in_order, steps_stream
 from orchestrator.core.wire import (
     Outbound,
     deadletter_stream,
@@ -28,6 +30,7 @@ from orchestrator.errors import BusError, BusUnavailable, ConfigError
 __all__ = ["ClientBus"]
 
 CONNECT_TIMEOUT_S = 5.0
+_BATCH = 100  # entries of each stream per read, when following the steps too
 
 
 def _text(value: bytes | str) -> str:
@@ -80,6 +83,12 @@ class ClientBus:
             newest = cast(list[Any], self._redis.xrevrange(outbox_stream(group), count=1))
         return _text(newest[0][0]) if newest else "0-0"
 
+    def newest_step_id(self, group: str) -> str:
+        """The id of the newest step of the group's runs (``0-0`` if none)."""
+        with self._translated():
+            newest = cast(list[Any], self._redis.xrevrange(steps_stream(group), count=1))
+        return _text(newest[0][0]) if newest else "0-0"
+
     def team(self) -> set[str]:
         """The ids and names of the agents the last daemon started answers as."""
         with self._translated():
@@ -103,6 +112,25 @@ class ClientBus:
             for _stream, items in cast(list[Any], response)
             for entry_id, fields in items
         ]
+
+    def wait_both(self, group: str, after: str, steps_after: str, block_ms: int) -> list[Seen]:
+        """The group's outbound items after entry ``after`` and its runs' steps after
+        ``steps_after``, read in one ``XREAD`` waiting up to ``block_ms`` for the first; in
+        the order Redis added them."""
+        outbox, steps = outbox_stream(group), steps_stream(group)
+        streams: dict[Any, Any] = {outbox: after, steps: steps_after}
+        with self._translated():
+            response = self._redis.xread(streams, count=_BATCH, block=block_ms) or []
+        posted: list[tuple[str, Outbound]] = []
+        stepped: list[tuple[str, Step]] = []
+        for name, items in cast(list[Any], response):
+            for entry_id, fields in items:
+                decoded = {_text(k): _text(v) for k, v in fields.items()}
+                if _text(name) == steps:
+                    stepped.append((_text(entry_id), Step.from_fields(decoded)))
+                else:
+                    posted.append((_text(entry_id), Outbound.from_fields(decoded)))
+        return in_order(posted, stepped, _BATCH)
 
     def dead_letters(self, limit: int) -> list[dict[str, str]]:
         """The newest ``limit`` dead letters, oldest first: id, entry_id, reason and the

@@ -33,6 +33,7 @@ class MqttPublisher:
         self._idle.set()
         self._max_backoff_s = max_backoff_s
         self.connected = False
+        self.failures = 0  # attempts to connect that failed, and connections lost
         self.published = 0
         self.dropped = 0
 
@@ -75,6 +76,7 @@ class MqttPublisher:
                     backoff = 0.5
                     await self._send_all(client)
             except aiomqtt.MqttError as exc:
+                self.failures += 1
                 if _cancelled():
                     # Leaving the client on cancellation can fail (a disconnect that times
                     # out); its error must not swallow the cancellation.

@@ -15,6 +15,7 @@ import click
 from rich.markup import escape
 
 from orchestrator.cli.output import err, fail, json_text, out
+from orchestrator.core.coding import Step
 from orchestrator.core.wire import DEFAULT_SENDER, Outbound, validate_group
 from orchestrator.errors import BusError, ValidationError
 from orchestrator.settings import Settings
@@ -33,6 +34,15 @@ def _print_item(item: Outbound) -> None:
     else:
         out.print(f"{item.sender}: ", style="bold cyan", end="")
         out.print(item.text)
+
+
+def _print_step(step: Step, shown_run: str | None) -> str:
+    """One step of a run, indented under its card: the agent and the run on the first of a
+    run's steps in a row (``  developer run 1-0:1:developer · Write hello.py``), then the
+    step alone (``  · ok``); returns the run shown."""
+    head = f"{step.agent} run {step.run} " if step.run != shown_run else ""
+    out.print(f"  {head}· {step.line}", style="red" if step.is_error else "dim")
+    return step.run
 
 
 @click.command()
@@ -124,14 +134,16 @@ def _print_tool_calls(meta: dict[str, Any]) -> None:
 @click.argument("group")
 @click.pass_obj
 def tail(settings: Settings, group: str) -> None:
-    """Follow GROUP's replies as they are published (Ctrl-C to stop); while Redis does not
-    answer (a restart), it says so and waits, then goes on where it was."""
+    """Follow GROUP's replies as they are published, and the steps of its runs as they happen
+    (Ctrl-C to stop); while Redis does not answer (a restart), it says so and waits, then
+    goes on where it was."""
     from orchestrator.client import ArenaClient
 
     validate_group(group)
     with ArenaClient.from_settings(settings) as client:
         client.ping()
         after = client.last_reply_id(group)
+        steps = client.last_step_id(group)
 
         def outage(problem: BusError | None) -> None:
             if problem is None:
@@ -141,9 +153,13 @@ def tail(settings: Settings, group: str) -> None:
 
         try:  # from the line that says so on, Ctrl-C ends the following normally
             err.print(f"arena: following group {group}; Ctrl-C to stop")
-            for item in client.follow(group, after=after, outage=outage):
-                if item is not None and item.type != "done":
+            run: str | None = None  # the run whose steps are being printed
+            for item in client.follow(group, after=after, outage=outage, steps=steps):
+                if isinstance(item, Step):
+                    run = _print_step(item, run)
+                elif item is not None and item.type != "done":
                     _print_item(item)
+                    run = None
         except KeyboardInterrupt:
             return
 

@@ -25,10 +25,15 @@ and runs commands (``Bash``) but edits nothing. Web tools are never given unless
 ``tools``; ``AskUserQuestion`` never (nobody answers a terminal prompt), and
 ``bypassPermissions`` is refused. Under ``dontAsk`` a tool outside the list is denied, and a run
 with a denial counts as failed even when the CLI reports success.
+
+A run's steps are published as they happen, each as a :class:`Step`: on the group's steps
+stream ``arena:group:{group}:steps`` (string fields) and on MQTT ``arena/groups/{group}/runs``
+(QoS 1, JSON), for ``arena tail`` and the console's run card.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +49,7 @@ from orchestrator.core.models import (
     RouteDecision,
 )
 from orchestrator.core.routing import RuleSet
+from orchestrator.core.wire import Outbound
 from orchestrator.errors import ValidationError
 
 __all__ = [
@@ -55,10 +61,14 @@ __all__ = [
     "WEB_TOOLS",
     "CodeSpec",
     "RunDecision",
+    "Seen",
+    "Step",
     "decide_run",
     "describe_tool",
+    "in_order",
     "run_ended",
     "run_ended_fields",
+    "runs_topic",
     "steps_stream",
 ]
 
@@ -148,3 +158,118 @@ def run_ended(fields: Mapping[str, str]) -> tuple[str, str] | None:
 def steps_stream(group: str) -> str:
     """The stream a group's runs' steps are appended to as they happen."""
     return f"arena:group:{group}:steps"
+
+
+def runs_topic(group: str) -> str:
+    """The MQTT topic a group's runs' steps are published on."""
+    return f"arena/groups/{group}/runs"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Step:
+    """One step of a run as it is published: a tool called (``Write hello.py``), its result
+    (``ok``, ``error: …``) or a line the model wrote.
+
+    ``run`` is the run's id, which is its reply's (``{message id}:{hop}:{agent}``); ``n``
+    counts the run's steps from 1 and, with ``run``, names a step (one read twice is the same
+    step); ``at`` is ISO 8601; ``tool`` the tool's name (None for a text).
+    """
+
+    run: str
+    n: int
+    at: str
+    kind: str  # tool, result or text
+    line: str
+    tool: str | None = None
+    is_error: bool = False
+
+    @property
+    def agent(self) -> str:
+        """The agent whose run it is (the last part of the run's id)."""
+        return self.run.rpartition(":")[2]
+
+    def fields(self) -> dict[str, str]:
+        """Stream entry fields (all strings; no tool is ``""``, ``is_error`` is
+        ``true`` or ``false``)."""
+        return {
+            "run": self.run,
+            "n": str(self.n),
+            "at": self.at,
+            "kind": self.kind,
+            "line": self.line,
+            "tool": self.tool or "",
+            "is_error": "true" if self.is_error else "false",
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form (MQTT, the console's events): the same fields, typed."""
+        return {
+            "run": self.run,
+            "n": self.n,
+            "at": self.at,
+            "kind": self.kind,
+            "line": self.line,
+            "tool": self.tool,
+            "is_error": self.is_error,
+        }
+
+    def json(self) -> bytes:
+        """MQTT payload."""
+        return json.dumps(self.as_dict(), ensure_ascii=False).encode("utf-8")
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[str, str]) -> Step:
+        """Read a step back from stream fields (what is missing or not readable is left
+        empty, as :meth:`orchestrator.core.wire.Outbound.from_fields` does)."""
+        number = fields.get("n", "0")
+        return cls(
+            run=fields.get("run", ""),
+            n=int(number) if number.isdecimal() else 0,
+            at=fields.get("at", ""),
+            kind=fields.get("kind", ""),
+            line=fields.get("line", ""),
+            tool=fields.get("tool") or None,
+            is_error=fields.get("is_error", "").lower() in ("true", "1"),
+        )
+
+
+Seen = tuple[str, Outbound | Step]  # (its stream's entry id, an outbound item or a step)
+
+
+def _ms(entry_id: str) -> int:
+    return int(entry_id.partition("-")[0])
+
+
+def _before(posted: tuple[str, Outbound], step: tuple[str, Step]) -> bool:
+    """Whether an outbound item came before a step. Entry ids tell only to the millisecond
+    across two streams (each counts its own entries within one): in the same millisecond, a
+    notice (a run's card) comes first, a reply (a run's end) after."""
+    posted_ms, step_ms = _ms(posted[0]), _ms(step[0])
+    if posted_ms != step_ms:
+        return posted_ms < step_ms
+    return posted[1].type == "notice"
+
+
+def in_order(
+    posted: list[tuple[str, Outbound]], steps: list[tuple[str, Step]], count: int
+) -> list[Seen]:
+    """A group's outbound items and its runs' steps, read ``count`` at most from each stream
+    (each in its stream's order), as one list in the order they were added.
+
+    A stream that gave ``count`` may hold more: what the other gave after its last entry's
+    millisecond is left for the next read, which could bring something that comes before.
+    """
+    merged: list[Seen] = []
+    i = j = 0
+    while i < len(posted) and j < len(steps):
+        if _before(posted[i], steps[j]):
+            merged.append(posted[i])
+            i += 1
+        else:
+            merged.append(steps[j])
+            j += 1
+    merged += [*posted[i:], *steps[j:]]
+    full = [_ms(part[-1][0]) for part in (posted, steps) if part and len(part) >= count]
+    if full:
+        merged = [seen for seen in merged if _ms(seen[0]) <= min(full)]
+    return merged

@@ -19,6 +19,7 @@ from sqlalchemy import JSON, Column, Text, insert, select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Field, SQLModel
 
+from orchestrator.core.coding import Step
 from orchestrator.core.models import assume_utc
 from orchestrator.memory.transactions import writing
 
@@ -136,6 +137,18 @@ class StoredStep:
             "tool": self.tool,
             "is_error": self.is_error,
         }
+
+    def as_step(self, run_id: str) -> Step:
+        """The step as it is published (for run ``run_id``)."""
+        return Step(
+            run=run_id,
+            n=self.n,
+            at=self.at.isoformat(),
+            kind=self.kind,
+            line=self.line,
+            tool=self.tool,
+            is_error=self.is_error,
+        )
 
 
 class RunStore:

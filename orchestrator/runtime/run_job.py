@@ -11,8 +11,9 @@ The daemon stored the run (``queued``) and enqueued this job under the run's id.
    the transcript, within the same budgets) and reserves the run against the daily caps;
 4. runs Claude Code (:mod:`orchestrator.adapters.claude_code`) against the model (Anthropic's
    API with a key, else the offline model served on a local Messages API), each step kept
-   and published on the group's outbound stream as it happens, a cancel asked for in the
-   console or CLI honoured within a second;
+   and published as it happens (the group's steps stream and MQTT,
+   :mod:`orchestrator.adapters.steps`), a cancel asked for in the console or CLI honoured
+   within a second;
 5. commits what it changed with the agent as author, brings it into the project (or leaves
    its branch for review), settles the caps, notes the outcome in the agent's daily log
    (so the heartbeat learns from real work) and records the run's end;
@@ -35,12 +36,14 @@ from typing import Any
 
 from orchestrator.adapters.checkouts import Checkout, Finished
 from orchestrator.adapters.claude_code import ClaudeCode, RunOutcome, RunRequest, RunStep
+from orchestrator.adapters.mqtt_broker import publisher_url
 from orchestrator.adapters.project import Project
 from orchestrator.adapters.redis_client import AsyncConnection, connect_async, translated
 from orchestrator.adapters.spawn import end_with_parent, process_owner
+from orchestrator.adapters.steps import StepPublisher
 from orchestrator.caps.guard import make_guard
 from orchestrator.caps.limits import OverCap
-from orchestrator.core.coding import run_ended_fields, steps_stream
+from orchestrator.core.coding import run_ended_fields
 from orchestrator.core.context.report import ContextReport
 from orchestrator.core.models import AgentSpec, Completion, LLMRequest
 from orchestrator.core.wire import inbox_stream
@@ -251,11 +254,6 @@ async def _run(
     except (OrchestratorError, LookupError) as exc:
         return _end(runs, run, "failed", str(exc), {})
 
-    async def publish(record: RunRecord, step: StoredStep) -> None:
-        fields = {"run": record.id, **{k: str(v) for k, v in step.as_dict().items()}}
-        with translated():
-            await redis.xadd(steps_stream(record.group), fields, maxlen=10_000, approximate=True)  # type: ignore[arg-type]
-
     guard = make_guard(settings, redis, wiring.team.agents, _Unannounced())
     try:
         reservation = await guard.admit(agent.id, run.group, agent.model, lambda: context.tokens)
@@ -276,7 +274,8 @@ async def _run(
             base_url=base_url,
         )
         runner = cli or ClaudeCode(settings.data_dir / "runs", cli=settings.claude_cli)
-        outcome = await follow(runner, request, run, runs, publish)
+        async with StepPublisher(redis, publisher_url(settings)) as steps:
+            outcome = await follow(runner, request, run, runs, _publishing(steps))
     spent = Completion(
         text=outcome.text, model=agent.model, provider="claude-code", usage=outcome.usage
     )
@@ -292,6 +291,15 @@ async def _run(
         await asyncio.to_thread(note_outcome, wiring, run, summary, datetime.now(UTC))
     result = outcome_json(outcome, project_out) | {"context": context.report.as_json()}
     return _end(runs, run, outcome.status, outcome.problem, result, outcome.text)
+
+
+def _publishing(steps: StepPublisher) -> StepSink:
+    """Each step published as it is kept: on the group's steps stream and MQTT."""
+
+    async def publish(record: RunRecord, step: StoredStep) -> None:
+        await steps.publish(record.group, step.as_step(record.id))
+
+    return publish
 
 
 def _end(

@@ -1,11 +1,14 @@
-"""``GET /api/groups/{group}/events``: a room's replies, notices and ``done`` items as
-server-sent events, read from the group's outbound Redis stream (``XREAD BLOCK``).
+"""``GET /api/groups/{group}/events``: a room's replies, notices and ``done`` items, and the
+steps of its runs, as server-sent events, read from the group's outbound Redis stream and its
+steps stream (one ``XREAD BLOCK`` of both).
 
-Each event's ``id:`` is its stream entry id; a client that reconnects with ``Last-Event-ID``
-(or ``?after=``) gets every item after it, none twice. Without one it starts at the stream's
-end. A reply or notice is sent as the stored :class:`~orchestrator.web.views.Msg` (with why it
-was written, its memory, usage and context); one not stored yet, from its outbound fields.
-A ``: keep-alive`` comment goes out when nothing happened for ``keepalive_s``.
+Each event's ``id:`` says where the stream is (:mod:`orchestrator.web.cursor`: the outbound
+entry id, with the last step's once one was sent); a client that reconnects with
+``Last-Event-ID`` (or ``?after=``) gets every item after it, none twice. Without one it starts
+at the streams' end, after the steps so far of the room's runs still going (so a room opened
+mid-run shows them). A reply or notice is sent as the stored :class:`~orchestrator.web.views.Msg`
+(with why it was written, its memory, usage, context and run); one not stored yet, from its
+outbound fields. A ``: keep-alive`` comment goes out when nothing happened for ``keepalive_s``.
 """
 
 from __future__ import annotations
@@ -19,11 +22,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, HTTPException, Query
 from fastapi.responses import StreamingResponse
 
+from orchestrator.core.coding import Step
 from orchestrator.core.models import AgentSpec
 from orchestrator.core.wire import Outbound, validate_group
 from orchestrator.errors import BusError, ValidationError
-from orchestrator.web.api import ENTRY_ID
-from orchestrator.web.feeds import Render
+from orchestrator.memory.runs import RunStore
+from orchestrator.web.cursor import EVENT_ID
+from orchestrator.web.feeds import Render, step_event
 from orchestrator.web.metrics import sse_clients
 from orchestrator.web.rooms import Rooms
 from orchestrator.web.schemas import errors
@@ -36,6 +41,8 @@ logger = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/api", tags=["api"])
 
+_RUNS_SHOWN = 20  # a room opened mid-run is shown the steps of its newest runs still going
+
 
 class EventStream(StreamingResponse):
     """Server-sent events (``/openapi.json`` says so: the route's media type is this one's)."""
@@ -45,7 +52,7 @@ class EventStream(StreamingResponse):
 
 @router.get(
     "/groups/{group}/events",
-    summary="A room's replies, notices and done items, live (server-sent events)",
+    summary="A room's replies, notices, done items and run steps, live (server-sent events)",
     response_class=EventStream,
     responses=errors(400, 404, 422, not_json=True),
 )
@@ -55,20 +62,29 @@ async def events(
     after: Annotated[str | None, Query(description="Resume after this event id")] = None,
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> EventStream:
-    """``event: reply|notice`` (``data``: a message) and ``event: done`` (``data``:
-    ``in_reply_to`` and ``replies``); every event has ``id:``, its stream entry id."""
+    """``event: reply|notice`` (``data``: a message), ``event: done`` (``data``:
+    ``in_reply_to`` and ``replies``) and ``event: step`` (``data``: a run's step: ``run``,
+    ``n``, ``at``, ``kind``, ``line``, ``tool``, ``is_error``); every event has ``id:``."""
     try:
         validate_group(group)
     except ValidationError:
         raise HTTPException(404, f"no group {group!r}") from None
     resume = last_event_id or after
-    if resume is not None and not ENTRY_ID.fullmatch(resume):
+    if resume is not None and not EVENT_ID.fullmatch(resume):
         raise HTTPException(400, f"not an event id: {resume!r} (expected like 1700000000000-0)")
     start = resume or await _stream_end(running, group)
+    replay = [] if resume else await asyncio.to_thread(_running_steps, running, group)
     return EventStream(
-        sse_events(running, group, start),
+        sse_events(running, group, start, replay),
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
+
+
+def _running_steps(running: Console, group: str) -> list[Step]:
+    """The steps so far of the group's runs still going (blocking: SQL)."""
+    runs = RunStore(running.wiring.engine)
+    going = [run for run in reversed(runs.recent(group, _RUNS_SHOWN)) if not run.ended]
+    return [step.as_step(run.id) for run in going for step in runs.steps(run.id)]
 
 
 async def _stream_end(running: Console, group: str) -> str:
@@ -78,11 +94,16 @@ async def _stream_end(running: Console, group: str) -> str:
         raise BusError(f"cannot read the outbound stream: {exc.kind}") from None
 
 
-async def sse_events(running: Console, group: str, after: str) -> AsyncIterator[str]:
-    """The group's outbound items after entry ``after``, as server-sent event blocks (read by
-    the room's shared reader, :mod:`orchestrator.web.feeds`)."""
+async def sse_events(
+    running: Console, group: str, after: str, replay: list[Step] | None = None
+) -> AsyncIterator[str]:
+    """The group's outbound items and steps after event id ``after``, as server-sent event
+    blocks (read by the room's shared reader, :mod:`orchestrator.web.feeds`), after the
+    ``replay`` steps (given the id ``after``)."""
     with sse_clients.watching():
         yield ": connected\n\n"
+        for step in replay or ():
+            yield step_event(after, step)
         try:
             async for block in running.feeds.watch(group, after):
                 yield block

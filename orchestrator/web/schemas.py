@@ -28,6 +28,7 @@ __all__ = [
     "Groups",
     "Message",
     "MessagePage",
+    "MessageRun",
     "Posted",
     "Routing",
     "Team",
@@ -170,6 +171,25 @@ class ToolLine(Answer):
     result_chars: int
 
 
+class MessageRun(Answer):
+    """The Claude Code run a run's card (a notice, ``notice: run``) or its reply is about: how
+    it stands (the card's: as it started), what it changed and what it cost."""
+
+    id: str = Field(description="The run's id: its reply's.")
+    status: str = Field(description="queued on the card; done, failed, cancelled, ... at the end.")
+    why: str = Field(description="Why the turn became a run.")
+    files: list[str] = Field(description="The files it changed.")
+    stat: str = Field(description="git diff --stat of its commit.")
+    commit: str | None
+    merged: bool | None = Field(description="Brought into the project (false: kept on branch).")
+    branch: str | None = Field(description="The branch it was kept on for review.")
+    reason: str | None = Field(description="Why it was not merged.")
+    turns: int
+    duration_ms: int
+    cost_usd: float | None
+    agent: AgentView | None = Field(description="The agent whose run it is.")
+
+
 class Message(Answer):
     """One message of a room, with what the console shows beside it."""
 
@@ -190,6 +210,7 @@ class Message(Answer):
     context: ContextBar | None
     notice: str | None
     tools: list[ToolLine]
+    run: MessageRun | None = optional_key("A run's card or reply: the run.")
 
 
 class MessagePage(Answer):

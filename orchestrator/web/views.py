@@ -1,6 +1,6 @@
 """Messages as the console shows them: a stored row (or an outbound item not stored yet) as a
 :class:`Msg`, with the agent who wrote it, *why* it answered, the memory it wrote, what the call
-cost and the context it was given.
+cost and the context it was given; a run's card and its reply with the run.
 
 Why an agent answered is read from what the daemon recorded: a reply's meta names its
 ``agent`` and its ``trigger`` (the message it answers). A person's trigger carries the routing
@@ -27,7 +27,7 @@ from orchestrator.memory.conversation.meta import MarkerMeta, ReplyMeta
 from orchestrator.memory.conversation.store import StoredMessage
 from orchestrator.web.render import markdown_html
 
-__all__ = ["Msg", "Why", "agent_colour", "agent_view", "from_outbound", "from_stored"]
+__all__ = ["Msg", "Why", "agent_colour", "agent_view", "from_outbound", "from_stored", "run"]
 
 
 @lru_cache(maxsize=256)
@@ -100,6 +100,8 @@ class Msg:
     notice: str | None = None
     # The memory tools the reply called: one line each, ``memory_search("db") → 2 hits``.
     tools: tuple[Mapping[str, Any], ...] = ()
+    # A run's card or reply: the run (``meta.run``) and the agent whose run it is.
+    run: Mapping[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The API's ``Msg`` (``html``: the text as safe HTML)."""
@@ -121,6 +123,7 @@ class Msg:
             "context": dict(self.context) if self.context is not None else None,
             "notice": self.notice,
             "tools": [dict(t) for t in self.tools],
+            **({"run": dict(self.run)} if self.run is not None else {}),
         }
 
 
@@ -168,6 +171,7 @@ def from_stored(
             {"line": c.line, "is_error": c.is_error, "result_chars": c.result_chars}
             for c in (meta.tools.calls if meta.tools is not None else ())
         ),
+        run=run(meta, agents),
     )
 
 
@@ -215,6 +219,15 @@ def why(
         hop=hop,
         hop_limit=hop_limit,
     )
+
+
+def run(meta: ReplyMeta, agents: Sequence[AgentSpec]) -> dict[str, Any] | None:
+    """The run a run's card or reply records, with the agent whose run it is (None: not a
+    run's; the agent None when it left the team)."""
+    if meta.run is None:
+        return None
+    spec = find_agent(agents, meta.agent) if meta.agent else None
+    return {**meta.run.as_json(), "agent": agent_view(spec) if spec is not None else None}
 
 
 def memory(markers: MarkerMeta | None) -> tuple[dict[str, Any], ...]:

@@ -1,5 +1,5 @@
 """Agents that act: the ``runtime``/``code:`` fields of an agent file, when a turn becomes a
-run, and how a run's tool calls read on its card."""
+run, how a run's tool calls read on its card, and its steps on the wire and in order."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import pytest
 import yaml
 
 from orchestrator.core.agents import load_agents
-from orchestrator.core.coding import decide_run, describe_tool
+from orchestrator.core.coding import Step, decide_run, describe_tool, in_order
 from orchestrator.core.models import PROFILES, CodeSpec
 from orchestrator.core.routing import RuleSet
+from orchestrator.core.wire import Outbound
 from orchestrator.errors import AgentDefinitionError
 
 BASE = {"id": "developer", "name": "Developer", "role": "developer", "model": "claude-x"}
@@ -120,3 +121,52 @@ def test_a_long_command_is_clipped():
     line = describe_tool("Bash", {"command": "echo " + "x" * 500})
     assert len(line) == len("Bash: ") + 160
     assert line.endswith("…")
+
+
+def _step(n: int, **extra: object) -> Step:
+    fields = {"run": "1-0:1:developer", "n": n, "at": "2026-01-05T09:00:00+00:00", "kind": "tool"}
+    return Step(**{**fields, "line": f"step {n}", **extra})  # type: ignore[arg-type]
+
+
+def test_a_step_reads_back_from_its_stream_fields_and_is_json_with_types():
+    """Stream fields are strings (no tool: empty, an error: true); the JSON keeps the types."""
+    step = _step(3, kind="result", line="error: Exit code 1", tool="Bash", is_error=True)
+    assert step.fields() == {
+        "run": "1-0:1:developer", "n": "3", "at": "2026-01-05T09:00:00+00:00",
+        "kind": "result", "line": "error: Exit code 1", "tool": "Bash", "is_error": "true",
+    }  # fmt: skip
+    assert Step.from_fields(step.fields()) == step
+    text = _step(4, kind="text", line="Done.")
+    assert text.fields()["tool"] == ""
+    assert Step.from_fields(text.fields()) == text
+    assert text.as_dict()["tool"] is None
+    assert step.agent == "developer"
+    assert Step.from_fields({"run": "r", "n": "x"}).n == 0  # what is unreadable is left empty
+
+
+def _item(kind: str, item_id: str) -> Outbound:
+    return Outbound(type=kind, id=item_id, group="g", in_reply_to="1-0")  # type: ignore[arg-type]
+
+
+def test_steps_fall_between_their_card_and_their_reply_in_the_same_millisecond():
+    """Ids tell only the millisecond across two streams: there, a card comes before the
+    steps and a reply after; otherwise the earlier millisecond first."""
+    card, reply, done = _item("notice", "c"), _item("reply", "r"), _item("done", "d")
+    steps = [("5-0", _step(1)), ("5-1", _step(2)), ("7-0", _step(3))]
+    merged = in_order([("5-0", card), ("5-1", reply), ("6-0", done)], steps, 100)
+    assert [item for _, item in merged] == [
+        card,
+        steps[0][1],
+        steps[1][1],
+        reply,
+        done,
+        steps[2][1],
+    ]
+
+
+def test_a_full_read_leaves_the_other_streams_later_entries_for_the_next():
+    """When one stream gave as many as asked, what the other gave after its last millisecond
+    is left for the next read (which could bring earlier entries of the full one)."""
+    steps = [("5-0", _step(1)), ("6-0", _step(2))]
+    merged = in_order([("4-0", _item("reply", "a")), ("5-0", _item("reply", "b"))], steps, 2)
+    assert [entry for entry, _ in merged] == ["4-0", "5-0", "5-0"]

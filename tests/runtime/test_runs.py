@@ -1,27 +1,37 @@
 """Agents that act: a turn that is a Claude Code run, through a real `arena up` (daemon, a run
 worker, the real bundled `claude` CLI against the offline model on a local Messages API), from
-the person's message to the commit in the shared project and the agent's reply in the room."""
+the person's message to the commit in the shared project and the agent's reply in the room,
+its steps shown live by `arena tail` and on MQTT as it goes."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
 import os
 import signal
 import subprocess
+import sys
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import aiomqtt
 import pytest
 
 from orchestrator.adapters.claude_code import bundled_cli
 from orchestrator.client import ArenaClient
+from orchestrator.core.coding import runs_topic
 from orchestrator.core.wire import Outbound
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.runs import RunStore
 from orchestrator.settings import load_settings
+from tests.arena_helpers import read_until, start_background, stop_process
 from tests.arena_up import Arena, alive, arenas
+from tests.threads import loop_in_thread
 from tests.waiting import block_until
 
 pytestmark = pytest.mark.skipif(
@@ -135,6 +145,59 @@ def test_a_run_changes_the_project_and_its_reply_reaches_the_room(arena: Arena, 
     assert "no run no-such-run" in again.output
     talk = client.post_and_wait("team", "@coder what do you think of the plan?")[1]
     assert [item.type for item in talk if item.type != "done"] == ["reply"]
+
+
+@contextlib.contextmanager
+def _subscribed(up: Arena, topic: str) -> Iterator[list[dict[str, Any]]]:
+    """What arrives on ``topic`` of the arena's broker (anonymous, as any subscriber)."""
+    got: list[dict[str, Any]] = []
+
+    async def listen(stop: asyncio.Event, ready: Callable[[], None]) -> None:
+        port = int(up.env["ARENA_MQTT_PORT"])
+        async with aiomqtt.Client("127.0.0.1", port) as subscriber:
+            await subscriber.subscribe(topic, qos=1)
+            ready()
+            reading = asyncio.ensure_future(_read(subscriber, got))
+            await stop.wait()
+            reading.cancel()
+
+    with loop_in_thread(listen, "runs subscriber"):
+        yield got
+
+
+async def _read(subscriber: aiomqtt.Client, got: list[dict[str, Any]]) -> None:
+    async for message in subscriber.messages:
+        got.append(json.loads(message.payload))
+
+
+def test_a_runs_steps_show_live_in_tail_and_on_mqtt(arena: Arena):
+    """`arena tail` prints the run's card, then its steps indented under it (the first naming
+    the coder and the run), then the reply; each step is also on ``arena/groups/team/runs``."""
+    tail = start_background([sys.executable, "-m", "orchestrator", "tail", "team"], arena.env)
+    try:
+        read_until(tail, "following group team", timeout_s=60)
+        with _subscribed(arena, runs_topic("team")) as steps:
+            message_id = _client(arena).post("team", "@coder create hello.py that prints hello")
+            run_id = f"{message_id}:1:coder"
+            printed = read_until(tail, "coder: ", timeout_s=120)
+            block_until(
+                lambda: any(s["line"] == "Write hello.py" for s in steps),
+                timeout_s=30,
+                what="the run's steps on MQTT",
+            )
+    finally:
+        stop_process(tail)
+    card = next(n for n, line in enumerate(printed) if "started a run" in line)
+    assert printed[card + 1].startswith(f"  coder run {run_id} · "), printed
+    assert "  · Write hello.py" in printed[card + 2 : -1], printed
+    assert "  · ok" in printed[card + 2 : -1], printed
+    assert printed[-1].startswith("coder: ")
+    written = next(s for s in steps if s["line"] == "Write hello.py")
+    assert written["run"] == run_id
+    assert written["kind"] == "tool"
+    assert written["tool"] == "Write"
+    assert written["is_error"] is False
+    assert [s["n"] for s in steps] == sorted(s["n"] for s in steps)
 
 
 def test_the_coder_hands_its_change_to_the_checker_whose_run_verifies_it(arena: Arena):

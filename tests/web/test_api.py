@@ -26,13 +26,22 @@ from orchestrator.core.wire import deadletter_stream, inbox_stream, validate_pos
 from orchestrator.errors import ValidationError
 from orchestrator.memory.conversation.marker_entries import Rejected, Saved, StoredMarker
 from orchestrator.memory.conversation.meta import MarkerMeta, ReplyMeta, TurnMeta
+from orchestrator.memory.conversation.run_meta import RunMeta
 from orchestrator.memory.conversation.store import Closing, HistoryStore, NewReply
 from orchestrator.memory.db import make_engine
 from orchestrator.settings import Settings
 from orchestrator.web.rooms import Rooms
 from tests.core.test_context_report import OLD_REPORT, RECALL
 from tests.runtime.test_pipeline_meta import OLD_MARKERS
-from tests.web_helpers import chat_message, console_server, console_settings, own_redis, store
+from tests.web_helpers import (
+    chat_message,
+    console_server,
+    console_settings,
+    own_redis,
+    run_card,
+    run_reply,
+    store,
+)
 
 HOSTILE = "<img src=x onerror=alert(1)> and <script>alert(2)</script>"
 
@@ -227,6 +236,30 @@ def test_hostile_text_is_escaped_in_html(api: httpx.Client, served: Served, grou
     assert "<img" not in human["html"]
     assert "<script" not in human["html"]
     assert "&lt;img src=x onerror=alert(1)&gt;" in human["html"]
+
+
+def test_a_run_card_and_its_reply_carry_the_run(api: httpx.Client, served: Served, group: str):
+    """The card has its run as it started and the agent whose run it is; the reply how it
+    ended; any other message has no ``run`` key."""
+    human = chat_message(group, f"{group}-1", "alex", "@ping create hello.py")
+    card = run_card(human, "ping", "code rule implement")
+    run_id = card.message.id.removesuffix(":run")
+    ended = RunMeta(
+        id=run_id, status="failed", why="code rule implement", files=("a.py", "b.py"),
+        stat=" a.py | +1 -0\n b.py | +2 -1", commit="0123456789ab", merged=False,
+        branch="arena/run-1", reason="tests failed", turns=4, duration_ms=5300, cost_usd=0.0125,
+    )  # fmt: skip
+    store(served.engine, [NewReply(message=human), card, run_reply(human, "ping", ended, "Oops")])
+    shown = _by_id(api.get(f"/api/groups/{group}/messages").json())
+    assert "run" not in shown[human.id]
+    on_card = shown[card.message.id]
+    assert on_card["notice"] == "run"
+    assert on_card["run"]["status"] == "queued"
+    assert on_card["run"]["why"] == "code rule implement"
+    assert on_card["run"]["agent"]["name"] == "Ping"
+    on_reply = shown[run_id]["run"]
+    assert {k: v for k, v in on_reply.items() if k != "agent"} == ended.as_json()
+    assert on_reply["agent"]["id"] == "ping"
 
 
 def test_mention_and_default_reasons(api: httpx.Client, served: Served, group: str):

@@ -1,12 +1,15 @@
-"""The room's live events (server-sent events from the outbound stream) on a real uvicorn
-server: ids, resuming after ``Last-Event-ID`` without loss or repeats, the stream's end as the
-start, keep-alives; and with a real daemon, a post's reply arriving with why it was written."""
+"""The room's live events (server-sent events from the outbound stream, and the steps of the
+room's runs from the steps stream) on a real uvicorn server: ids, resuming after
+``Last-Event-ID`` without loss or repeats, the stream's end as the start (after the steps so
+far of runs still going), keep-alives; and with a real daemon, a post's reply arriving with why
+it was written."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -14,18 +17,24 @@ import pytest
 import redis
 from sqlalchemy.engine import Engine
 
+from orchestrator.core.coding import Step, steps_stream
 from orchestrator.core.models import MessageKind, RouteDecision, RouteReason
 from orchestrator.core.wire import Outbound, outbox_stream
 from orchestrator.memory.conversation.meta import ReplyMeta
+from orchestrator.memory.conversation.run_meta import RunMeta
 from orchestrator.memory.conversation.store import Closing, NewReply
 from orchestrator.memory.db import make_engine
+from orchestrator.memory.runs import RunStore, StoredStep
 from tests.waiting import block_until
 from tests.web_helpers import (
     chat_message,
     console_server,
     console_settings,
+    events_of,
     own_redis,
     read_events,
+    run_card,
+    run_reply,
     store,
 )
 
@@ -149,7 +158,7 @@ def test_keep_alive_comments(served: Served, group: str):
             pytest.fail("the stream closed without a keep-alive")
 
 
-@pytest.mark.parametrize("bad", ["yesterday", "1-2-3", "$"])
+@pytest.mark.parametrize("bad", ["yesterday", "1-2-3", "$", "1-0~", "1-0~x", "1-0~2-0~3-0"])
 def test_a_bad_event_id_is_400(served: Served, group: str, bad: str):
     """A resume point that is not a stream entry id: 400, one line."""
     response = httpx.get(
@@ -204,3 +213,102 @@ def test_the_metrics_count_event_stream_clients(served: Served, group: str):
     block_until(
         lambda: _clients(served.base) == before, timeout_s=5, what="the client to be forgotten"
     )
+
+
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+
+
+def _step(run: str, n: int, line: str) -> Step:
+    kind = "result" if line == "ok" else "tool"
+    return Step(run=run, n=n, at=T0.isoformat(), kind=kind, line=line, tool="Write")
+
+
+def _add_step(served: Served, group: str, step: Step) -> str:
+    entry_id = served.redis.xadd(steps_stream(group), step.fields())  # type: ignore[arg-type]
+    return entry_id.decode()
+
+
+def _seed_run(served: Served, group: str) -> tuple[str, list[str]]:
+    """A run's card (stored, then on the outbox), two steps and its reply: the run's id and
+    the entry ids, in order (outbox, steps, steps, outbox)."""
+    human = chat_message(group, f"{group}-1", "alex", "@ping create hello.py")
+    card = run_card(human, "ping", "code rule implement")
+    run_id = card.message.id.removesuffix(":run")
+    ended = RunMeta(
+        id=run_id, status="done", why="code rule implement", files=("hello.py",),
+        stat=" hello.py | +1 -0", commit="abc1234def", merged=True, turns=2,
+    )  # fmt: skip
+    store(served.engine, [NewReply(message=human), card, run_reply(human, "ping", ended, "Done")])
+    notice = Outbound.for_message(card.message)
+    ids = [_add(served, notice)]
+    ids += [
+        _add_step(served, group, _step(run_id, n, line)) for n, line in ((1, "Write a"), (2, "ok"))
+    ]
+    reply = Outbound(type="reply", id=run_id, group=group, in_reply_to=human.id, sender="ping",
+                     kind="agent", text="Done", hop=1)  # fmt: skip
+    ids.append(_add(served, reply))
+    return run_id, ids
+
+
+def test_steps_come_between_a_runs_card_and_its_reply(served: Served, group: str):
+    """The card (with its run and agent), each step as a ``step`` event, the reply (with how
+    the run ended); once a step was sent, an id says where both streams are."""
+    run_id, (card, one, two, reply) = _seed_run(served, group)
+    events = _events(served, group, 4, after="0-0")
+    assert [e.event for e in events] == ["notice", "step", "step", "reply"]
+    assert [e.id for e in events] == [card, f"{card}~{one}", f"{card}~{two}", f"{reply}~{two}"]
+    assert events[0].data["notice"] == "run"
+    run = events[0].data["run"]
+    assert (run["id"], run["status"], run["why"]) == (run_id, "queued", "code rule implement")
+    assert run["agent"]["id"] == "ping"
+    assert events[1].data == _step(run_id, 1, "Write a").as_dict()
+    assert events[2].data["line"] == "ok"
+    ended = events[3].data["run"]
+    assert (ended["status"], ended["files"], ended["commit"]) == (
+        "done",
+        ["hello.py"],
+        "abc1234def",
+    )
+
+
+def test_resume_after_a_step_gets_the_rest_once(served: Served, group: str):
+    """Reconnecting with the id of a step gives the later steps and items, none twice; with
+    the id of the last, nothing."""
+    _seed_run(served, group)
+    first = _events(served, group, 2, after="0-0")
+    rest = _events(served, group, 3, wait_s=2, **{"last-event-id": first[-1].id})
+    assert [(e.event, e.data.get("line")) for e in rest] == [("step", "ok"), ("reply", None)]
+    assert _events(served, group, 1, wait_s=1, after=rest[-1].id) == []
+
+
+def test_a_plain_id_resumes_the_steps_from_its_millisecond(served: Served, group: str):
+    """An outbound entry id alone (a room's id before any step was sent) resumes the steps
+    from its millisecond on: not those before, those of the same millisecond again (they may
+    have been sent: ids tell no more across streams)."""
+    served.redis.xadd(outbox_stream(group), _reply(group, 1).fields(), id="2000-0")  # type: ignore[arg-type]
+    for entry_id, n in (("1999-5", 1), ("2000-0", 2), ("2001-0", 3)):
+        step = _step("r", n, "Write a").fields()
+        served.redis.xadd(steps_stream(group), step, id=entry_id)  # type: ignore[arg-type]
+    events = _events(served, group, 3, wait_s=2, after="2000-0")
+    assert [(e.id, e.data["n"]) for e in events] == [("2000-0~2000-0", 2), ("2000-0~2001-0", 3)]
+
+
+def test_a_room_opened_mid_run_gets_the_steps_so_far(served: Served, group: str):
+    """Without an id: the steps the database kept of the room's runs still going come first
+    (not those of a run that ended), then the live ones."""
+    runs = RunStore(served.engine)
+    for run_id in (f"m-1:1:ping-{group}", f"m-1:1:pong-{group}"):
+        runs.create(run_id=run_id, group=group, agent="ping", trigger_id="m-1", root_id="m-1",
+                    hop=1, why="code rule implement", now=T0)  # fmt: skip
+        for n, line in ((1, "Write a"), (2, "ok")):
+            runs.add_step(run_id, StoredStep(n=n, at=T0, kind="tool", line=line, tool="Write"))
+    ended = f"m-1:1:pong-{group}"
+    runs.finish(ended, status="done", text="", problem=None, outcome={}, now=T0)
+    going = f"m-1:1:ping-{group}"
+    url = f"{served.base}/api/groups/{group}/events"
+    with httpx.stream("GET", url, timeout=10) as response:
+        lines = response.iter_lines()
+        events = events_of(lines, 2, timeout_s=10)
+        _add_step(served, group, _step(going, 3, "Write b"))
+        events += events_of(lines, 1, timeout_s=10)
+    assert [(e.data["run"], e.data["n"]) for e in events] == [(going, 1), (going, 2), (going, 3)]

@@ -26,19 +26,30 @@ from fastapi.routing import APIRoute
 from redis import asyncio as aioredis
 from rq import Queue, Worker
 from rq.serializers import JSONSerializer
+from sqlalchemy.engine import Engine
 
 from orchestrator.caps.ledger import CapLedger, Spent
 from orchestrator.core.wire import deadletter_stream
+from orchestrator.memory.conversation.run_meta import RunMeta
 from orchestrator.memory.conversation.store import NewReply
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.personal import PersonalLog
+from orchestrator.memory.runs import RunStore, StoredStep
 from orchestrator.memory.session.store import NewMemory, SessionMemory
 from orchestrator.memory.versions.store import VersionStore
 from orchestrator.settings import Settings
 from orchestrator.web.app import create_app
 from orchestrator.web.security import COOKIE, Guard
 from tests.browser import needs_chromium, save_screenshot
-from tests.web_helpers import chat_message, console_server, console_settings, own_redis, store
+from tests.web_helpers import (
+    chat_message,
+    console_server,
+    console_settings,
+    own_redis,
+    run_card,
+    run_reply,
+    store,
+)
 
 playwright = pytest.importorskip("playwright.sync_api")
 
@@ -58,6 +69,8 @@ QUERIES = {
     "/groups": f"?group={LONG_GROUP}",
 }
 EXTRA_PAGES = ["/agents/nobody"]  # the error page
+# What a page shows only once its live events came: waited for too.
+LIVE = {f"/groups/{LONG_GROUP}": ".run-steps li"}
 _NOT_PAGES = ("/api/", "/metrics", "/openapi.json", "/static")
 
 
@@ -90,6 +103,7 @@ def _seed_database(settings: Settings) -> None:
             store(engine, [NewReply(message=message)])
         text = f"see {LONG_WORD}\n\n| a | b |\n|---|---|\n| {LONG_WORD} | x |\n\n    {LONG_WORD}"
         store(engine, [NewReply(message=chat_message(LONG_GROUP, "long-1", "alex", text))])
+        _seed_runs(engine, at)
         memory = SessionMemory(engine)
         for n in range(5):
             content = f"we decided {n} to keep {LONG_WORD}"
@@ -120,6 +134,30 @@ def _seed_database(settings: Settings) -> None:
     log = PersonalLog(settings.workspaces_dir, settings.zone).path(LONG_AGENT, at.date())
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text(f"- 09:00 [fact] {LONG_WORD} (source: {LONG_GROUP}/long-1)\n", "utf-8")
+
+
+def _seed_runs(engine: Engine, at: datetime) -> None:
+    """A run that ended, with long file names and a wide diff stat, and one still going whose
+    steps are long lines (the room shows them as it opens)."""
+    asked = chat_message(LONG_GROUP, "long-2", "alex", f"@{LONG_AGENT} fix {LONG_WORD}")
+    card = run_card(asked, LONG_AGENT, f"code rule {LONG_WORD}")
+    files = (f"src/{LONG_WORD}.py", "README.md")
+    stat = "\n".join(f" {name} | +{n} -0" for n, name in enumerate(files, 1))
+    ended = RunMeta(
+        id=card.message.id.removesuffix(":run"), status="failed", why="code rule implement",
+        files=files, stat=stat, commit="0123456789abcdef", merged=False,
+        branch=f"arena/{LONG_WORD}", reason=f"conflict in {LONG_WORD}", turns=9,
+    )  # fmt: skip
+    store(engine, [NewReply(message=asked), card, run_reply(asked, LONG_AGENT, ended, "Failed")])
+    going = chat_message(LONG_GROUP, "long-3", "alex", f"@{LONG_AGENT} add tests")
+    second = run_card(going, LONG_AGENT, "code rule implement")
+    store(engine, [NewReply(message=going), second])
+    runs = RunStore(engine)
+    run_id = second.message.id.removesuffix(":run")
+    runs.create(run_id=run_id, group=LONG_GROUP, agent=LONG_AGENT, trigger_id=going.id,
+                root_id=going.id, hop=1, why="code rule implement", now=at)  # fmt: skip
+    for n, line in enumerate((f"Write {LONG_WORD}.py", f"Bash: python3 {LONG_WORD}"), 1):
+        runs.add_step(run_id, StoredStep(n=n, at=at, kind="tool", line=line, tool="Bash"))
 
 
 def _seed_redis(settings: Settings) -> list[Worker]:
@@ -227,6 +265,9 @@ def _loaded(page: Any, url: str) -> None:
     """Open ``url`` and wait until the page's requests to the API have all been answered."""
     page.goto(url)
     page.wait_for_selector("main:not([aria-busy])", state="attached")
+    path = url.split("://", 1)[-1].partition("/")[2]
+    if f"/{path}" in LIVE:
+        page.wait_for_selector(LIVE[f"/{path}"])
 
 
 # Cards and panels that overlap one another (by more than a pixel; one inside the other is

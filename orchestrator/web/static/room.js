@@ -1,5 +1,6 @@
 /* The room: a group's messages, live (server-sent events), with why each agent answered,
- * what it wrote to memory and what the call cost; and the post box. */
+ * what it wrote to memory and what the call cost; runs' cards with their steps (runcard.js);
+ * and the post box. */
 "use strict";
 
 (function () {
@@ -97,6 +98,8 @@
     if (typeof msg.html === "string") body.innerHTML = msg.html; // rendered and escaped by the server
     else body.textContent = msg.text;
     li.append(body);
+    if (msg.run && msg.notice === "run") li.append(arena.runs.card(msg));
+    else if (msg.run) arena.runs.ended(msg.run); // a run's reply: its card shows how it ended
     const foot = arena.el("div", {class: "foot"});
     const why = whyLine(msg);
     if (why) foot.append(why);
@@ -211,6 +214,7 @@
     };
     events.addEventListener("reply", onMessage);
     events.addEventListener("notice", onMessage);
+    events.addEventListener("step", (event) => arena.runs.step(JSON.parse(event.data)));
     events.addEventListener("done", (event) => {
       const done = JSON.parse(event.data);
       const li = shown.get(done.in_reply_to);
