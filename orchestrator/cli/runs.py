@@ -130,7 +130,7 @@ def runs(settings: Settings, group: str | None, limit: int, as_json: bool) -> No
 
 @click.group()
 def run() -> None:
-    """Show one Claude Code run in full, or stop it.
+    """Show one Claude Code run in full, stop it, or revert its change.
 
     A run is an agent's turn done by Claude Code on the shared project; its ID is the id its
     reply takes (MESSAGE:HOP:AGENT), as `arena runs` lists it and the agent's reply ends with it.

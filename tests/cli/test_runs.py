@@ -198,7 +198,7 @@ def test_help_lists_the_commands_and_explains_each():
     """`arena --help` lists runs and run in one line each; each command's --help explains."""
     listed = _arena("--help").output
     assert "runs          List the agents' Claude Code runs, newest first." in listed
-    assert "run           Show one Claude Code run in full, or stop it." in listed
+    assert "run           Show one Claude Code run in full, stop it, or revert its" in listed
     assert "MESSAGE:HOP:AGENT" in _arena("run", "--help").output
     assert "how many files" in _arena("runs", "--help").output
     assert "--json" in _arena("run", "show", "--help").output
