@@ -322,7 +322,7 @@ def _clean(text: str) -> str:
 
 
 def _quote(output: str) -> str:
-    quoted = _clean(output.strip())
+    quoted = _clean(_REMINDER_RE.sub("", output).strip())
     if len(quoted) > _OUTPUT_LIMIT:
         quoted = quoted[: _OUTPUT_LIMIT - 1] + "\u2026"
     return quoted

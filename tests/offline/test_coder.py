@@ -227,3 +227,23 @@ def test_then_ask_someone_to_check_it_hands_the_new_file_on():
     assert isinstance(text, Text)
     assert text.text.startswith("Created hello.py: it prints hello.")
     assert text.text.endswith("@tester please check hello.py.")
+
+
+def test_what_the_cli_adds_to_a_tool_result_is_not_quoted():
+    """The CLI's <system-reminder> blocks in a tool result stay out of the report."""
+    prompt = "Project: /p\ncheck hello.py"
+    call = next_turn({"messages": [{"role": "user", "content": prompt}], "tools": TOOLS}).content[
+        -1
+    ]
+    assert isinstance(call, ToolUse)
+    result = "hello\n<system-reminder>\n# Environment update\nsomething\n</system-reminder>"
+    after = [
+        {"role": "user", "content": prompt},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": call.id, "name": "Bash",
+                                           "input": call.input}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id,
+                                      "content": result}]},
+    ]  # fmt: skip
+    (text,) = next_turn({"messages": after, "tools": TOOLS}).content
+    assert isinstance(text, Text)
+    assert text.text.endswith("output:\nhello")
