@@ -86,6 +86,7 @@ bench: $(STAMP)
 	$(BIN)/python tests/bench/console.py --json bench-results/console.json
 	$(BIN)/python tests/bench/tool_steps.py --json bench-results/tool_steps.json
 	$(BIN)/python tests/bench/cli_latency.py --json bench-results/cli_latency.json
+	$(BIN)/python tests/bench/runs.py --json bench-results/runs.json
 	@if [ -f "$(LOCOMO_DATA)" ]; then \
 		$(BIN)/python tests/bench/locomo_recall.py --data "$(LOCOMO_DATA)" \
 			--json bench-results/locomo_recall.json; \
