@@ -69,7 +69,7 @@ def run_worker(
         from orchestrator.adapters import llm  # noqa: F401  (the SDK, only with a key)
     names = (RUNS_QUEUE,) if runs else QUEUE_NAMES
     if runs:  # what every run imports, once, before the forks (by its path, as RQ does)
-        importlib.import_module(RUN_JOB.rpartition(".")[0])
+        importlib.import_module(RUN_JOB.rpartition(".")[0]).preload()
     connection = connect_patient(redis_url)
     queues = [Queue(q, connection=connection, serializer=JSONSerializer) for q in names]
     worker = Worker(queues, connection=connection, name=name, serializer=JSONSerializer)

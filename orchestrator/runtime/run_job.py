@@ -34,7 +34,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from orchestrator.adapters.checkouts import Checkout, Finished
 from orchestrator.adapters.claude_code import ClaudeCode, RunOutcome, RunRequest, RunStep
 from orchestrator.adapters.mqtt_broker import publisher_url
 from orchestrator.adapters.project import Project
@@ -51,10 +50,11 @@ from orchestrator.errors import OrchestratorError
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.runs import RunRecord, RunStore, StoredStep
 from orchestrator.memory.schema import PersonalDraft
+from orchestrator.runtime.run_results import commit, log_line, outcome_json
 from orchestrator.runtime.wiring import Wiring
 from orchestrator.settings import Settings
 
-__all__ = ["RunContext", "compose", "execute", "git_run_id", "note_outcome", "run_job"]
+__all__ = ["RunContext", "compose", "execute", "git_run_id", "note_outcome", "preload", "run_job"]
 
 logger = logging.getLogger(__name__)
 
@@ -171,23 +171,14 @@ async def follow(
             await watcher
 
 
-def outcome_json(outcome: RunOutcome, project: dict[str, Any]) -> dict[str, Any]:
-    """What a run's row keeps of how it ended."""
-    usage = outcome.usage
-    return {
-        "turns": outcome.turns,
-        "duration_ms": outcome.duration_ms,
-        "cost_usd": outcome.cost_usd,
-        "usage": {
-            "input_tokens": usage.input_tokens,
-            "output_tokens": usage.output_tokens,
-            "cache_read_tokens": usage.cache_read_tokens,
-            "cache_creation_tokens": usage.cache_creation_tokens,
-        },
-        "denials": list(outcome.denials),
-        "session_id": outcome.session_id,
-        **project,
-    }
+def preload() -> None:
+    """What every run would load again in its own forked process, loaded once in the run
+    worker before it forks: the tokenizer's encoding (about 0.4 s a run otherwise), the
+    context's modules and the prompt templates' engine."""
+    from orchestrator.core.context.build import build_context  # noqa: F401
+    from orchestrator.core.context.tokens import TokenCounter
+
+    TokenCounter().count("preload")
 
 
 def run_job(run_id: str) -> dict[str, Any]:
@@ -285,8 +276,8 @@ async def _run(
         logger.warning("run %s: its tokens were not counted: %s", run.id, exc)
     finally:
         await guard.aclose()
-    project_out = await asyncio.to_thread(_commit, project, checkout, agent, run, outcome)
-    summary = _summary(agent.name, outcome, project_out)
+    project_out = await asyncio.to_thread(commit, project, checkout, agent, run, outcome)
+    summary = log_line(agent.name, outcome, project_out)
     with contextlib.suppress(Exception):
         await asyncio.to_thread(note_outcome, wiring, run, summary, datetime.now(UTC))
     result = outcome_json(outcome, project_out) | {"context": context.report.as_json()}
@@ -336,63 +327,3 @@ def serving(settings: Settings) -> Iterator[tuple[str, str | None]]:
 
     with MessagesApiServer() as server:
         yield "offline", server.base_url
-
-
-def _commit(
-    project: Project, checkout: Checkout, agent: AgentSpec, run: RunRecord, outcome: RunOutcome
-) -> dict[str, Any]:
-    """What the run changed, committed by the agent and brought into the project (a run that
-    did not end well is kept on its branch for review, never merged)."""
-    subject = _first_line(outcome.text) or f"{agent.name}: run {run.id}"
-    try:
-        finished = project.finish(
-            checkout,
-            agent.name,
-            f"{agent.id}@agents.arena",
-            subject,
-            group=run.group,
-            message_id=run.trigger_id,
-            merge=outcome.status == "done",
-        )
-    except OrchestratorError as exc:
-        logger.warning("run %s: its changes could not be committed: %s", run.id, exc)
-        with contextlib.suppress(OrchestratorError):
-            project.cancel(checkout)
-        return {"reason": str(exc)}
-    files = [change.path for change in finished.stat.files]
-    return {
-        "files": files,
-        "stat": _stat_text(finished),
-        "commit": finished.commit,
-        "merged_as": finished.merged_as,
-        "merged": finished.merged if finished.changed else None,
-        "branch": None if finished.merged else finished.branch,
-        "reason": finished.reason or None,
-    }
-
-
-def _stat_text(finished: Finished) -> str:
-    files = finished.stat.files
-    if not files:
-        return ""
-    width = max(len(f.path) for f in files)
-    lines = [f" {f.path.ljust(width)} | +{f.insertions} -{f.deletions}" for f in files]
-    stat = finished.stat
-    lines.append(
-        f" {len(files)} file{'s' if len(files) != 1 else ''} changed, "
-        f"{stat.insertions} insertions(+), {stat.deletions} deletions(-)"
-    )
-    return "\n".join(lines)
-
-
-def _summary(name: str, outcome: RunOutcome, project: dict[str, Any]) -> str:
-    """The line the agent's daily log keeps of a run."""
-    files = project.get("files") or []
-    did = _first_line(outcome.text).rstrip(". ") or "no summary"
-    changed = f"; changed {', '.join(files[:8])}" if files else "; changed no file"
-    kept = "" if project.get("merged") in (True, None) else f" (kept on {project.get('branch')})"
-    return f"[run {outcome.status}] {did}{changed}{kept}"
-
-
-def _first_line(text: str) -> str:
-    return next((line.strip() for line in text.splitlines() if line.strip()), "")[:200]
