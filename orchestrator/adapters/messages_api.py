@@ -42,7 +42,7 @@ from typing import Any, Self
 from orchestrator.adapters.messages_wire import error_body, input_words, message_body, sse_events
 from orchestrator.offline.coder import Turn, next_turn
 
-__all__ = ["Answered", "MessagesApiServer", "Responder"]
+__all__ = ["Answered", "MessagesApiServer", "Responder", "read_request"]
 
 logger = logging.getLogger(__name__)
 
@@ -180,7 +180,7 @@ class MessagesApiServer:
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            while (request := await _read_request(reader)) is not None:
+            while (request := await read_request(reader)) is not None:
                 method, path, headers, body = request
                 keep_alive = headers.get("connection", "").lower() != "close"
                 reply, parsed = self._reply(method, path, body)
@@ -246,10 +246,12 @@ class MessagesApiServer:
 # --- HTTP/1.1 --------------------------------------------------------------------------
 
 
-async def _read_request(
+async def read_request(
     reader: asyncio.StreamReader,
 ) -> tuple[str, str, dict[str, str], bytes] | None:
-    """One request; None when the client closed the connection between requests."""
+    """One HTTP/1.1 request (its body by ``Content-Length`` or chunked): method, path, headers
+    (names in lower case) and body; None when the client closed the connection between
+    requests. The tests' fake Messages API reads its requests with it too."""
     try:
         head = await reader.readuntil(b"\r\n\r\n")
     except asyncio.IncompleteReadError as exc:
