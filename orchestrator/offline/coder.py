@@ -22,7 +22,8 @@ request names is relative to the project. The rules, the first that matches wins
 
 In a transcript (the arena's runs give the conversation, each message labelled
 ``[time sender (kind)]: ``), the request is the last message: what came before is not asked
-again. A request that goes on "then ask @AGENT to check|verify|test|run it" hands the turn on:
+again. A request that goes on "then ask @AGENT (or the AGENT) to check|verify|test|run it" hands the
+turn on:
 after a file was created, the text that ends the turn asks ``@AGENT`` to check that file.
 
 A tool that the request's ``tools`` does not offer is never called: the answer says it is
@@ -71,7 +72,8 @@ _RUN_RE = re.compile(
 )
 _LABEL_RE = re.compile(r"^\[[^\]\n]*\((?:human|agent)\)\]: ", re.MULTILINE)
 _HANDOFF_RE = re.compile(
-    r"\bthen\s+ask\s+@(?P<agent>[\w-]+)\s+to\s+(?P<verb>check|verify|test|run)\b", re.IGNORECASE
+    r"\bthen\s+ask\s+(?:@|the\s+)(?P<agent>[\w-]+)\s+to\s+(?P<verb>check|verify|test|run)\b",
+    re.IGNORECASE,
 )
 _QUOTES = {'"': '"', "'": "'", "`": "`", "\u201c": "\u201d", "\u2018": "\u2019"}
 _RUNNERS = {".py": "python3", ".js": "node", ".sh": "sh"}

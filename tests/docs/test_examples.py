@@ -512,6 +512,8 @@ def test_agents_that_act(stack: Stack) -> None:
         what="the tester's run to end",
     )
     shown = stack.sh(history)
+    asked = {r.get("id") for r in stack.replies(group) if r.get("in_reply_to") == message_id}
+    assert f"{message_id}:1:tester" not in asked  # the tester is asked by the developer only
     assert "Created hello.py" in shown
     assert "exit code 0" in shown
     project = Path(stack.env["ARENA_WORKSPACES_DIR"]) / "shared"

@@ -247,3 +247,23 @@ def test_what_the_cli_adds_to_a_tool_result_is_not_quoted():
     (text,) = next_turn({"messages": after, "tools": TOOLS}).content
     assert isinstance(text, Text)
     assert text.text.endswith("output:\nhello")
+
+
+def test_then_ask_the_tester_hands_on_as_a_mention_would():
+    """ "…, then ask the tester to check it" (no mention: only the developer is asked) ends the
+    turn with "@tester please check FILE"."""
+    prompt = "Project: /p\ncreate hello.py that prints hello, then ask the tester to check it"
+    first = next_turn({"messages": [{"role": "user", "content": prompt}], "tools": TOOLS})
+    call = first.content[-1]
+    assert isinstance(call, ToolUse)
+    assert call.input["content"] == 'print("hello")\n'
+    after = [
+        {"role": "user", "content": prompt},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": call.id, "name": "Write",
+                                           "input": call.input}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id,
+                                      "content": "ok"}]},
+    ]  # fmt: skip
+    (text,) = next_turn({"messages": after, "tools": TOOLS}).content
+    assert isinstance(text, Text)
+    assert text.text.endswith("@tester please check hello.py.")
