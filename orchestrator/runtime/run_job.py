@@ -50,7 +50,7 @@ from orchestrator.errors import OrchestratorError
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.runs import RunRecord, RunStore, StoredStep
 from orchestrator.memory.schema import PersonalDraft
-from orchestrator.runtime.run_results import commit, log_line, outcome_json
+from orchestrator.runtime.run_results import commit, dollars_left, log_line, outcome_json
 from orchestrator.runtime.wiring import Wiring
 from orchestrator.settings import Settings
 
@@ -252,6 +252,7 @@ async def _run(
         await asyncio.to_thread(project.cancel, checkout)
         await guard.aclose()
         return _end(runs, run, "failed", f"not started: {exc}", {})
+    budget = await dollars_left(guard, agent.id, run.group)
     with serving(settings) as (key, base_url):
         request = RunRequest(
             prompt=context.prompt,
@@ -263,6 +264,7 @@ async def _run(
             code=agent.code,
             api_key=key,
             base_url=base_url,
+            max_budget_usd=budget,
         )
         runner = cli or ClaudeCode(settings.data_dir / "runs", cli=settings.claude_cli)
         async with StepPublisher(redis, publisher_url(settings)) as steps:

@@ -10,11 +10,13 @@ from typing import Any
 from orchestrator.adapters.checkouts import Checkout, Finished
 from orchestrator.adapters.claude_code import RunOutcome
 from orchestrator.adapters.project import Project
+from orchestrator.caps.guard import CapGuard
+from orchestrator.caps.limits import MICRO, Unit
 from orchestrator.core.models import AgentSpec
 from orchestrator.errors import OrchestratorError
 from orchestrator.memory.runs import RunRecord
 
-__all__ = ["commit", "log_line", "outcome_json"]
+__all__ = ["commit", "dollars_left", "log_line", "outcome_json"]
 
 logger = logging.getLogger(__name__)
 
@@ -96,3 +98,15 @@ def log_line(name: str, outcome: RunOutcome, project: dict[str, Any]) -> str:
 
 def _first_line(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "")[:200]
+
+
+async def dollars_left(guard: CapGuard, agent: str, group: str) -> float | None:
+    """What the tightest daily dollar cap on a run by ``agent`` in ``group`` leaves today
+    (what was reserved for the run counted as used): the CLI's own budget for the run. None
+    when no dollar cap applies."""
+    caps = [cap for cap in guard.limits.for_call(agent, group) if cap.unit is Unit.USD]
+    if not caps:
+        return None
+    ((_, used),) = await guard.ledger.read_days(guard.clock(), 1)
+    left = min(cap.limit - used.get(cap.key, 0) for cap in caps)
+    return max(left, 0) / MICRO

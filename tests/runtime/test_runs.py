@@ -70,6 +70,7 @@ def arena(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Arena]:
     environment the test's ``arena_env`` mark gives)."""
     mark = request.node.get_closest_marker("arena_env")
     _sleeping_cli(tmp_path)
+    _recording_cli(tmp_path)
     for up in arenas(tmp_path):
         extra = mark.args[0] if mark else {}
         up.env.update({k: v.replace("{tmp}", str(tmp_path)) for k, v in extra.items()})
@@ -227,6 +228,14 @@ def test_a_run_over_its_daily_cap_never_starts(arena: Arena, tmp_path: Path):
     assert not (tmp_path / "project" / "hello.py").exists()
 
 
+def _recording_cli(tmp_path: Path) -> Path:
+    """The bundled `claude`, after noting the arguments it was given."""
+    path = tmp_path / "claude-noted"
+    path.write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/argv\nexec {bundled_cli()} "$@"\n')
+    path.chmod(0o755)
+    return path
+
+
 def _sleeping_cli(tmp_path: Path) -> Path:
     """A `claude` that never answers: a run on it stays running until it is stopped."""
     path = tmp_path / "claude-asleep"
@@ -277,3 +286,16 @@ def test_arena_run_cancel_stops_a_running_run_and_everything_it_started(
     reply = _item(client, "team", run_id, timeout_s=60)
     assert "The run ended cancelled" in reply.text
     block_until(lambda: not alive(cli), timeout_s=10, what="the CLI to be gone")
+
+
+@pytest.mark.arena_env(
+    {"ARENA_CAP_AGENT_USD_PER_DAY": "5", "ARENA_CLAUDE_CLI": "{tmp}/claude-noted"}
+)
+def test_a_run_gets_what_the_daily_dollar_cap_leaves_as_its_budget(arena: Arena, tmp_path: Path):
+    """With a dollar cap, the CLI is given what the cap leaves today as its own budget."""
+    client = _client(arena)
+    message_id, _ = client.post_and_wait("team", "@coder create hello.py that prints hello")
+    _item(client, "team", f"{message_id}:1:coder", timeout_s=120)
+    argv = (tmp_path / "argv").read_text().split()
+    budget = float(argv[argv.index("--max-budget-usd") + 1])
+    assert 4.0 < budget < 5.0  # less what was reserved for the run itself
