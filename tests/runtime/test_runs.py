@@ -299,3 +299,23 @@ def test_a_run_gets_what_the_daily_dollar_cap_leaves_as_its_budget(arena: Arena,
     argv = (tmp_path / "argv").read_text().split()
     budget = float(argv[argv.index("--max-budget-usd") + 1])
     assert 4.0 < budget < 5.0  # less what was reserved for the run itself
+
+
+@pytest.mark.arena_env({"ARENA_RUN_WORKERS": "2"})
+def test_two_runs_on_the_project_at_once_each_commit_only_their_own(
+    arena: Arena, tmp_path: Path
+):
+    """Two runs in two groups at the same time, on two run workers: both are merged, each
+    commit holds only its own file, and the project has both."""
+    client = _client(arena)
+    first = client.post("one", "@coder create a.py that prints a")
+    second = client.post("two", "@coder create b.py that prints b")
+    _item(client, "one", f"{first}:1:coder", timeout_s=120)
+    _item(client, "two", f"{second}:1:coder", timeout_s=120)
+    project = tmp_path / "project"
+    assert (project / "a.py").read_text() == 'print("a")\n'
+    assert (project / "b.py").read_text() == 'print("b")\n'
+    for message_id, name in ((first, "a.py"), (second, "b.py")):
+        sha = _git(project, "log", "--format=%H", f"--grep=Arena-Message: {message_id}")
+        changed = _git(project, "show", "--format=", "--name-only", sha.splitlines()[0])
+        assert changed.split() == [name]
