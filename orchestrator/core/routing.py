@@ -5,7 +5,9 @@ Everything here is a pure function of the text and the agents; nothing does I/O.
 1. **Mentions.** ``@id`` or ``@name`` (case-insensitive; a name with spaces may be written with
    or without them, so "QA Lead" answers to ``@qalead`` and ``@QA Lead``). The ``@`` must not
    follow a word character (``bob@architect.io`` is an address, not a mention) and the mention
-   must end where the word ends. The message goes to exactly the agents mentioned, in order.
+   must end where the word ends. The message goes to exactly the agents mentioned, in order,
+   but for one mentioned only as whom to ask next ("…, then ask @tester to check it"): that
+   one is asked by a colleague's hand-off, not now (unless nobody else is mentioned).
 2. **Rules.** Otherwise the matching rule with the highest priority wins; ties go to the rule
    listed first (agents in order, then each agent's rules in order). A rule matches when every
    condition it has holds: one of its keywords, one of its patterns, and its length bounds.
@@ -37,6 +39,10 @@ _WORD_CHAR = re.compile(_WORD)
 _WORDS = re.compile(f"{_WORD}+")
 _ASCII_WORDS = re.compile(r"\w+", re.ASCII)  # the same as _WORDS on ASCII text, but faster
 _PLAIN_WORD = re.compile(r"[a-z0-9_]+")
+# A mention right after "then ask", "and ask", "after that ask": whom to ask next, not now.
+_LATER = re.compile(
+    r"\b(?:then|and|after\s+that|afterwards)\s+(?:please\s+)?ask\s+$", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +256,19 @@ class Router:
         # sorted() is stable, so equal priorities keep agent order, then rule order.
         self._rules = tuple(sorted(rules, key=lambda r: -r.rule.priority))
 
+    def _addressed(self, text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The agents ``text`` asks now, and those it names only as whom to ask next."""
+        if self._mentions is None or "@" not in text:
+            return (), ()
+        now: list[str] = []
+        later: list[str] = []
+        for match in self._mentions.finditer(text):
+            if match.lastgroup:
+                before = text[max(0, match.start() - 40) : match.start()]
+                (later if _LATER.search(before) else now).append(self._handles[match.lastgroup])
+        asked = tuple(dict.fromkeys(now))
+        return asked, tuple(a for a in dict.fromkeys(later) if a not in asked)
+
     def find_mentions(self, text: str) -> tuple[str, ...]:
         """The ids of the agents ``text`` mentions, in order of first mention."""
         if self._mentions is None or "@" not in text:
@@ -259,13 +278,12 @@ class Router:
 
     def route(self, text: str) -> RouteDecision:
         """Decide who answers ``text`` (see the module docstring for the order)."""
-        mentioned = self.find_mentions(text)
-        if mentioned:
-            return RouteDecision(
-                agents=mentioned,
-                reason=RouteReason.MENTION,
-                detail="mentioned " + ", ".join(f"@{agent}" for agent in mentioned),
-            )
+        now, later = self._addressed(text)
+        if now or later:
+            detail = "mentioned " + ", ".join(f"@{agent}" for agent in now or later)
+            if now and later:
+                detail += "; " + ", ".join(f"@{a}" for a in later) + " to be asked next"
+            return RouteDecision(agents=now or later, reason=RouteReason.MENTION, detail=detail)
         message = _Message.of(text)
         for rule in self._rules:
             if rule.matches(message):

@@ -311,3 +311,18 @@ def test_keyword_matching_agrees_with_plain_regex(keyword, text):
     decision = Router(agents).route(text)
     assert (decision.agents == ("keen",)) is expected
     assert decision.keywords_hit == ((keyword,) if expected else ())
+
+
+def test_a_colleague_named_as_whom_to_ask_next_is_not_asked_now():
+    """ "@developer …, then ask @tester to check it" goes to the developer only (the tester is
+    asked by the developer's hand-off); named alone, the one to ask is asked."""
+    team = shipped()
+    first = route("@developer create hello.py, then ask @tester to check it", team)
+    assert first.agents == ("developer",)
+    assert first.detail == "mentioned @developer; @tester to be asked next"
+    assert route("@developer fix it and please ask @tester to verify", team).agents == (
+        "developer",
+    )
+    assert route("then ask @tester to check it", team).agents == ("tester",)
+    assert route("@tester and @developer", team).agents == ("tester", "developer")
+    assert route("ask @tester, then ask @developer", team).agents == ("tester",)
