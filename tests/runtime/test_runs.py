@@ -302,9 +302,7 @@ def test_a_run_gets_what_the_daily_dollar_cap_leaves_as_its_budget(arena: Arena,
 
 
 @pytest.mark.arena_env({"ARENA_RUN_WORKERS": "2"})
-def test_two_runs_on_the_project_at_once_each_commit_only_their_own(
-    arena: Arena, tmp_path: Path
-):
+def test_two_runs_on_the_project_at_once_each_commit_only_their_own(arena: Arena, tmp_path: Path):
     """Two runs in two groups at the same time, on two run workers: both are merged, each
     commit holds only its own file, and the project has both."""
     client = _client(arena)
