@@ -22,7 +22,7 @@ from orchestrator.core.wire import Outbound, outbox_stream
 from orchestrator.memory.conversation.run_meta import RunMeta
 from orchestrator.memory.conversation.store import NewReply
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.runs import RunStore
+from orchestrator.memory.runs import RunStore, StoredStep
 from tests.browser import needs_chromium
 from tests.waiting import block_until
 from tests.web_helpers import (
@@ -75,10 +75,18 @@ def test_a_run_card_shows_its_steps_live_then_how_it_ended(
         merged=False, branch="arena/old-run", turns=3, duration_ms=2500,
     )  # fmt: skip
     store(engine, [NewReply(message=old), old_card, run_reply(old, "ping", kept, "It fails")])
+    runs = RunStore(engine)
+    runs.create(
+        run_id=kept.id, group=group, agent="ping", trigger_id=old.id, root_id=old.id, hop=1,
+        why="code rule implement", now=datetime.now(UTC),
+    )  # fmt: skip
+    runs.add_step(kept.id, StoredStep(n=1, at=datetime.now(UTC), kind="tool", line="Bash: make"))
+    runs.finish(
+        kept.id, status="failed", text="It fails", problem=None, outcome={}, now=datetime.now(UTC)
+    )
     human = chat_message(group, f"{group}-1", "alex", "@ping create hello.py", minutes=5)
     card = run_card(human, "ping", "code rule implement")
     run_id = card.message.id.removesuffix(":run")
-    runs = RunStore(engine)
     runs.create(
         run_id=run_id, group=group, agent="ping", trigger_id=human.id, root_id=human.id, hop=1,
         why="code rule implement", now=datetime.now(UTC),
@@ -92,6 +100,8 @@ def test_a_run_card_shows_its_steps_live_then_how_it_ended(
             expect(ended.locator(".run-status")).to_have_text("failed")
             expect(ended).to_contain_text("commit fedcba9 (kept on branch arena/old-run)")
             expect(ended.locator(".run-cancel")).to_have_count(0)
+            # Its steps, from the runs API: it ended before the page was opened.
+            expect(ended.locator(".run-steps li")).to_have_text(["Bash: make"])
 
             store(engine, [NewReply(message=human), card])
             _announce(url, [card])

@@ -4,7 +4,8 @@
  * kept on, its turns, time and cost.
  *
  * What is known of a run is kept here, by run id, apart from the page: a step may come before
- * its card is shown, and a card is drawn again when its message is. Only text is put in the
+ * its card is shown, and a card is drawn again when its message is. A run that ended before
+ * the page was opened gets its steps from the runs API. Only text is put in the
  * page (textContent), never markup made of data. */
 "use strict";
 
@@ -59,6 +60,22 @@ arena.runs = (function () {
     }
     if (end.stat) parts.push(arena.el("pre", {class: "run-stat"}, end.stat));
     return arena.el("div", {class: "run-end"}, ...parts);
+  }
+
+  /* The steps of a run that ended before the page was opened, from the runs API (once). */
+  async function fetchSteps(id) {
+    const run = known(id);
+    if (run.fetched || run.steps.size) return;
+    run.fetched = true;
+    try {
+      const found = await arena.api("/api/runs/" + encodeURIComponent(id));
+      for (const step of found.steps || []) {
+        if (!run.steps.has(step.n)) run.steps.set(step.n, step);
+      }
+    } catch (error) {
+      return;  // the card still shows how the run ended
+    }
+    draw(id);
   }
 
   async function cancel(id) {
@@ -133,6 +150,7 @@ arena.runs = (function () {
       run.end = end;
       run.cancelling = false;
       draw(end.id);
+      fetchSteps(end.id);
     },
   };
 })();
