@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from orchestrator.adapters.messages_api import read_request
+from orchestrator.adapters.messages_api import read_request, serve_http
 
 if TYPE_CHECKING:
     from orchestrator.adapters.llm import AnthropicProvider
@@ -278,30 +278,12 @@ class FakeMessagesServer:
     async def _serve(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        connections: dict[asyncio.Task[Any], asyncio.StreamWriter] = {}
 
-        async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            task = asyncio.current_task()
-            assert task is not None
-            connections[task] = writer
-            try:
-                await self._connection(reader, writer)
-            finally:
-                del connections[task]
+        def bound(port: int) -> None:
+            self.port = port
+            self._ready.set()
 
-        server = await asyncio.start_server(on_connect, "127.0.0.1", 0, limit=_STREAM_LIMIT)
-        self.port = server.sockets[0].getsockname()[1]
-        self._ready.set()
-        await self._stop.wait()
-        # Connections end by themselves once their sockets are gone and latency pauses see
-        # the stop event: cancelling the tasks instead makes Python 3.11's stream callback
-        # report every one of them as an error.
-        server.close()
-        for writer in connections.values():
-            writer.transport.abort()
-        if connections:
-            await asyncio.wait(list(connections))
-        await server.wait_closed()
+        await serve_http(self._connection, 0, _STREAM_LIMIT, bound, self._stop)
 
     # --- HTTP -------------------------------------------------------------------------
 

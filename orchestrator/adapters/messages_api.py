@@ -34,7 +34,7 @@ import itertools
 import json
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
@@ -42,7 +42,7 @@ from typing import Any, Self
 from orchestrator.adapters.messages_wire import error_body, input_words, message_body, sse_events
 from orchestrator.offline.coder import Turn, next_turn
 
-__all__ = ["Answered", "MessagesApiServer", "Responder", "read_request"]
+__all__ = ["Answered", "Handler", "MessagesApiServer", "Responder", "read_request", "serve_http"]
 
 logger = logging.getLogger(__name__)
 
@@ -153,30 +153,13 @@ class MessagesApiServer:
     async def _serve(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        connections: dict[asyncio.Task[Any], asyncio.StreamWriter] = {}
 
-        async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            task = asyncio.current_task()
-            assert task is not None
-            connections[task] = writer
-            try:
-                await self._connection(reader, writer)
-            finally:
-                del connections[task]
+        def bound(port: int) -> None:
+            self._port = port
+            logger.debug("Messages API listening on %s", self.base_url)
+            self._ready.set()
 
-        server = await asyncio.start_server(on_connect, "127.0.0.1", self._port, limit=_READ_LIMIT)
-        self._port = server.sockets[0].getsockname()[1]
-        logger.debug("Messages API listening on %s", self.base_url)
-        self._ready.set()
-        await self._stop.wait()
-        # Closing the sockets ends the connections' tasks; cancelling them instead makes
-        # Python 3.11's stream callback report every one as an error.
-        server.close()
-        for writer in connections.values():
-            writer.transport.abort()
-        if connections:
-            await asyncio.wait(list(connections))
-        await server.wait_closed()
+        await serve_http(self._connection, self._port, _READ_LIMIT, bound, self._stop)
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -244,6 +227,39 @@ class MessagesApiServer:
 
 
 # --- HTTP/1.1 --------------------------------------------------------------------------
+
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+async def serve_http(
+    handle: Handler, port: int, limit: int, bound: Callable[[int], None], stop: asyncio.Event
+) -> None:
+    """Serve connections on 127.0.0.1:``port`` (0: a free one) with ``handle`` until ``stop``;
+    ``bound`` is told the port once it listens. The tests' fake Messages API serves with it too.
+    """
+    connections: dict[asyncio.Task[Any], asyncio.StreamWriter] = {}
+
+    async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        connections[task] = writer
+        try:
+            await handle(reader, writer)
+        finally:
+            del connections[task]
+
+    server = await asyncio.start_server(on_connect, "127.0.0.1", port, limit=limit)
+    bound(server.sockets[0].getsockname()[1])
+    await stop.wait()
+    # Closing the sockets ends the connections' tasks; cancelling them instead makes Python
+    # 3.11's stream callback report every one as an error.
+    server.close()
+    for writer in connections.values():
+        writer.transport.abort()
+    if connections:
+        await asyncio.wait(list(connections))
+    await server.wait_closed()
 
 
 async def read_request(
