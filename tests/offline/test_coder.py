@@ -209,61 +209,38 @@ def test_in_a_transcript_only_the_last_message_is_the_request():
     assert call.input["command"] == "cd /p && python3 hello.py"
 
 
-def test_then_ask_someone_to_check_it_hands_the_new_file_on():
-    """ "…, then ask @tester to check it" ends the turn asking @tester to check the file made."""
-    prompt = "Project: /p\ncreate hello.py that prints hello, then ask @tester to check it"
+def _ended_after(prompt: str, result: str) -> tuple[ToolUse, str]:
+    """The tool call the prompt's first turn makes, and the text that ends the turn once the
+    call's ``result`` is back."""
     first = next_turn({"messages": [{"role": "user", "content": prompt}], "tools": TOOLS})
     call = first.content[-1]
     assert isinstance(call, ToolUse)
-    assert call.input["content"] == 'print("hello")\n'
     after = [
         {"role": "user", "content": prompt},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": call.id, "name": "Write",
-                                           "input": call.input}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id,
-                                      "content": "ok"}]},
-    ]  # fmt: skip
-    (text,) = next_turn({"messages": after, "tools": TOOLS}).content
-    assert isinstance(text, Text)
-    assert text.text.startswith("Created hello.py: it prints hello.")
-    assert text.text.endswith("@tester please check hello.py.")
-
-
-def test_what_the_cli_adds_to_a_tool_result_is_not_quoted():
-    """The CLI's <system-reminder> blocks in a tool result stay out of the report."""
-    prompt = "Project: /p\ncheck hello.py"
-    call = next_turn({"messages": [{"role": "user", "content": prompt}], "tools": TOOLS}).content[
-        -1
-    ]
-    assert isinstance(call, ToolUse)
-    result = "hello\n<system-reminder>\n# Environment update\nsomething\n</system-reminder>"
-    after = [
-        {"role": "user", "content": prompt},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": call.id, "name": "Bash",
+        {"role": "assistant", "content": [{"type": "tool_use", "id": call.id, "name": call.name,
                                            "input": call.input}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id,
                                       "content": result}]},
     ]  # fmt: skip
     (text,) = next_turn({"messages": after, "tools": TOOLS}).content
     assert isinstance(text, Text)
-    assert text.text.endswith("output:\nhello")
+    return call, text.text
 
 
-def test_then_ask_the_tester_hands_on_as_a_mention_would():
-    """ "…, then ask the tester to check it" (no mention: only the developer is asked) ends the
-    turn with "@tester please check FILE"."""
-    prompt = "Project: /p\ncreate hello.py that prints hello, then ask the tester to check it"
-    first = next_turn({"messages": [{"role": "user", "content": prompt}], "tools": TOOLS})
-    call = first.content[-1]
-    assert isinstance(call, ToolUse)
+@pytest.mark.parametrize("who", ["@tester", "the tester"])
+def test_then_ask_the_tester_to_check_it_hands_the_new_file_on(who: str):
+    """ "…, then ask @tester (or the tester) to check it" ends the turn asking @tester to check
+    the file made."""
+    prompt = f"Project: /p\ncreate hello.py that prints hello, then ask {who} to check it"
+    call, text = _ended_after(prompt, "ok")
     assert call.input["content"] == 'print("hello")\n'
-    after = [
-        {"role": "user", "content": prompt},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": call.id, "name": "Write",
-                                           "input": call.input}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id,
-                                      "content": "ok"}]},
-    ]  # fmt: skip
-    (text,) = next_turn({"messages": after, "tools": TOOLS}).content
-    assert isinstance(text, Text)
-    assert text.text.endswith("@tester please check hello.py.")
+    assert text.startswith("Created hello.py: it prints hello.")
+    assert text.endswith("@tester please check hello.py.")
+
+
+def test_what_the_cli_adds_to_a_tool_result_is_not_quoted():
+    """The CLI's <system-reminder> blocks in a tool result stay out of the report."""
+    result = "hello\n<system-reminder>\n# Environment update\nsomething\n</system-reminder>"
+    call, text = _ended_after("Project: /p\ncheck hello.py", result)
+    assert call.name == "Bash"
+    assert text.endswith("output:\nhello")
