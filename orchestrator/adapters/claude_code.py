@@ -63,6 +63,7 @@ _ENV_NAMES = (
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
     "CLAUDE_CODE_DISABLE_AUTO_MEMORY",
     "CLAUDE_CODE_TMPDIR",
+    "TMPDIR",
 )
 _MAX_LINE_BYTES = 16 * 1024 * 1024  # a tool's result may be large; never asyncio's 64 KiB
 _STDERR_LINES = 10  # the last lines of the CLI's stderr, quoted when it crashes
@@ -175,6 +176,7 @@ class ClaudeCode:
             "CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1",
             # Else its scratch files go to /tmp/claude-<uid>, shared by every run.
             "CLAUDE_CODE_TMPDIR": str(request.config_dir / "tmp"),
+            "TMPDIR": str(request.config_dir / "tmp"),  # a command's scratch files, too
             PIDFILE_ENV: str(pidfile),  # read by the launcher, not passed on
         }
         if request.base_url:
@@ -213,7 +215,8 @@ class _Run:
         self.result: sdk.ResultMessage | None = None
         self.problem: str | None = None
         self.stderr: deque[str] = deque(maxlen=_STDERR_LINES)
-        self.guard = PathGuard((request.workspace, request.project), request.workspace)
+        roots = (request.workspace, request.project, request.config_dir / "tmp")
+        self.guard = PathGuard(roots, request.workspace)
 
     async def step(self, kind: Literal["tool", "result", "text"], line: str, **extra: Any) -> None:
         self.steps += 1

@@ -178,9 +178,12 @@ class Consumer:
 
     async def _submit(self, entry: Entry, coordinator: Coordinator) -> None:
         partition = self._streams[entry.stream]
-        if entry.id in self._in_hand or partition not in coordinator.readable:
-            # In hand already (reclaimed during a slow model call), or the partition is being
-            # given back: its next owner claims the entry.
+        if entry.id in self._in_hand:
+            return  # reclaimed during a slow model call
+        if not coordinator.takes(partition):
+            # Given back (its next owner claims the entry), or not trusted for a moment: then
+            # this entry and the later ones of its partition are claimed again, in order.
+            coordinator.skipped(partition)
             return
         fields = dict(entry.fields)
         message_id = fields.pop(b"id", entry.id.encode()).decode("utf-8", errors="replace")

@@ -80,6 +80,19 @@ class Coordinator:
         """The unfinished entries of ``partition`` have been claimed."""
         self._fresh.discard(partition)
 
+    def takes(self, partition: int) -> bool:
+        """Whether an entry of ``partition`` just read may be taken now: the partition is
+        readable and none of its entries waits to be claimed first (a later entry taken before
+        an earlier one would answer its group out of order)."""
+        return partition in self.readable and partition not in self._fresh
+
+    def skipped(self, partition: int) -> None:
+        """An entry of ``partition`` was read but not taken (its lease could not be trusted for
+        a moment): while the partition stays this daemon's, its unfinished entries are claimed,
+        in order, before any newer one is taken."""
+        if partition in self._held and partition not in self._releasing:
+            self._fresh.add(partition)
+
     async def start(self) -> None:
         """Claim the consumer name, then take a first share.
 

@@ -34,11 +34,53 @@ def test_paths_inside_the_roots_pass_and_the_rest_is_named(tmp_path: Path):
     assert guard.outside({"path": "../elsewhere"}) == "../elsewhere"
 
 
+@pytest.mark.parametrize(
+    ("command", "named"),
+    [
+        ("python3 hello.py", None),
+        ("python3 -m pytest -q 2>/dev/null", None),
+        ("/usr/bin/env python3 -c 'print(1)'", None),  # a program may be named anywhere
+        ("PROJECT cd && python3 -m pytest --rootdir=PROJECT", None),
+        ("git -C PROJECT log --oneline | head -3", None),
+        ("rm -rf build && mkdir -p build", None),
+        ("cat /etc/passwd", "/etc/passwd"),
+        ("ls -la /", "/"),
+        ("echo hi >/etc/motd", "/etc/motd"),
+        ("python3 x.py; cat ../../secret", "../../secret"),
+        ("cp notes.md ~/notes.md", "~/notes.md"),
+        ("pytest --basetemp=/var/tmp/x", "/var/tmp/x"),
+        ("OUT=/root/out python3 x.py", "/root/out"),
+        ("cd PROJECT/escape && ls", "PROJECT/escape"),
+        ("cat 'half quoted", None),
+    ],
+)
+def test_a_command_naming_a_path_outside_the_roots_is_named(
+    tmp_path: Path, command: str, named: str | None
+):
+    """Each word of a command line that names a path (not the program it runs) must be in a
+    root once `..` and symbolic links are resolved."""
+    workspace, project = tmp_path / "ws", tmp_path / "project"
+    workspace.mkdir()
+    project.mkdir()
+    (project / "escape").symlink_to("/etc")
+    guard = PathGuard((workspace, project), workspace)
+    command = command.replace("PROJECT cd", f"cd {project}").replace("PROJECT", str(project))
+    expected = named.replace("PROJECT", str(project)) if named else None
+    assert guard.outside_command(command) == expected
+
+
 @pytest.mark.skipif(bundled_cli() is None, reason="claude-agent-sdk is not installed")
-async def test_a_write_outside_the_project_is_denied_and_fails_the_run(tmp_path: Path):
-    """The model asks to write a file outside both roots: the file is never written, the run
-    is failed with the denied tool named, and its steps show the refusal."""
+@pytest.mark.parametrize("tool", ["Write", "Bash"])
+async def test_a_write_outside_the_project_is_denied_and_fails_the_run(tmp_path: Path, tool: str):
+    """The model asks to write a file outside both roots, with the file tool or a command: the
+    file is never written, the run is failed with the denied tool named, and its steps show the
+    refusal."""
     outside = tmp_path / "outside.txt"
+    arguments = (
+        {"file_path": str(outside), "content": "x\n"}
+        if tool == "Write"
+        else {"command": f"echo x > {outside}", "description": "write"}
+    )
     workspace, project = tmp_path / "ws", tmp_path / "project"
     workspace.mkdir()
     project.mkdir()
@@ -48,8 +90,7 @@ async def test_a_write_outside_the_project_is_denied_and_fails_the_run(tmp_path:
         answered = isinstance(last, list) and any(b.get("type") == "tool_result" for b in last)
         if answered:
             return Turn(content=(Text(text="Done."),), stop_reason="end_turn")
-        call = ToolUse(id="toolu_1", name="Write",
-                       input={"file_path": str(outside), "content": "x\n"})  # fmt: skip
+        call = ToolUse(id="toolu_1", name=tool, input=arguments)
         return Turn(content=(call,), stop_reason="tool_use")
 
     steps: list[RunStep] = []
@@ -72,5 +113,5 @@ async def test_a_write_outside_the_project_is_denied_and_fails_the_run(tmp_path:
         outcome = await ClaudeCode(tmp_path / "launcher").run(request, on_step)
     assert not outside.exists()
     assert outcome.status == "failed"
-    assert "Write" in outcome.denials
+    assert tool in outcome.denials
     assert any(s.kind == "result" and s.is_error for s in steps)

@@ -11,6 +11,7 @@ from redis.asyncio import Redis
 from orchestrator.adapters.leases import Leases
 from orchestrator.core.wire import PARTITIONS, daemon_key, lease_key
 from orchestrator.errors import ConfigError
+from orchestrator.runtime import coordinator as coordinator_module
 from orchestrator.runtime.coordinator import Coordinator
 
 
@@ -83,3 +84,57 @@ async def test_a_consumer_name_taken_over_stops_the_older_daemon(redis: Redis):
     await redis.set(daemon_key("a"), "elsewhere 42", px=10_000)
     with pytest.raises(ConfigError, match="another daemon runs as 'a'"):
         await a.round()
+
+
+class Clock:
+    """The coordinator's monotonic clock, moved by hand (a pause of the whole process)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+async def test_an_entry_skipped_in_a_pause_is_claimed_before_any_later_one(
+    redis: Redis, monkeypatch: pytest.MonkeyPatch
+):
+    """A pause longer than the leases' trusted time makes the consumer skip what it reads; once
+    the leases are renewed, nothing newer of that partition is taken before the skipped entries
+    are claimed again, so a group's messages are not answered out of order."""
+    clock = Clock()
+    monkeypatch.setattr(coordinator_module, "time", clock)
+    a = _coordinator(redis, "a", Work())
+    await a.start()
+    for p in a.fresh():
+        a.resumed(p)
+    assert a.takes(3)
+
+    clock.now += 9.0  # past the trusted 80 % of the 10 s leases: nothing may be taken
+    assert not a.takes(3)
+    a.skipped(3)  # an entry of partition 3 was read and left unacknowledged
+    await a.round()  # renewed: partition 3 is readable again...
+    assert 3 in a.readable
+    assert not a.takes(3)  # ...but its next entry waits for the skipped one
+    assert 3 in a.fresh()
+    a.resumed(3)
+    assert a.takes(3)
+
+
+async def test_a_skipped_entry_of_a_partition_given_back_is_left_to_its_next_owner(redis: Redis):
+    work_a = Work()
+    a = _coordinator(redis, "a", work_a)
+    await a.start()
+    for p in a.fresh():
+        a.resumed(p)
+    b = _coordinator(redis, "b", Work())
+    await b.start()
+    work_a.busy = set(range(PARTITIONS))
+    await a.round()  # a gives half back once its work there is done
+    leaving = min(set(range(PARTITIONS)) - a.readable)
+    a.skipped(leaving)
+    assert leaving not in a.fresh()
+    work_a.busy = set()
+    await a.round()
+    await b.round()
+    assert leaving in b.fresh()
