@@ -502,7 +502,7 @@ def test_agents_that_act(stack: Stack) -> None:
     """The developer's run writes and commits hello.py in the shared project and hands it to
     the tester, whose run runs it: history shows both replies, git the developer's commit."""
     (block,) = _runnable("README.md", "Agents that act")
-    post, history = block.commands
+    post, history, logs, heartbeat, growth = block.commands
     group = shlex.split(post)[2]
     message_id = stack.sh(post).splitlines()[0]
     checked = f"{message_id}:2:tester"
@@ -523,6 +523,15 @@ def test_agents_that_act(stack: Stack) -> None:
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert log.stdout.strip() == "Developer"
+    # What the run did is in the developer's day, and from there in its MEMORY.md.
+    assert f"Created hello.py: it prints hello; changed hello.py (source: {group}/run" in (
+        stack.sh(logs)
+    )
+    written = re.search(r"developer: MEMORY\.md version (\d+) written", stack.sh(heartbeat))
+    assert written, "the heartbeat wrote no version"
+    assert re.search(rf"(?m)^│ {written[1]} .*│ manual ", stack.sh(growth))
+    shown = stack.sh(f"arena growth developer --diff {written[1]}")
+    assert "+- [note] [run done] Created hello.py: it prints hello; changed hello.py" in shown
 
 
 def test_heartbeat_and_growth(stack: Stack) -> None:
@@ -530,7 +539,7 @@ def test_heartbeat_and_growth(stack: Stack) -> None:
     (block,) = _runnable("docs/operations.md", "Background work: heartbeats, summaries, growth")
     outputs = [stack.sh(command) for command in block.commands]
     heartbeat = next(o for c, o in zip(block.commands, outputs, strict=True) if "heartbeat" in c)
-    assert re.search(r"developer: MEMORY\.md version 1 written \(\d+ tokens\)", heartbeat)
+    assert re.search(r"developer: MEMORY\.md version \d+ written \(\d+ tokens\)", heartbeat)
     growth = outputs[-1]
     assert "developer" in growth
     assert "heartbeat" in growth or "version" in growth.lower()
