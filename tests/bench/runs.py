@@ -388,7 +388,8 @@ def alone(bench: Bench, capture: dict[str, Any], where: Path, base_url: str) -> 
         if k not in SDK_VARIABLES and not k.startswith("CLAUDE_AGENT_SDK_")
     }
     env.update(HOME=str(config), CLAUDE_CONFIG_DIR=str(config), ANTHROPIC_BASE_URL=base_url)
-    env.update(CLAUDE_CODE_TMPDIR=str(config / "tmp"), PWD=str(workspace))
+    env.update(CLAUDE_CODE_TMPDIR=str(config / "tmp"), TMPDIR=str(config / "tmp"))
+    env.update(PWD=str(workspace))
     began = time.time()
     cli = subprocess.Popen(
         [str(bench.stand_in), *argv, "-p", prompt],
@@ -396,6 +397,7 @@ def alone(bench: Bench, capture: dict[str, Any], where: Path, base_url: str) -> 
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
+        stderr=(config / "stderr.log").open("wb"),  # its notes, kept as the arena keeps them
     )
     assert cli.stdout is not None
     ended, result = None, {}
