@@ -88,6 +88,7 @@ def test_tail_shows_a_runs_steps_between_its_card_and_its_reply(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(180)  # more than its waits' sum: a busy machine may need most of them
 def test_tail_goes_on_with_the_steps_after_a_redis_restart(tmp_path: Path):
     """kill -9 of Redis while a run goes on, then a restart on its socket and AOF: `arena
     tail` says so, then prints the steps appended after the restart, and none twice."""
