@@ -145,6 +145,12 @@ class Settings(BaseSettings):
     workers: int = Field(default=1, ge=0, le=64)
     # Workers that take only Claude Code runs (the `runs` queue): a run may take minutes.
     run_workers: int = Field(default=1, ge=0, le=64)
+    # Approvals: who decides what a run asks (the sender name that may type `/approve` in a
+    # group; the CLI and the console decide as this person), how long a run waits for the
+    # answer before it ends waiting, and when an unanswered request expires (then denied).
+    owner: str = Field(default="user", min_length=1, max_length=64)
+    approval_wait_s: float = Field(default=120.0, ge=0, le=3600)
+    approval_expiry_s: float = Field(default=1800.0, gt=0, le=30 * 24 * 3600)
     log_level: str = "INFO"
     # `arena up` keeps a warm process that answers the commands that read (data/cli.sock).
     cli_server: bool = True

@@ -178,10 +178,12 @@ class Step:
     run: str
     n: int
     at: str
-    kind: str  # tool, result or text
+    kind: str  # tool, result, text or approval
     line: str
     tool: str | None = None
     is_error: bool = False
+    # For an ``approval`` step: the request's id (asked, or how it was decided).
+    approval: str | None = None
 
     @property
     def agent(self) -> str:
@@ -199,7 +201,7 @@ class Step:
             "line": self.line,
             "tool": self.tool or "",
             "is_error": "true" if self.is_error else "false",
-        }
+        } | ({"approval": self.approval} if self.approval else {})
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON form (MQTT, the console's events): the same fields, typed."""
@@ -211,6 +213,7 @@ class Step:
             "line": self.line,
             "tool": self.tool,
             "is_error": self.is_error,
+            "approval": self.approval,
         }
 
     def json(self) -> bytes:
@@ -230,6 +233,7 @@ class Step:
             line=fields.get("line", ""),
             tool=fields.get("tool") or None,
             is_error=fields.get("is_error", "").lower() in ("true", "1"),
+            approval=fields.get("approval") or None,
         )
 
 

@@ -18,6 +18,7 @@ from orchestrator.errors import ServiceError
 # The modules that define the tables, imported so that their metadata (and the installers of
 # the full-text indexes) is registered before create_all. Only those: a command that opens the
 # database to read one table does not import the stores' write paths.
+from orchestrator.memory import approvals as _approvals  # noqa: F401
 from orchestrator.memory import audit as _audit  # noqa: F401
 from orchestrator.memory import runs as _runs  # noqa: F401
 from orchestrator.memory import tool_calls as _tool_calls  # noqa: F401
@@ -114,7 +115,10 @@ def _create_tables(engine: Engine, attempts: int = 10) -> None:
 
 # Columns added to a table after it first shipped: (table, column, SQL type). A database made
 # before has them added on open; a missing one reads as NULL in the rows it already held.
-_ADDED_COLUMNS = (("memory_changes", "reason", "TEXT"),)
+_ADDED_COLUMNS = (
+    ("memory_changes", "reason", "TEXT"),
+    ("run_steps", "approval", "VARCHAR(32)"),
+)
 
 
 def _add_columns(engine: Engine) -> None:

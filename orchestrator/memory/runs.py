@@ -6,7 +6,9 @@ again finds the run it started instead of starting another. A run is claimed onc
 (:meth:`RunStore.claim` moves it from ``queued`` to ``running`` in one statement): a job that
 runs again after its worker died finds it ``running`` and reports it ``lost``, never runs it
 twice. The end states: ``done``, ``failed``, ``cancelled``, ``stalled``, ``timed_out``,
-``crashed``, ``lost``.
+``crashed``, ``lost``. Between: ``queued``, ``running``, and ``waiting`` (its process ended
+cleanly while a request waits for the person's decision; the decision resumes it, claimed
+again the same way).
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ class RunStepRow(SQLModel, table=True):
     line: str = Field(sa_column=Column(Text, nullable=False))
     tool: str | None = Field(default=None, max_length=64)
     is_error: bool = False
+    approval: str | None = Field(default=None, max_length=32)
 
 
 _RUNS = RunRow.__table__  # type: ignore[attr-defined]
@@ -126,6 +129,7 @@ class StoredStep:
     line: str
     tool: str | None = None
     is_error: bool = False
+    approval: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -136,6 +140,7 @@ class StoredStep:
             "line": self.line,
             "tool": self.tool,
             "is_error": self.is_error,
+            "approval": self.approval,
         }
 
     def as_step(self, run_id: str) -> Step:
@@ -148,6 +153,7 @@ class StoredStep:
             line=self.line,
             tool=self.tool,
             is_error=self.is_error,
+            approval=self.approval,
         )
 
 
@@ -201,6 +207,34 @@ class RunStore:
             ).rowcount
         return bool(changed)
 
+    def wait(self, run_id: str, outcome: dict[str, Any]) -> bool:
+        """A running run waits for a decision (its process ended; ``outcome`` holds what a
+        resumption needs: the CLI's session, the usage so far); False when it was not running."""
+        with writing(self.engine) as conn:
+            changed = conn.execute(
+                update(_RUNS)
+                .where(_RUNS.c.id == run_id, _RUNS.c.status == "running")
+                .values(status="waiting", owner=None, outcome=outcome)
+            ).rowcount
+        return bool(changed)
+
+    def resume(self, run_id: str, owner: str | None = None) -> bool:
+        """Move a waiting run back to ``running`` for ``owner``; False when it was not
+        waiting (another job resumed it, or it ended)."""
+        with writing(self.engine) as conn:
+            changed = conn.execute(
+                update(_RUNS)
+                .where(_RUNS.c.id == run_id, _RUNS.c.status == "waiting")
+                .values(status="running", owner=owner)
+            ).rowcount
+        return bool(changed)
+
+    def waiting(self) -> list[RunRecord]:
+        """The runs waiting for a decision."""
+        query = select(_RUNS).where(_RUNS.c.status == "waiting")
+        with self.engine.connect() as conn:
+            return [_record(row) for row in conn.execute(query)]
+
     def running(self) -> list[tuple[RunRecord, str | None]]:
         """The runs running now, each with its owner."""
         query = select(_RUNS).where(_RUNS.c.status == "running")
@@ -212,7 +246,7 @@ class RunStore:
         with writing(self.engine) as conn:
             conn.execute(
                 update(_RUNS)
-                .where(_RUNS.c.id == run_id, _RUNS.c.status.in_(("queued", "running")))
+                .where(_RUNS.c.id == run_id, _RUNS.c.status.in_(("queued", "running", "waiting")))
                 .values(cancel_requested=True)
             )
         return self.get(run_id)
@@ -228,6 +262,7 @@ class RunStore:
                     insert(_STEPS).values(
                         run_id=run_id, n=step.n, at=step.at.astimezone(UTC), kind=step.kind,
                         line=step.line, tool=step.tool, is_error=step.is_error,
+                        approval=step.approval,
                     )
                 )  # fmt: skip
 
@@ -265,6 +300,7 @@ def _step(row: Any) -> StoredStep:
         line=row.line,
         tool=row.tool,
         is_error=bool(row.is_error),
+        approval=row.approval,
     )
 
 

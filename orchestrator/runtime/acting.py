@@ -17,7 +17,7 @@ hand-offs it makes routed on from the next hop.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 
 from orchestrator.adapters.spawn import owner_gone
@@ -31,7 +31,7 @@ from orchestrator.memory.runs import RunRecord, RunStore
 from orchestrator.runtime.answering import Draft
 from orchestrator.runtime.team import Team
 
-__all__ = ["Acting", "card_id", "run_job_id"]
+__all__ = ["Acting", "card_id", "run_job_id", "run_timeout_s"]
 
 Enqueue = Callable[[str], Awaitable[None]]
 
@@ -39,6 +39,12 @@ Enqueue = Callable[[str], Awaitable[None]]
 def run_job_id(run_id: str) -> str:
     """The RQ job id of a run (RQ allows letters, digits, ``_`` and ``-``)."""
     return "run_" + "".join(c if c.isalnum() or c in "_-" else "_" for c in run_id)
+
+
+def run_timeout_s(agents: Sequence[AgentSpec]) -> int:
+    """How long a run's job may take: the longest wall-clock limit of the agents that act, and
+    a little for the commit and the reply."""
+    return int(max((a.code.wall_s for a in agents if a.code is not None), default=0)) + 300
 
 
 def card_id(reply_id: str) -> str:

@@ -37,7 +37,7 @@ from orchestrator.memory.conversation.indexing import BackgroundIndexing
 from orchestrator.memory.conversation.recent import RecentMessages
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.runs import RunStore
-from orchestrator.runtime.acting import Acting, run_job_id
+from orchestrator.runtime.acting import Acting, run_job_id, run_timeout_s
 from orchestrator.runtime.briefing import save_drift
 from orchestrator.runtime.consumer import Consumer
 from orchestrator.runtime.coordinator import Coordinator
@@ -75,8 +75,7 @@ def _acting(settings: Settings, wiring: Wiring) -> tuple[Acting | None, Connecti
     if not acting_agents:
         return None, None
     queue = connect(settings.effective_redis_url)
-    # The job outlives the run's own wall-clock limit a little: the commit, the reply.
-    timeout_s = int(max(a.code.wall_s for a in acting_agents if a.code is not None)) + 300
+    timeout_s = run_timeout_s(acting_agents)
 
     async def enqueue(run_id: str) -> None:
         await asyncio.to_thread(enqueue_run, queue, run_id, run_job_id(run_id), timeout_s)

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from orchestrator.core.context.tokens import DriftCorrector, TokenCounter
     from orchestrator.core.context.transcript import Transcript
     from orchestrator.core.prompts import Prompts
+    from orchestrator.memory.approvals import ApprovalStore
     from orchestrator.memory.conversation.store import HistoryStore
     from orchestrator.memory.corrections import Corrections
     from orchestrator.memory.personal import PersonalLog
@@ -144,6 +145,13 @@ class Wiring:
         from orchestrator.memory.runs import RunStore
 
         return RunStore(self.engine)
+
+    @cached_property
+    def approvals(self) -> ApprovalStore:
+        """The runs' requests for approval and the agents' allow-lists."""
+        from orchestrator.memory.approvals import ApprovalStore
+
+        return ApprovalStore(self.engine)
 
     @cached_property
     def personal(self) -> PersonalLog:
