@@ -38,6 +38,16 @@ from typing import Any, Literal
 import claude_agent_sdk as sdk
 
 from orchestrator.adapters.claude_paths import PathGuard
+from orchestrator.adapters.claude_permits import (
+    READ_TOOLS,
+    Gate,
+    denied_tool,
+    failure,
+    first_line,
+    permission_callback,
+    text_of,
+    usage_of,
+)
 from orchestrator.adapters.process_group import PIDFILE_ENV
 from orchestrator.core.coding import describe_tool
 from orchestrator.core.models import CodeSpec, Usage
@@ -48,7 +58,7 @@ __all__ = ["ClaudeCode", "RunOutcome", "RunRequest", "RunStatus", "RunStep", "bu
 
 logger = logging.getLogger(__name__)
 
-RunStatus = Literal["done", "failed", "cancelled", "stalled", "timed_out", "crashed"]
+RunStatus = Literal["done", "failed", "cancelled", "stalled", "timed_out", "crashed", "waiting"]
 # What the CLI is given of the environment (see the module docstring).
 _ENV_NAMES = (
     "PATH",
@@ -83,6 +93,9 @@ class RunRequest:
     api_key: str
     base_url: str | None = None
     max_budget_usd: float | None = None
+    gate: Gate | None = None  # asks for each edit and command (approvals); None: allowed
+    resume: str | None = None  # the CLI session to go on with (a run woken by a decision)
+    steps_before: int = 0  # the steps it made before it was woken
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,10 +103,11 @@ class RunStep:
     """One thing a run did, as a line on its card: a tool called, its result, or text."""
 
     n: int
-    kind: Literal["tool", "result", "text"]
+    kind: Literal["tool", "result", "text", "approval"]
     line: str
     tool: str | None = None
     is_error: bool = False
+    approval: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -181,6 +195,9 @@ class ClaudeCode:
         }
         if request.base_url:
             env["ANTHROPIC_BASE_URL"] = request.base_url
+        gate, allowed, mode = request.gate, list(code.tools), code.permission_mode
+        if gate is not None:  # edits and commands are asked of the gate
+            allowed, mode = [t for t in code.tools if t in READ_TOOLS], "default"
         return sdk.ClaudeAgentOptions(
             cwd=str(request.workspace),
             add_dirs=[str(request.project)],
@@ -189,15 +206,19 @@ class ClaudeCode:
             model=request.model,
             system_prompt={"type": "preset", "preset": "claude_code", "append": request.system},
             tools=list(code.tools),
-            allowed_tools=list(code.tools),
+            allowed_tools=allowed,
             disallowed_tools=list(code.refused_tools),
-            permission_mode=code.permission_mode,  # type: ignore[arg-type]
+            permission_mode=mode,  # type: ignore[arg-type]
+            can_use_tool=(
+                permission_callback(gate, run.emit, run.decided) if gate is not None else None
+            ),
+            resume=request.resume,
             max_turns=code.max_turns,
             max_budget_usd=request.max_budget_usd,
             setting_sources=[],
             max_buffer_size=_MAX_LINE_BYTES,
             stderr=run.stderr.append,
-            hooks=run.guard.hooks(),
+            hooks=run.guard.hooks(READ_TOOLS if gate is not None else None),
         )
 
 
@@ -209,18 +230,26 @@ class _Run:
         self.on_step = on_step
         self.started = time.monotonic()
         self.status: RunStatus = "crashed"
-        self.steps = 0
+        self.steps = request.steps_before  # a woken run numbers on
         self.tools: dict[str, str] = {}  # tool_use id -> tool name
         self.usage: dict[str, Mapping[str, Any]] = {}  # per model call (message id)
         self.result: sdk.ResultMessage | None = None
         self.problem: str | None = None
         self.stderr: deque[str] = deque(maxlen=_STDERR_LINES)
+        self.decided: set[str] = set()  # the tool calls the gate denied
         roots = (request.workspace, request.project, request.config_dir / "tmp")
         self.guard = PathGuard(roots, request.workspace)
 
-    async def step(self, kind: Literal["tool", "result", "text"], line: str, **extra: Any) -> None:
+    async def step(
+        self, kind: Literal["tool", "result", "text", "approval"], line: str, **extra: Any
+    ) -> None:
         self.steps += 1
         await self.on_step(RunStep(n=self.steps, kind=kind, line=line, **extra))
+
+    async def emit(self, kind: str, line: str, tool: str | None, approval: str | None) -> None:
+        """A step the gate shows (an approval asked, or decided)."""
+        await self.step("approval" if kind == "approval" else "text", line, tool=tool,
+                        approval=approval)  # fmt: skip
 
     async def take(self, message: sdk.Message) -> None:
         root = str(self.request.project)
@@ -233,20 +262,20 @@ class _Run:
                     await self.step("tool", describe_tool(block.name, block.input, root),
                                     tool=block.name)  # fmt: skip
                 elif isinstance(block, sdk.TextBlock) and block.text.strip():
-                    await self.step("text", _first_line(block.text))
+                    await self.step("text", first_line(block.text))
         elif isinstance(message, sdk.UserMessage) and isinstance(message.content, list):
             for block in message.content:
                 if isinstance(block, sdk.ToolResultBlock):
                     error = bool(block.is_error)
                     tool = self.tools.get(block.tool_use_id)
-                    line = ("error: " + _first_line(_text(block.content))) if error else "ok"
+                    line = ("error: " + first_line(text_of(block.content))) if error else "ok"
                     await self.step("result", line, tool=tool, is_error=error)
         elif isinstance(message, sdk.ResultMessage):
             self.result = message
 
     def said(self) -> str:
         """The last lines the CLI wrote on stderr, as one line."""
-        return " | ".join(_first_line(line) for line in self.stderr) or "nothing on stderr"
+        return " | ".join(first_line(line) for line in self.stderr) or "nothing on stderr"
 
     def ended_by(self, exc: sdk.ClaudeSDKError) -> RunStatus:
         """How the run ended when the SDK raised ``exc``; a crash's problem is noted."""
@@ -255,22 +284,27 @@ class _Run:
         if isinstance(exc, sdk.ProcessError):
             self.problem = f"the CLI exited with code {exc.exit_code}: {self.said()}"
         elif isinstance(exc, sdk.CLIConnectionError):  # it could not start, or went away
-            self.problem = _first_line(str(exc)) + (f": {self.said()}" if self.stderr else "")
+            self.problem = first_line(str(exc)) + (f": {self.said()}" if self.stderr else "")
         else:  # a line that is not JSON, or JSON that is no message
             wrote = exc.line if isinstance(exc, sdk.CLIJSONDecodeError) else str(exc)
-            self.problem = f"the CLI wrote what is not its protocol: {_first_line(wrote, 120)}"
+            self.problem = f"the CLI wrote what is not its protocol: {first_line(wrote, 120)}"
         return "crashed"
 
     def outcome(self) -> RunOutcome:
         result = self.result
-        denials = tuple(_denied(d) for d in (result.permission_denials or ())) if result else ()
+        reported = [denied_tool(d) for d in (result.permission_denials or ())] if result else []
+        # The gate's denials are the person's decisions, not failures.
+        denials = tuple(tool for tool, call in reported if call not in self.decided)
         denials += tuple(tool for tool in self.guard.denied if tool not in denials)
         status = self.status
+        gate = self.request.gate
+        if gate is not None and gate.awaiting is not None and status in ("done", "failed"):
+            status = "waiting"
         if status == "done" and (result is None or result.is_error or denials):
             status = "failed"
         problem = self.problem
         if problem is None and status == "failed" and result is not None:
-            problem = _failure(result, denials)
+            problem = failure(result, denials)
         if problem is None and status == "crashed":
             problem = f"the CLI ended without a result: {self.said()}"
         return RunOutcome(
@@ -278,7 +312,7 @@ class _Run:
             text=(result.result or "") if result else "",
             turns=result.num_turns if result else len(self.usage),
             duration_ms=int((time.monotonic() - self.started) * 1000),
-            usage=_usage(result.usage if result and result.usage else None, self.usage),
+            usage=usage_of(result.usage if result and result.usage else None, self.usage),
             cost_usd=result.total_cost_usd if result else None,
             denials=denials,
             problem=problem,
@@ -352,49 +386,3 @@ def _stop(pidfile: Path) -> None:
         os.kill(pid, signal.SIGTERM)
     except (OSError, ValueError):
         logger.debug("no launcher to stop at %s", pidfile)
-
-
-def _usage(total: Mapping[str, Any] | None, calls: Mapping[str, Mapping[str, Any]]) -> Usage:
-    """The run's tokens: the CLI's total, else the sum of the calls seen."""
-    parts = [total] if total is not None else list(calls.values())
-
-    def tokens(key: str) -> int:
-        return sum(int(part.get(key) or 0) for part in parts)
-
-    return Usage(
-        input_tokens=tokens("input_tokens"),
-        output_tokens=tokens("output_tokens"),
-        cache_read_tokens=tokens("cache_read_input_tokens"),
-        cache_creation_tokens=tokens("cache_creation_input_tokens"),
-    )
-
-
-def _failure(result: sdk.ResultMessage, denials: tuple[str, ...]) -> str:
-    """Why a run the CLI ended failed: its errors, its error text, the tools it was denied."""
-    if result.errors:
-        return "; ".join(result.errors)
-    if result.is_error and result.result:  # an API error says so there, subtype "success"
-        return _first_line(result.result)
-    if denials:
-        return f"denied {', '.join(denials)}"
-    return f"the run ended: {result.subtype}"
-
-
-def _denied(denial: Any) -> str:
-    if isinstance(denial, Mapping):
-        return str(denial.get("tool_name") or denial.get("tool") or "a tool")
-    return str(getattr(denial, "tool_name", "a tool"))
-
-
-def _text(content: str | list[dict[str, Any]] | None) -> str:
-    if isinstance(content, str):
-        return content
-    return " ".join(str(part.get("text", "")) for part in content or () if isinstance(part, dict))
-
-
-def _first_line(text: str, limit: int = 200) -> str:
-    """The first line of ``text`` that says something, printable, at most ``limit`` long."""
-    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
-    if len(line) > limit:
-        line = line[: limit - 1] + "…"
-    return "".join(c if c.isprintable() else "?" for c in line)

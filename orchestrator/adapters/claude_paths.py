@@ -115,7 +115,9 @@ class PathGuard:
             }
         }
 
-    def hooks(self) -> dict[Any, list[sdk.HookMatcher]]:
-        """The SDK's ``hooks`` option that runs this guard before every file tool and command."""
-        tools = "|".join((*FILE_TOOLS, "Bash"))
+    def hooks(self, only: Sequence[str] | None = None) -> dict[Any, list[sdk.HookMatcher]]:
+        """The SDK's ``hooks`` option that runs this guard before every file tool and command
+        (or only before the tools ``only`` names: the others are asked of the gate, which
+        checks the same paths)."""
+        tools = "|".join(only if only is not None else (*FILE_TOOLS, "Bash"))
         return {"PreToolUse": [sdk.HookMatcher(matcher=tools, hooks=[self.check])]}

@@ -126,7 +126,8 @@ class _CodeModel(_Model):  # ``code:``; see orchestrator.core.coding
     rules: list[_RuleModel] = []
     profile: Literal["reader", "editor", "tester"] = "reader"
     tools: list[_Line] | None = None
-    permission_mode: Literal["dontAsk", "acceptEdits", "plan", "default"] = "dontAsk"
+    permission_mode: Literal["dontAsk", "acceptEdits", "plan", "default"] = "default"
+    commands: list[_Line] | None = None
     max_turns: int = Field(default=30, ge=1, le=500)
     inactivity_s: float = Field(default=300.0, gt=0, le=86_400, allow_inf_nan=False)
     wall_s: float = Field(default=1800.0, gt=0, le=86_400, allow_inf_nan=False)
@@ -236,10 +237,11 @@ def _code(where: str, model: _AgentModel) -> CodeSpec | None:
     if any(rule.agents != (model.id,) for rule in rules):
         raise AgentDefinitionError(where, "code.rules", "a run is the agent's own: no agents")
     tools = tuple(dict.fromkeys(code.tools)) if code.tools is not None else PROFILES[code.profile]
-    values = code.model_dump(exclude={"acts", "rules", "tools"})
+    values = code.model_dump(exclude={"acts", "rules", "tools", "commands"})
+    commands = tuple(dict.fromkeys(code.commands)) if code.commands is not None else None
     try:
         acts = code.acts or ("rules" if rules else "always")
-        return CodeSpec(acts=acts, rules=rules, tools=tools, **values)
+        return CodeSpec(acts=acts, rules=rules, tools=tools, commands=commands, **values)
     except ValueError as exc:
         raise AgentDefinitionError(where, "code", str(exc)) from None
 

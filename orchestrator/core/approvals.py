@@ -31,6 +31,7 @@ __all__ = [
     "COMMANDS",
     "DECIDED",
     "EDIT_TOOLS",
+    "PROJECT",
     "STATES",
     "ApprovalKind",
     "ApprovalState",
@@ -38,13 +39,17 @@ __all__ = [
     "allowed_by",
     "always_pattern",
     "ask_reason",
+    "awaiting_message",
     "binding",
     "command_risk",
+    "decision_message",
     "describe_ask",
+    "normalise",
     "parse_pattern",
     "simple_commands",
 ]
 
+PROJECT = "$PROJECT"
 ApprovalKind = Literal["tool", "cap"]
 ApprovalState = Literal["pending", "approved", "denied", "expired", "cancelled", "orphaned"]
 STATES: tuple[ApprovalState, ...] = (
@@ -263,6 +268,21 @@ def always_pattern(tool: str, data: Mapping[str, Any], *, risky: bool) -> str | 
     return f"{tool}({path})" if path else None
 
 
+def normalise(tool: str, data: Mapping[str, Any], project: str) -> dict[str, Any]:
+    """A call as the allow-list sees it: the run's own checkout of the project written
+    ``$PROJECT`` (each run has its own), and a command's leading ``cd $PROJECT &&`` dropped,
+    so "always" holds in later runs too."""
+
+    def plain(value: Any) -> Any:
+        return value.replace(project, PROJECT) if isinstance(value, str) and project else value
+
+    normal = {key: plain(value) for key, value in data.items()}
+    if tool == "Bash":
+        command = str(normal.get("command", "")).strip()
+        normal["command"] = re.sub(rf"^cd {re.escape(PROJECT)}/?\s*(?:&&|;)\s*", "", command)
+    return normal
+
+
 def describe_ask(ask: Ask) -> str:
     """One line for what is asked: ``Bash: rm -rf build``, ``Write /etc/motd``, or the cap."""
     if ask.kind == "cap":
@@ -270,3 +290,26 @@ def describe_ask(ask: Ask) -> str:
     if ask.tool == "Bash":
         return f"Bash: {ask.input.get('command', '')}"
     return f"{ask.tool} {_path_of(ask.input)}".strip()
+
+
+# What the model is told: as a denied tool's result while the run goes on, or as the prompt
+# of a run woken by the decision (the offline coder reads these back).
+def awaiting_message(approval_id: str) -> str:
+    """A tool's result when the run stops to wait for the person."""
+    return (
+        f"Awaiting approval {approval_id}: the person has not answered yet. Do not retry it or "
+        f"work around it; end your turn saying you wait for approval {approval_id}."
+    )
+
+
+def decision_message(approval_id: str, state: str, by: str | None, note: str | None) -> str:
+    """A decided request as the model reads it (a tool's result, or a woken run's prompt)."""
+    if state == "approved":
+        return f"Approval {approval_id} was approved by {by}. Run it now, exactly as asked."
+    said = f" Note: {note.rstrip()}" if note else " No note."
+    said += "" if said.endswith((".", "!", "?")) else "."
+    if state == "denied":
+        return f"Approval {approval_id} was denied by {by}.{said} Do not run it; answer the note."
+    if state == "expired":
+        return f"Approval {approval_id} expired unanswered: treat it as denied. Do not run it."
+    return f"Approval {approval_id} was {state}. Do not run it."

@@ -143,7 +143,10 @@ class CodeSpec:
     rules: tuple[RoutingRule, ...] = ()
     profile: str = "reader"
     tools: tuple[str, ...] = PROFILES["reader"]
-    permission_mode: str = "dontAsk"
+    # default: what is not plainly safe is asked of the person (approvals); dontAsk: refused.
+    permission_mode: str = "default"
+    # The commands run without asking (patterns ``word``, ``word *``); None: the profile's.
+    commands: tuple[str, ...] | None = None
     max_turns: int = 30
     inactivity_s: float = 300.0
     wall_s: float = 1800.0

@@ -14,7 +14,10 @@ request names is relative to the project. The rules, the first that matches wins
    ``console.log("TEXT");`` for ``.js``, ``echo 'TEXT'`` for ``.sh``, the text itself for any
    other file); once the result is back: "Created FILE: it prints TEXT.". TEXT runs to the end
    of its line or sentence; quoted, to the closing quote.
-2. "run the tests" calls ``Bash`` with ``cd PROJECT && python3 -m pytest -q``;
+2. "clean|empty|delete|remove the DIR folder|directory" calls ``Bash`` with
+   ``cd PROJECT && rm -rf DIR`` (a deletion: the person is asked, see
+   :mod:`orchestrator.offline.asking` for what follows a denial or a wait);
+   "run the tests" calls ``Bash`` with ``cd PROJECT && python3 -m pytest -q``;
 3. "check|verify|test|run FILE" calls ``Bash`` with ``cd PROJECT && python3 FILE`` (``node``
    for ``.js``, ``sh`` for ``.sh``, ``cat`` for any other file); after either, a text reports
    the exit code and the output;
@@ -50,6 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from orchestrator.core.markers import neutralise
+from orchestrator.offline.asking import Retry, after_result, on_wake
 from orchestrator.offline.model import markers
 
 __all__ = ["Block", "StopReason", "Text", "ToolUse", "Turn", "next_turn"]
@@ -63,6 +67,11 @@ _CREATE_RE = re.compile(
     r"\b(?:create|write|add)\s+(?:an?\s+|the\s+)?(?:(?:new\s+)?(?:file|script|program)\s+)?"
     rf"(?:called\s+|named\s+)?{_FILE}\s+(?:that\s+prints|which\s+prints|printing|to\s+print)"
     r"\s+(?P<text>[^\n]+)",
+    re.IGNORECASE,
+)
+_CLEAN_RE = re.compile(
+    r"\b(?:clean|empty|delete|remove)\s+(?:out\s+|up\s+)?(?:the\s+)?"
+    r"(?P<dir>[\w.-]+(?:/[\w.-]+)*)\s+(?:folder|directory|dir)\b",
     re.IGNORECASE,
 )
 _TESTS_RE = re.compile(r"\brun\s+(?:all\s+)?(?:the\s+)?(?:unit\s+)?tests\b(?!\.?\w)", re.IGNORECASE)
@@ -144,10 +153,20 @@ def next_turn(request: Mapping[str, Any]) -> Turn:
     Returns:
         The text or the tool call the rules in the module docstring give.
     """
-    task = _task(request.get("messages", []))
+    messages = request.get("messages", [])
+    task = _task(messages)
     offered = {str(tool.get("name")) for tool in request.get("tools", []) if isinstance(tool, dict)}
+    tried = [step.call.input for step in task.steps]
     if task.steps:
-        text = _report(task, task.steps[-1])
+        last = task.steps[-1]
+        follow = after_result(last.call.name, last.call.input, last.result, tried)
+        if isinstance(follow, Retry):
+            return _call(task, follow.tool, follow.input, follow.intro)
+        text = follow if follow is not None and last.is_error else _report(task, last)
+    elif isinstance(woken := on_wake(task.text, messages, tried), Retry):
+        return _call(task, woken.tool, woken.input, woken.intro)
+    elif woken is not None:
+        text = woken
     elif isinstance(move := _first_move(task, offered), Turn):
         return move
     else:
@@ -164,6 +183,7 @@ class _Plan:
     purpose: str
     file: str
     printed: str = ""
+    folder: str = ""  # a folder to clean
 
     def input(self, root: str) -> dict[str, Any]:
         if self.tool == "Write":
@@ -171,7 +191,9 @@ class _Plan:
                 "file_path": f"{root.rstrip('/')}/{self.file}",
                 "content": _program(self.file, self.printed),
             }
-        if self.file:
+        if self.folder:
+            command = f"rm -rf {shlex.quote(self.folder)}"
+        elif self.file:
             runner = _RUNNERS.get(_suffix(self.file), "cat")
             command = f"{runner} {shlex.quote(self.file)}"
         else:
@@ -192,6 +214,9 @@ def _plan(text: str) -> _Plan | None:
     if (create := _CREATE_RE.search(request)) is not None:
         name = create["file"]
         return _Plan(tool="Write", purpose=f"create {name}", file=name, printed=_printed(create))
+    if (clean := _CLEAN_RE.search(request)) is not None:
+        folder = clean["dir"]
+        return _Plan(tool="Bash", purpose=f"clean {folder}", file="", folder=folder)
     if _TESTS_RE.search(request) is not None:
         return _Plan(tool="Bash", purpose="run the tests", file="")
     if (run := _RUN_RE.search(request)) is not None:
@@ -212,7 +237,7 @@ def _first_move(task: _Task, offered: set[str]) -> Turn | str:
     root = project["path"].rstrip("/") or "/"
     if not root.startswith("/"):
         return f"I cannot {plan.purpose}: the project {root} is not an absolute path."
-    if ".." in plan.file.split("/"):
+    if ".." in plan.file.split("/") or ".." in plan.folder.split("/"):
         return f"I cannot {plan.purpose}: {plan.file} is not a path inside the project."
     intro = f"I'll {plan.purpose} in {root}."
     return _call(task, plan.tool, plan.input(root), intro)
@@ -325,6 +350,8 @@ def _clean(text: str) -> str:
 
 def _quote(output: str) -> str:
     quoted = _clean(_REMINDER_RE.sub("", output).strip())
+    if quoted == "(Bash completed with no output)":  # what the CLI says for none
+        return ""
     if len(quoted) > _OUTPUT_LIMIT:
         quoted = quoted[: _OUTPUT_LIMIT - 1] + "\u2026"
     return quoted

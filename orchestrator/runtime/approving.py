@@ -31,7 +31,15 @@ if TYPE_CHECKING:
     from orchestrator.runtime.wiring import Wiring
     from orchestrator.settings import Settings
 
-__all__ = ["APPROVAL_ID", "Approvals", "Verdict", "approval_step", "opened", "resume_job_id"]
+__all__ = [
+    "APPROVAL_ID",
+    "Approvals",
+    "Verdict",
+    "approval_step",
+    "opened",
+    "resume_job_id",
+    "wake_now",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -247,4 +255,24 @@ async def opened(settings: Settings, wiring: Wiring) -> AsyncIterator[Approvals]
             )
     finally:
         await redis.aclose()
+        queue.close()
+
+
+async def wake_now(
+    settings: Settings, store: ApprovalStore, run: RunRecord, timeout_s: int
+) -> bool:
+    """Resume a waiting run whose request was decided (or expired) while it stopped, which
+    no decision could wake then; whether a job was enqueued for it."""
+    from orchestrator.adapters.redis_client import connect
+    from orchestrator.background.queue import enqueue_run
+    from orchestrator.runtime.acting import run_job_id
+
+    heard = await asyncio.to_thread(store.untold, run.id)
+    if not heard or run.status != "waiting":
+        return False
+    queue = connect(settings.effective_redis_url)
+    try:
+        job = resume_job_id(run_job_id(run.id), heard[0].id)
+        return await asyncio.to_thread(enqueue_run, queue, run.id, job, timeout_s)
+    finally:
         queue.close()

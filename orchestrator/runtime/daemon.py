@@ -24,6 +24,7 @@ from orchestrator.adapters.redis_client import (
     connect_pool,
     translated,
 )
+from orchestrator.adapters.steps import StepPublisher
 from orchestrator.adapters.summary_counts import SummaryCounts
 from orchestrator.background.queue import enqueue_run
 from orchestrator.background.schedule import start_schedule
@@ -31,13 +32,16 @@ from orchestrator.caps.guard import make_guard
 from orchestrator.caps.ledger import publish_caps
 from orchestrator.core.coding import run_ended_fields
 from orchestrator.core.turns import LLM
+from orchestrator.core.validation import agent_names
 from orchestrator.core.wire import inbox_stream
 from orchestrator.errors import ConfigError, OrchestratorError
+from orchestrator.memory.approvals import ApprovalRecord
 from orchestrator.memory.conversation.indexing import BackgroundIndexing
 from orchestrator.memory.conversation.recent import RecentMessages
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.runs import RunStore
+from orchestrator.memory.runs import RunRecord, RunStore
 from orchestrator.runtime.acting import Acting, run_job_id, run_timeout_s
+from orchestrator.runtime.approving import Approvals, approval_step, resume_job_id
 from orchestrator.runtime.briefing import save_drift
 from orchestrator.runtime.consumer import Consumer
 from orchestrator.runtime.coordinator import Coordinator
@@ -84,16 +88,50 @@ def _acting(settings: Settings, wiring: Wiring) -> tuple[Acting | None, Connecti
     return Acting(team=wiring.team, runs=runs, enqueue=enqueue, clock=_utcnow), queue
 
 
+def _approvals(
+    settings: Settings, wiring: Wiring, queue: Connection, redis: AsyncConnection
+) -> Approvals:
+    """Decisions as the daemon makes them: ``/approve`` typed in a group, expiries, orphans
+    (shown on the run's card through the steps stream; a waiting run woken by a job)."""
+    timeout_s = run_timeout_s(wiring.team.agents)
+    steps = StepPublisher(redis, None)
+
+    async def wake(run: RunRecord, approval_id: str) -> None:
+        job = resume_job_id(run_job_id(run.id), approval_id)
+        await asyncio.to_thread(enqueue_run, queue, run.id, job, timeout_s)
+
+    async def announce(record: ApprovalRecord) -> None:
+        await steps.publish(record.group, approval_step(record))
+
+    return Approvals(
+        wiring.approvals,
+        wiring.runs,
+        owner=settings.owner,
+        agents=agent_names(wiring.team.agents),
+        wake=wake,
+        clock=_utcnow,
+        announce=announce,
+    )
+
+
 REAP_EVERY_S = 5.0
 
 
-def _watch_runs(acting: Acting, redis: AsyncConnection, stop: asyncio.Event) -> asyncio.Task[None]:
+def _watch_runs(
+    acting: Acting, approvals: Approvals, redis: AsyncConnection, stop: asyncio.Event
+) -> asyncio.Task[None]:
     """Every few seconds, the runs whose worker died here are recorded lost and their end is
-    posted: their reply says so, in the group's order."""
+    posted: their reply says so, in the group's order. Requests past their time expire (and
+    wake their run), those of runs gone are orphaned, and a waiting run asked to stop gets a
+    job that ends it."""
 
     async def watch() -> None:
         while not stop.is_set():
             try:
+                await approvals.sweep()
+                for run in await asyncio.to_thread(acting.runs.waiting):
+                    if run.cancel_requested:
+                        await approvals.wake(run, "cancel")
                 for run in await acting.reap():
                     logger.warning("run %s: its worker died; reported lost", run.id)
                     with translated():
@@ -200,7 +238,10 @@ async def run(
             )
             if ready is not None:
                 ready()
-            watch = _watch_runs(acting, redis, stop) if acting is not None else None
+            watch = None
+            if acting is not None and runs_queue is not None:
+                approvals = _approvals(settings, wiring, runs_queue, redis)
+                watch = _watch_runs(acting, approvals, redis, stop)
             try:
                 await consumer.run(stop, coordinator)
             finally:

@@ -50,7 +50,9 @@ from orchestrator.errors import OrchestratorError
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.runs import RunRecord, RunStore, StoredStep
 from orchestrator.memory.schema import PersonalDraft
+from orchestrator.runtime.gate import RunGate, gate_for
 from orchestrator.runtime.run_results import commit, dollars_left, log_line, outcome_json
+from orchestrator.runtime.run_waits import Paused, decisions_prompt, merged
 from orchestrator.runtime.wiring import Wiring
 from orchestrator.settings import Settings
 
@@ -150,6 +152,7 @@ async def follow(
             line=step.line,
             tool=step.tool,
             is_error=step.is_error,
+            approval=step.approval,
         )
         await asyncio.to_thread(runs.add_step, run.id, stored)
         with contextlib.suppress(Exception):  # a step not shown live is still kept
@@ -206,6 +209,8 @@ async def execute(
             return {"run": run_id, "status": "unknown"}
         if not run.ended:
             run = await _run(settings, wiring, runs, run, redis, cli)
+        if run.status == "waiting":  # for a decision: its reply comes when it ends
+            return {"run": run.id, "status": run.status}
         # Whoever asks: the daemon posts the reply once, however often this is said.
         with translated():
             await redis.xadd(inbox_stream(), run_ended_fields(run.group, run.id))  # type: ignore[arg-type]
@@ -224,21 +229,24 @@ async def _run(
     cli: ClaudeCode | None,
 ) -> RunRecord:
     now = datetime.now(UTC)
-    if run.status == "running":  # a worker took it and died: never run it twice
-        return _end(runs, run, "lost", "its worker stopped before the run ended", {})
-    if run.cancel_requested:
-        return _end(runs, run, "cancelled", "cancelled before it started", {})
-    if not runs.claim(run.id, now, owner=process_owner()):
-        return runs.get(run.id) or run
-    agent = wiring.team.get(run.agent)
-    if agent.code is None:
-        return _end(runs, run, "failed", f"{agent.id} no longer acts (runtime)", {})
     project = Project(settings.project)
     name = git_run_id(run.id)
     where = settings.data_dir / "runs" / name
+    paused = Paused.read(run.outcome) if run.status == "waiting" else None
+    stopped = await _take(runs, run, project, paused, name)
+    if stopped is not None:
+        return stopped
+    agent = wiring.team.get(run.agent)
+    if agent.code is None:
+        return _end(runs, run, "failed", f"{agent.id} no longer acts (runtime)", {})
     try:
         await asyncio.to_thread(project.ensure)
-        checkout = await asyncio.to_thread(project.start, name, where / "project")
+        if paused is None:
+            checkout = await asyncio.to_thread(project.start, name, where / "project")
+        elif (found := paused.checkout_of(name)) is not None:
+            checkout = found
+        else:
+            raise LookupError(f"its checkout {paused.checkout} is gone")
         context = await asyncio.to_thread(compose, wiring, agent, run, checkout.path, now)
         workspace = wiring.personal.workspace(agent.id)  # the CLI's working directory
         workspace.mkdir(parents=True, exist_ok=True)
@@ -246,16 +254,22 @@ async def _run(
         return _end(runs, run, "failed", str(exc), {})
 
     guard = make_guard(settings, redis, wiring.team.agents, _Unannounced())
-    try:
-        reservation = await guard.admit(agent.id, run.group, agent.model, lambda: context.tokens)
+    try:  # woken by a decision, it was admitted when it started
+        reservation = await guard.admit(
+            agent.id, run.group, agent.model, lambda: context.tokens, continuing=paused is not None
+        )
     except OverCap as exc:
         await asyncio.to_thread(project.cancel, checkout)
         await guard.aclose()
         return _end(runs, run, "failed", f"not started: {exc}", {})
     budget = await dollars_left(guard, agent.id, run.group)
+    gate = gate_for(settings, wiring, agent, run, (workspace, checkout.path, where / "claude"))
+    prompt = context.prompt
+    if paused is not None:
+        prompt = await asyncio.to_thread(decisions_prompt, wiring.approvals, run.id) or "Go on."
     with serving(settings) as (key, base_url):
         request = RunRequest(
-            prompt=context.prompt,
+            prompt=prompt,
             system=context.system,
             workspace=workspace,
             project=checkout.path,
@@ -265,10 +279,13 @@ async def _run(
             api_key=key,
             base_url=base_url,
             max_budget_usd=budget,
+            gate=gate,
+            resume=paused.session_id if paused is not None else None,
+            steps_before=len(runs.steps(run.id)) if paused is not None else 0,
         )
         runner = cli or ClaudeCode(settings.data_dir / "runs", cli=settings.claude_cli)
         async with StepPublisher(redis, publisher_url(settings)) as steps:
-            outcome = await follow(runner, request, run, runs, _publishing(steps))
+            outcome = await follow(runner, request, run, runs, _publishing(steps, gate))
     spent = Completion(
         text=outcome.text, model=agent.model, provider="claude-code", usage=outcome.usage
     )
@@ -278,6 +295,9 @@ async def _run(
         logger.warning("run %s: its tokens were not counted: %s", run.id, exc)
     finally:
         await guard.aclose()
+    if outcome.status == "waiting":
+        return await _pause(settings, wiring, run, Paused.of(outcome, checkout, paused))
+    outcome = merged(outcome, paused)
     project_out = await asyncio.to_thread(commit, project, checkout, agent, run, outcome)
     summary = log_line(agent.name, outcome, project_out)
     with contextlib.suppress(Exception):
@@ -286,10 +306,47 @@ async def _run(
     return _end(runs, run, outcome.status, outcome.problem, result, outcome.text)
 
 
-def _publishing(steps: StepPublisher) -> StepSink:
-    """Each step published as it is kept: on the group's steps stream and MQTT."""
+async def _take(
+    runs: RunStore, run: RunRecord, project: Project, paused: Paused | None, name: str
+) -> RunRecord | None:
+    """Claim the run (or claim it back from waiting); the run as it is now when it is not
+    this job's to run: lost, cancelled, or taken by another job."""
+    if run.status == "running":  # a worker took it and died: never run it twice
+        return _end(runs, run, "lost", "its worker stopped before the run ended", {})
+    if run.cancel_requested:
+        checkout = paused.checkout_of(name) if paused is not None else None
+        if checkout is not None:
+            with contextlib.suppress(OrchestratorError):
+                await asyncio.to_thread(project.cancel, checkout)
+        why = "cancelled before it started" if paused is None else "cancelled while it waited"
+        return _end(runs, run, "cancelled", why, {})
+    owner = process_owner()
+    if paused is not None:
+        taken = runs.resume(run.id, owner)
+    else:
+        taken = runs.claim(run.id, datetime.now(UTC), owner)
+    return None if taken else (runs.get(run.id) or run)
+
+
+async def _pause(settings: Settings, wiring: Wiring, run: RunRecord, paused: Paused) -> RunRecord:
+    """The run waits for a decision; one that came as it stopped wakes it at once."""
+    from orchestrator.runtime.acting import run_timeout_s
+    from orchestrator.runtime.approving import wake_now
+
+    await asyncio.to_thread(wiring.runs.wait, run.id, paused.as_json())
+    logger.info("run %s: waiting for a decision", run.id)
+    waiting = await asyncio.to_thread(wiring.runs.get, run.id) or run
+    await wake_now(settings, wiring.approvals, waiting, run_timeout_s(wiring.team.agents))
+    return waiting
+
+
+def _publishing(steps: StepPublisher, gate: RunGate | None) -> StepSink:
+    """Each step published as it is kept: on the group's steps stream and MQTT (and the
+    agent's words told to the gate: why it asks)."""
 
     async def publish(record: RunRecord, step: StoredStep) -> None:
+        if gate is not None and step.kind == "text":
+            gate.heard(step.line)
         await steps.publish(record.group, step.as_step(record.id))
 
     return publish
