@@ -78,6 +78,8 @@ COMMANDS: Mapping[str, tuple[str, ...]] = {
     "editor": (*_LOOKING, *_RUNNING, *_MAKING),
 }
 
+_REDIRECT_RE = re.compile(r"[<>]+&?|&>+")
+_GIT_OPTIONS_WITH_VALUES = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace"})
 _OPERATORS = re.compile(r"[;&|<>`\n]|\$\(")
 _DELETERS = frozenset({"rm", "rmdir", "unlink", "shred"})
 _PATTERN = re.compile(r"^(?P<tool>[A-Za-z][A-Za-z0-9_]*)\((?P<spec>.+)\)$", re.DOTALL)
@@ -120,14 +122,17 @@ def simple_commands(command: str) -> list[list[str]]:
         return [command.split()]
     commands: list[list[str]] = [[]]
     redirect = False
-    for word in words:
+    for at, word in enumerate(words):
+        after = words[at + 1] if at + 1 < len(words) else ""
         if set(word) <= set(";&|()\n"):
             commands.append([])
             redirect = False
-        elif set(word) <= set("<>&") or re.fullmatch(r"\d*[<>]+&?\d*", word):
-            redirect = not word.endswith(("&1", "&2"))
+        elif _REDIRECT_RE.fullmatch(word):
+            redirect = True
         elif redirect:
-            redirect = False  # the redirection's target
+            redirect = False  # the redirection's target (a file, or ``1`` of ``>&1``)
+        elif word.isdigit() and _REDIRECT_RE.fullmatch(after):
+            continue  # the stream a redirection is of: ``2`` of ``2>&1``
         else:
             commands[-1].append(word)
     return [c for c in commands if c]
@@ -153,12 +158,25 @@ def command_risk(command: str) -> str | None:
         if program == "find" and "-delete" in argv:
             return "deletes files"
         if program == "git" and len(argv) > 1:
-            sub = next((w for w in argv[1:] if not w.startswith("-")), "")
+            sub = _git_subcommand(argv[1:])
             if sub in ("rm", "clean"):
                 return "deletes files"
             if sub == "push":
                 return "pushes"
     return None
+
+
+def _git_subcommand(words: Sequence[str]) -> str:
+    """git's subcommand among its words (``-C path`` and the like skipped)."""
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+        elif word in _GIT_OPTIONS_WITH_VALUES:
+            skip = True
+        elif not word.startswith("-"):
+            return word
+    return ""
 
 
 def _matches(entry: str, words: Sequence[str]) -> bool:

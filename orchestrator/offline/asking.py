@@ -26,7 +26,7 @@ _ID = r"(?P<id>ap-[0-9a-f]{10})"
 _AWAITING_RE = re.compile(rf"Awaiting approval {_ID}")
 _APPROVED_RE = re.compile(rf"Approval {_ID} was approved by (?P<by>\S+)\.")
 _DENIED_RE = re.compile(
-    rf"Approval {_ID} was denied by (?P<by>\S+)\.(?: Note: (?P<note>.*?))?(?: No note\.)?"
+    rf"Approval {_ID} was denied by (?P<by>\S+)\.(?: Note: (?P<note>.*?)\.?)?(?: No note\.)?"
     r" Do not run it; answer the note\.",
     re.DOTALL,
 )

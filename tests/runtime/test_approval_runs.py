@@ -191,9 +191,7 @@ def test_a_run_that_stopped_waiting_is_woken_and_always_allows_only_the_same_cal
     folder goes. The same cleaning later runs without asking; another folder still asks."""
     message_id = _post(arena, "@coder clean the build folder")
     first = _pending(arena)
-    block_until(
-        lambda: "waiting" in arena.run("runs").output, timeout_s=60, what="the run to wait"
-    )
+    block_until(lambda: "waiting" in arena.run("runs").output, timeout_s=60, what="the run to wait")
     decided = _decide(arena, first.id, approve=True, always=True)
     assert decided.ok
     assert "Bash(rm -rf build) is on coder's allow-list" in decided.message
@@ -241,8 +239,6 @@ def test_a_request_whose_run_died_is_orphaned_and_grants_nothing(arena: Arena, t
     os.kill(workers[-1], signal.SIGKILL)  # the run worker comes after the background one
     reply = _reply(arena, message_id)
     assert "lost" in reply.text
-    block_until(
-        lambda: _requests(arena)[0].state == "orphaned", timeout_s=60, what="the orphan"
-    )
+    block_until(lambda: _requests(arena)[0].state == "orphaned", timeout_s=60, what="the orphan")
     assert _decide(arena, first.id, approve=True).outcome == "already"
     assert (tmp_path / "project" / "build" / "a.o").exists()
