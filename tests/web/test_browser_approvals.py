@@ -137,3 +137,52 @@ def test_an_approval_card_is_decided_in_the_room_and_from_elsewhere(
             page.goto("about:blank")  # the room's event stream ends before the console does
     finally:
         engine.dispose()
+
+
+def test_always_puts_the_pattern_on_the_agents_page_where_it_is_removed(
+    tmp_path: Path, embedded_redis_url: str, page: Any
+) -> None:
+    """Always: <pattern> approves and lists the pattern on the agent's page, with who added
+    it and from which request; Remove takes it off (the database agrees)."""
+    expect = playwright.expect
+    url, group = embedded_redis_url, "approvals-always"
+    settings = console_settings(tmp_path, url)
+    engine = make_engine(settings.effective_database_url)
+    human = chat_message(group, f"{group}-1", "alex", "@ping add left-pad")
+    card = run_card(human, "ping", "code rule implement")
+    run_id = card.message.id.removesuffix(":run")
+    store(engine, [NewReply(message=human), card])
+    asked = ask(engine, group, "npm install left-pad", run_id=run_id,
+                pattern="Bash(npm install *)", reason="runs npm")  # fmt: skip
+    approvals = ApprovalStore(engine)
+    approvals.allow("ping", "Bash(make lint)", by="user", now=datetime.now(UTC))
+    try:
+        with console_server(settings) as base:
+            page.goto(f"{base}/groups/{group}")
+            expect(page.locator("#live")).to_have_text("live")
+            _asks(url, engine, asked, 1)
+            request = page.locator(f'.approval-card[data-approval="{asked.id}"]')
+            request.locator("button.approve-always").click()
+            expect(request.locator(".approval-state")).to_have_text("approved")
+            assert [r.pattern for r in approvals.allowed("ping")] == [
+                "Bash(make lint)", "Bash(npm install *)",
+            ]  # fmt: skip
+
+            page.goto(f"{base}/agents/ping")
+            rows = page.locator("#allow-list tbody tr")
+            expect(rows.locator(".allow-pattern")).to_have_text(
+                ["Bash(make lint)", "Bash(npm install *)"]
+            )
+            added = page.locator('#allow-list tr[data-pattern="Bash(npm install *)"]')
+            expect(added.locator("td").nth(1)).to_have_text("user")
+            expect(added.locator("td").nth(3)).to_have_text(asked.id)
+            added.locator("button.allow-remove").click()
+            expect(rows.locator(".allow-pattern")).to_have_text(["Bash(make lint)"])
+            assert [r.pattern for r in approvals.allowed("ping")] == ["Bash(make lint)"]
+            rows.first.locator("button.allow-remove").click()
+            expect(rows).to_have_count(0)
+            expect(page.locator("#allow-empty")).to_be_visible()
+            assert approvals.allowed("ping") == []
+            page.goto("about:blank")
+    finally:
+        engine.dispose()
