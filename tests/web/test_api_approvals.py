@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import pytest
@@ -206,3 +207,25 @@ def test_a_cross_site_decision_is_refused(served: Served, group: str):
         )
         assert delete.status_code == 403
     assert _stored(served, asked.id).state == "pending"
+
+
+def test_a_console_whose_person_is_an_agent_decides_nothing(
+    tmp_path: Path, embedded_redis_url: str
+):
+    """ARENA_OWNER naming an agent: a decision is refused (403 with why), the request stays
+    pending."""
+    settings = console_settings(tmp_path, embedded_redis_url, owner="ping")
+    engine = make_engine(settings.effective_database_url)
+    try:
+        asked = ask(engine, "room-owner")
+        with console_server(settings) as base:
+            refused = httpx.post(f"{base}/api/approvals/{asked.id}/approve", timeout=20)
+        assert (refused.status_code, refused.json()) == (
+            403,
+            {"error": "ping is an agent: agents never decide"},
+        )
+        stored = ApprovalStore(engine).get(asked.id)
+        assert stored is not None
+        assert stored.state == "pending"
+    finally:
+        engine.dispose()
