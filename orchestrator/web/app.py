@@ -4,7 +4,8 @@ every request's body within its route's limit (:mod:`orchestrator.web.bodies`); 
 answered as ``GET`` without the body.
 
 The app opens what its handlers share (:class:`~orchestrator.web.state.Console`: the
-database, the client and an async Redis) when it starts, and closes them when it stops.
+database, the client, an async Redis and the approvals' decider) when it starts, and
+closes them when it stops.
 ``/docs`` lists the API from its OpenAPI schema (``/openapi.json``) as a plain page: the
 usual Swagger page runs inline and remote scripts, which the console's policy forbids.
 """
@@ -30,12 +31,15 @@ from orchestrator.adapters.redis_client import connect_async
 from orchestrator.client import ArenaClient
 from orchestrator.errors import OrchestratorError, ServiceError
 from orchestrator.memory.db import make_engine
-from orchestrator.runtime.team import Team, load_team
+from orchestrator.runtime import approving
+from orchestrator.runtime.approving import Approvals
+from orchestrator.runtime.team import load_team
 from orchestrator.runtime.wiring import Wiring
 from orchestrator.settings import Settings
 from orchestrator.web import (
     api,
     api_agents,
+    api_approvals,
     api_caps,
     api_context,
     api_memory,
@@ -69,15 +73,17 @@ _DOCS = Environment(autoescape=True).from_string(
 )
 
 
-def _console(settings: Settings, team: Team, engine: Engine, keepalive_s: float) -> Console:
-    """What the handlers share while the console runs: its clients over ``engine`` and Redis."""
+def _console(
+    settings: Settings, wiring: Wiring, approvals: Approvals, keepalive_s: float
+) -> Console:
+    """What the handlers share while the console runs: its clients over the wiring's
+    database and Redis."""
     client = ArenaClient.from_settings(settings)
     # An event stream's XREAD blocks up to keepalive_s: the socket waits longer.
     redis = connect_async(
         settings.effective_redis_url, socket_timeout=keepalive_s + 10, socket_connect_timeout=5
     )
-    agents = team.agents
-    wiring = Wiring(settings, engine, team=team)
+    agents = wiring.team.agents
     rooms = Rooms(wiring.history, agents, hop_limit=settings.hop_limit)
     feeds = RoomFeeds(OutboxReader(redis), events.renderer(rooms, agents), keepalive_s=keepalive_s)
     return Console(
@@ -87,6 +93,7 @@ def _console(settings: Settings, team: Team, engine: Engine, keepalive_s: float)
         client=client,
         redis=redis,
         feeds=feeds,
+        approvals=approvals,
         keepalive_s=keepalive_s,
     )
 
@@ -109,14 +116,17 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with _database(engine) as opened:
-            app.state.console = _console(settings, team, opened, keepalive_s)
-            try:
-                yield
-            finally:
-                await app.state.console.feeds.close()
-                await app.state.console.redis.aclose()
-                app.state.console.client.close()
+        async with _database(engine) as database:
+            wiring = Wiring(settings, database, team=team)
+            # One decider for the app's life: its steps publisher keeps an MQTT connection.
+            async with approving.opened(settings, wiring) as approvals:
+                app.state.console = _console(settings, wiring, approvals, keepalive_s)
+                try:
+                    yield
+                finally:
+                    await app.state.console.feeds.close()
+                    await app.state.console.redis.aclose()
+                    app.state.console.client.close()
 
     @contextlib.asynccontextmanager
     async def _database(given: Engine | None) -> AsyncIterator[Engine]:
@@ -149,6 +159,7 @@ def create_app(
     app.include_router(api_context.router)
     app.include_router(api_caps.router)
     app.include_router(api_runs.router)
+    app.include_router(api_approvals.router)
     _errors(app)
     app.add_api_route(
         "/docs", _docs_page(app), include_in_schema=False, response_class=HTMLResponse

@@ -44,8 +44,10 @@ __all__ = [
 _COMPONENTS = "#/components/schemas/"
 _WHY_ERROR = {
     400: "Malformed: the reason, in one line.",
-    404: "No such group, agent, memory, version, dead letter or run.",
-    409: "Its state refuses it (it changed since it was read, or a run already ended): why.",
+    403: "Not yours to do (only ARENA_OWNER decides a request; never an agent): why.",
+    404: "No such group, agent, memory, version, dead letter, run, request or allow-list entry.",
+    409: "Its state refuses it (it changed since it was read, a run already ended, a request "
+    "was already decided): why.",
     413: "The body is over the route's limit (refused before it is read).",
     422: "A parameter or the body is not valid: which, and why.",
     503: "Redis or the database cannot be reached, or no agents are defined.",

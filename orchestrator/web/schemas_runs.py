@@ -50,14 +50,18 @@ class Runs(Answer):
 
 
 class RunStep(Answer):
-    """One step of a run, as its card shows it: a tool called, its result, or text."""
+    """One step of a run, as its card shows it: a tool called, its result, text, or a request
+    for the person's approval (asked, then decided)."""
 
     n: int
     at: str
-    kind: str = Field(description="tool, result or text.")
+    kind: str = Field(description="tool, result, text or approval.")
     line: str
     tool: str | None
     is_error: bool
+    approval: str | None = Field(
+        description="For an approval step: the request's id (`GET /api/approvals/{id}`)."
+    )
 
 
 class RunDetail(Run):

@@ -11,6 +11,7 @@ from fastapi import Request
 from orchestrator.adapters.redis_client import AsyncConnection
 from orchestrator.client import ArenaClient
 from orchestrator.core.models import AgentSpec
+from orchestrator.runtime.approving import Approvals
 from orchestrator.runtime.wiring import Wiring
 from orchestrator.settings import Settings
 from orchestrator.web.feeds import RoomFeeds
@@ -25,7 +26,8 @@ class Console:
 
     ``client`` posts and retries as ``arena post`` does (blocking: call it from a thread);
     ``redis`` reads the outbound streams for server-sent events, each watched room's through
-    its one shared reader in ``feeds``.
+    its one shared reader in ``feeds``; ``approvals`` decides the runs' requests (a decision
+    is shown on its run's card and wakes the run).
     """
 
     settings: Settings
@@ -34,6 +36,7 @@ class Console:
     client: ArenaClient
     redis: AsyncConnection
     feeds: RoomFeeds
+    approvals: Approvals
     keepalive_s: float = 15.0
 
     @property

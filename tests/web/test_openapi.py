@@ -25,6 +25,7 @@ from orchestrator import web
 from orchestrator.core.context.report import ContextReport, RecalledSnippet, RecallReport
 from orchestrator.core.models import MessageKind, RouteDecision, RouteReason, Usage
 from orchestrator.core.wire import deadletter_stream, spend_key
+from orchestrator.memory.approvals import ApprovalStore
 from orchestrator.memory.conversation.marker_entries import Rejected, Saved, StoredMarker
 from orchestrator.memory.conversation.meta import (
     MarkerMeta,
@@ -42,6 +43,7 @@ from orchestrator.memory.summaries import summary_path
 from orchestrator.memory.versions.store import VersionStore
 from orchestrator.settings import Settings
 from orchestrator.web.app import create_app
+from tests.approvals_seed import ask
 from tests.runs_seed import seed_runs
 from tests.web_helpers import chat_message, console_server, console_settings, own_redis, store
 
@@ -60,6 +62,7 @@ class Seeded:
     reply: str
     memory: int
     run: str
+    approval: str
 
 
 def _seed_room(engine: Engine, group: str) -> str:
@@ -182,7 +185,11 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
             memory = _seed_memory(engine, group, cited=f"{group}-1")
             _seed_files(settings, engine, group, api)
             run = seed_runs(engine, group).done
-            yield Seeded(base, settings, group, reply, memory, run)
+            approval = ask(engine, group, pattern="Bash(rm -rf build)").id
+            ApprovalStore(engine).decide(
+                approval, approve=True, by="user", note="once", always=True, now=T0
+            )
+            yield Seeded(base, settings, group, reply, memory, run, approval)
         engine.dispose()
 
 
@@ -295,6 +302,9 @@ def _calls(seeded: Seeded) -> dict[str, list[tuple[str, dict[str, str]]]]:
         "/api/budget": [("/api/budget", {})],
         "/api/runs": [("/api/runs", {}), ("/api/runs", {"group": g, "limit": "2"})],
         "/api/runs/{run_id}": [(f"/api/runs/{seeded.run}", {})],
+        "/api/approvals": [("/api/approvals", {}), ("/api/approvals", {"state": "all"})],
+        "/api/approvals/{approval_id}": [(f"/api/approvals/{seeded.approval}", {})],
+        "/api/allow": [("/api/allow", {}), ("/api/allow", {"agent": "ping"})],
     }
 
 

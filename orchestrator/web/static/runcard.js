@@ -1,7 +1,8 @@
 /* A run's card in the room: the agent, why the turn became a run, a live status, the run's
  * steps as they arrive (the room's `step` events), a Cancel button, and, once the run's reply
  * has come, how it ended: the files it changed, the diff stat, the commit or the branch it was
- * kept on, its turns, time and cost.
+ * kept on, its turns, time and cost. A step of kind `approval` is not a line: its request is
+ * shown as one card of its own in the run's card (approvalcard.js), whatever steps name it.
  *
  * What is known of a run is kept here, by run id, apart from the page: a step may come before
  * its card is shown, and a card is drawn again when its message is. A run that ended before
@@ -11,13 +12,15 @@
 
 arena.runs = (function () {
   // run id -> {card: its notice's run, steps: Map(n -> step), end: its reply's run,
-  //            cancelling, problem: why a cancel failed, node: the card drawn}
+  //            cancelling, problem: why a cancel failed, node: the card drawn,
+  //            approvals: its requests' ids in the order asked, box: where their cards are}
   const runs = new Map();
 
   function known(id) {
     let run = runs.get(id);
     if (!run) {
-      run = {steps: new Map(), end: null, cancelling: false, problem: "", node: null, card: null};
+      run = {steps: new Map(), end: null, cancelling: false, problem: "", node: null, card: null,
+        approvals: [], box: null};
       runs.set(id, run);
     }
     return run;
@@ -26,6 +29,7 @@ arena.runs = (function () {
   function status(run) {
     if (run.end) return run.end.status || "ended";
     if (run.cancelling) return "cancelling";
+    if (run.approvals.some(arena.approvals.pending)) return "waiting for approval";
     if (run.steps.size) return "running";
     return (run.card && run.card.status) || "queued";
   }
@@ -70,7 +74,8 @@ arena.runs = (function () {
     try {
       const found = await arena.api("/api/runs/" + encodeURIComponent(id));
       for (const step of found.steps || []) {
-        if (!run.steps.has(step.n)) run.steps.set(step.n, step);
+        if (step.kind === "approval" && step.approval) approval(id, step);
+        else if (!run.steps.has(step.n)) run.steps.set(step.n, step);
       }
     } catch (error) {
       return;  // the card still shows how the run ended
@@ -90,8 +95,28 @@ arena.runs = (function () {
     draw(id);
   }
 
-  /* The card of run `id`, as it stands. */
-  function build(id) {
+  /* A step about request `step.approval`: its one card in the run's card, made or updated. */
+  function approval(id, step) {
+    const run = known(id);
+    arena.approvals.seen(step, () => draw(id));
+    if (!run.approvals.includes(step.approval)) {
+      run.approvals.push(step.approval);
+      draw(id);
+    }
+  }
+
+  /* The requests' cards, in one box kept for the run's life (a note being typed stays). */
+  function approvalBox(run) {
+    if (!run.box) run.box = arena.el("div", {class: "run-approvals"});
+    for (const approvalId of run.approvals) {
+      const node = arena.approvals.node(approvalId);
+      if (node.parentNode !== run.box) run.box.append(node);
+    }
+    return run.box;
+  }
+
+  /* The card of run `id`, as it stands: what comes before its requests' box, and after. */
+  function parts(id) {
     const run = known(id);
     const card = run.card || {};
     const now = status(run);
@@ -107,13 +132,20 @@ arena.runs = (function () {
       button.addEventListener("click", () => { button.disabled = true; cancel(id); });
       head.append(button);
     }
-    const node = arena.el("div", {class: "card run-card", dataset: {run: id}}, head);
-    if (card.why) node.append(arena.el("div", {class: "why"}, "why: " + card.why));
+    const before = [head];
+    if (card.why) before.push(arena.el("div", {class: "why"}, "why: " + card.why));
     const steps = [...run.steps.values()].sort((a, b) => a.n - b.n).map(stepLine);
-    node.append(arena.el("ol", {class: "run-steps", "aria-label": "the run's steps"}, ...steps));
-    if (run.problem) node.append(arena.el("div", {class: "error run-problem", role: "alert"}, run.problem));
-    if (run.end) node.append(ending(run.end));
-    return node;
+    before.push(arena.el("ol", {class: "run-steps", "aria-label": "the run's steps"}, ...steps));
+    const after = [];
+    if (run.problem) after.push(arena.el("div", {class: "error run-problem", role: "alert"}, run.problem));
+    if (run.end) after.push(ending(run.end));
+    return {before, after};
+  }
+
+  function build(id) {
+    const {before, after} = parts(id);
+    return arena.el("div", {class: "card run-card", dataset: {run: id}}, ...before,
+      approvalBox(known(id)), ...after);
   }
 
   function draw(id) {
@@ -121,10 +153,14 @@ arena.runs = (function () {
     if (!run.node || !run.node.isConnected) return;
     const list = run.node.querySelector(".run-steps");
     const atEnd = list && list.scrollHeight - list.scrollTop - list.clientHeight < 24;
-    const fresh = build(id);
-    run.node.replaceWith(fresh);
-    run.node = fresh;
-    const newList = fresh.querySelector(".run-steps");
+    // Everything but the requests' box is drawn again; the box stays where it is.
+    const box = approvalBox(run);
+    const {before, after} = parts(id);
+    for (const child of [...run.node.childNodes]) if (child !== box) child.remove();
+    if (box.parentNode !== run.node) run.node.append(box);
+    box.before(...before);
+    box.after(...after);
+    const newList = run.node.querySelector(".run-steps");
     if (newList && atEnd) newList.scrollTop = newList.scrollHeight;
   }
 
@@ -139,6 +175,10 @@ arena.runs = (function () {
     /* A step from the room's events (one seen already is skipped: `run` and `n` name it). */
     step(step) {
       if (!step || !step.run) return;
+      if (step.kind === "approval" && step.approval) {
+        approval(step.run, step);
+        return;
+      }
       const run = known(step.run);
       if (run.steps.has(step.n)) return;
       run.steps.set(step.n, step);
