@@ -29,12 +29,12 @@ import hashlib
 import logging
 import re
 import signal
-from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from orchestrator.adapters.claude_code import ClaudeCode, RunOutcome, RunRequest, RunStep
+from orchestrator.adapters.checkouts import Checkout
+from orchestrator.adapters.claude_code import ClaudeCode, RunRequest
 from orchestrator.adapters.mqtt_broker import publisher_url
 from orchestrator.adapters.project import Project
 from orchestrator.adapters.redis_client import AsyncConnection, connect_async, translated
@@ -42,25 +42,32 @@ from orchestrator.adapters.spawn import end_with_parent, process_owner
 from orchestrator.adapters.steps import StepPublisher
 from orchestrator.caps.guard import make_guard
 from orchestrator.caps.limits import OverCap
+from orchestrator.core.approvals import Ask
 from orchestrator.core.coding import run_ended_fields
-from orchestrator.core.context.report import ContextReport
-from orchestrator.core.models import AgentSpec, Completion, LLMRequest
+from orchestrator.core.models import AgentSpec, Completion
 from orchestrator.core.wire import inbox_stream
 from orchestrator.errors import OrchestratorError
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.runs import RunRecord, RunStore, StoredStep
-from orchestrator.memory.schema import PersonalDraft
-from orchestrator.runtime.gate import RunGate, gate_for
+from orchestrator.runtime.gate import gate_for
+from orchestrator.runtime.run_parts import (
+    RunContext,
+    Unannounced,
+    compose,
+    follow,
+    note_outcome,
+    preload,
+    publishing,
+    serving,
+)
 from orchestrator.runtime.run_results import commit, dollars_left, log_line, outcome_json
-from orchestrator.runtime.run_waits import Paused, decisions_prompt, merged
+from orchestrator.runtime.run_waits import Paused, cap_ask, cap_verdict, decisions_prompt, merged
 from orchestrator.runtime.wiring import Wiring
 from orchestrator.settings import Settings
 
-__all__ = ["RunContext", "compose", "execute", "git_run_id", "note_outcome", "preload", "run_job"]
+__all__ = ["execute", "git_run_id", "preload", "run_job"]  # preload: the worker calls it here
 
 logger = logging.getLogger(__name__)
-
-CANCEL_POLL_S = 1.0
 
 
 def git_run_id(run_id: str) -> str:
@@ -72,116 +79,6 @@ def git_run_id(run_id: str) -> str:
         return slug
     digest = hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:10]
     return f"{slug[:50].rstrip('-')}-{digest}"
-
-
-class RunContext:
-    """What a run is told: the system prompt it adds, and the request, as a turn builds them."""
-
-    def __init__(
-        self, system: str, prompt: str, tokens: int, request: LLMRequest, report: ContextReport
-    ) -> None:
-        self.report = report  # the layers' tokens and the budget's cuts, as a turn records them
-        self.system = system
-        self.prompt = prompt
-        self.tokens = tokens
-        self.request = request  # as a turn would have sent it: what the caps count against
-
-
-def compose(
-    wiring: Wiring, agent: AgentSpec, run: RunRecord, project: Path, now: datetime
-) -> RunContext:
-    """The agent's context for a run, built as its turns are (the same layers and budgets);
-    the conversation becomes the prompt, after a line naming the project's folder."""
-    from orchestrator.core.context.build import build_context
-
-    stored = wiring.history.get(run.trigger_id)
-    if stored is None:
-        raise LookupError(f"the message {run.trigger_id} the run answers is gone")
-    trigger = stored.message
-    gathered = wiring.briefing().gather(agent, trigger, now, mark_used=True)
-    built = build_context(
-        agent=agent,
-        agents=wiring.team.agents,
-        layers=gathered.layers,
-        trigger=trigger,
-        prompts=wiring.prompts,
-        now=now.astimezone(wiring.tuning.zone),
-        limits=wiring.tuning.limits(agent),
-        transcript=wiring.transcript,
-    )
-    request = built.request
-    turns = [f"[{turn['role']}]\n{turn['content']}" for turn in request.messages]
-    prompt = (
-        f"Project: {project}\n"
-        "(the shared project: your changes there are committed for you when you finish)\n\n"
-        + "\n\n".join(turns)
-    )
-    return RunContext(
-        system=request.system + "\n\n" + request.system_tail,
-        prompt=prompt,
-        tokens=built.report.tokens.total,
-        request=request,
-        report=built.report,
-    )
-
-
-def note_outcome(wiring: Wiring, run: RunRecord, summary: str, now: datetime) -> None:
-    """The run's outcome in the agent's daily log, citing the run (the heartbeat reads it)."""
-    draft = PersonalDraft(content=summary, type="note")
-    wiring.personal.append(run.agent, draft, source=f"{run.group}/run {run.id}", now=now)
-
-
-StepSink = Callable[[RunRecord, StoredStep], Awaitable[None]]
-
-
-async def follow(
-    cli: ClaudeCode,
-    request: RunRequest,
-    run: RunRecord,
-    runs: RunStore,
-    publish: StepSink,
-) -> RunOutcome:
-    """Run the CLI, keeping and publishing each step, stopping when a cancel is asked for."""
-    cancel = asyncio.Event()
-
-    async def on_step(step: RunStep) -> None:
-        stored = StoredStep(
-            n=step.n,
-            at=datetime.now(UTC),
-            kind=step.kind,
-            line=step.line,
-            tool=step.tool,
-            is_error=step.is_error,
-            approval=step.approval,
-        )
-        await asyncio.to_thread(runs.add_step, run.id, stored)
-        with contextlib.suppress(Exception):  # a step not shown live is still kept
-            await publish(run, stored)
-
-    async def watch() -> None:
-        while not cancel.is_set():
-            await asyncio.sleep(CANCEL_POLL_S)
-            now = await asyncio.to_thread(runs.get, run.id)
-            if now is not None and now.cancel_requested:
-                cancel.set()
-
-    watcher = asyncio.create_task(watch())
-    try:
-        return await cli.run(request, on_step, cancel)
-    finally:
-        watcher.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watcher
-
-
-def preload() -> None:
-    """What every run would load again in its own forked process, loaded once in the run
-    worker before it forks: the tokenizer's encoding (about 0.4 s a run otherwise), the
-    context's modules and the prompt templates' engine."""
-    from orchestrator.core.context.build import build_context  # noqa: F401
-    from orchestrator.core.context.tokens import TokenCounter
-
-    TokenCounter().count("preload")
 
 
 def run_job(run_id: str) -> dict[str, Any]:
@@ -233,35 +130,32 @@ async def _run(
     name = git_run_id(run.id)
     where = settings.data_dir / "runs" / name
     paused = Paused.read(run.outcome) if run.status == "waiting" else None
-    stopped = await _take(runs, run, project, paused, name)
+    over_cap = paused is not None and paused.cap is not None  # the person said yes to it
+    stopped = await _take(wiring, run, project, paused, name)
     if stopped is not None:
         return stopped
+    paused = None if over_cap else paused  # a run let past a cap starts now
     agent = wiring.team.get(run.agent)
     if agent.code is None:
         return _end(runs, run, "failed", f"{agent.id} no longer acts (runtime)", {})
-    try:
-        await asyncio.to_thread(project.ensure)
-        if paused is None:
-            checkout = await asyncio.to_thread(project.start, name, where / "project")
-        elif (found := paused.checkout_of(name)) is not None:
-            checkout = found
-        else:
-            raise LookupError(f"its checkout {paused.checkout} is gone")
-        context = await asyncio.to_thread(compose, wiring, agent, run, checkout.path, now)
-        workspace = wiring.personal.workspace(agent.id)  # the CLI's working directory
-        workspace.mkdir(parents=True, exist_ok=True)
-    except (OrchestratorError, LookupError) as exc:
-        return _end(runs, run, "failed", str(exc), {})
+    prepared = await _prepare(wiring, project, agent, run, paused, where / "project", now)
+    if isinstance(prepared, str):
+        return _end(runs, run, "failed", prepared, {})
+    checkout, context, workspace = prepared
 
-    guard = make_guard(settings, redis, wiring.team.agents, _Unannounced())
-    try:  # woken by a decision, it was admitted when it started
+    guard = make_guard(settings, redis, wiring.team.agents, Unannounced())
+    try:  # woken by a decision, it was admitted when it started (or let past a cap)
         reservation = await guard.admit(
-            agent.id, run.group, agent.model, lambda: context.tokens, continuing=paused is not None
-        )
+            agent.id, run.group, agent.model, lambda: context.tokens,
+            continuing=paused is not None or over_cap,
+        )  # fmt: skip
     except OverCap as exc:
         await asyncio.to_thread(project.cancel, checkout)
         await guard.aclose()
-        return _end(runs, run, "failed", f"not started: {exc}", {})
+        if agent.code.permission_mode != "default":
+            return _end(runs, run, "failed", f"not started: {exc}", {})
+        return await _ask_cap(settings, wiring, run, redis, cap_ask(context.tokens, str(exc),
+                                                                    str(workspace)))  # fmt: skip
     budget = await dollars_left(guard, agent.id, run.group)
     gate = gate_for(settings, wiring, agent, run, (workspace, checkout.path, where / "claude"))
     prompt = context.prompt
@@ -281,11 +175,11 @@ async def _run(
             max_budget_usd=budget,
             gate=gate,
             resume=paused.session_id if paused is not None else None,
-            steps_before=len(runs.steps(run.id)) if paused is not None else 0,
+            steps_before=len(runs.steps(run.id)),
         )
         runner = cli or ClaudeCode(settings.data_dir / "runs", cli=settings.claude_cli)
         async with StepPublisher(redis, publisher_url(settings)) as steps:
-            outcome = await follow(runner, request, run, runs, _publishing(steps, gate))
+            outcome = await follow(runner, request, run, runs, publishing(steps, gate))
     spent = Completion(
         text=outcome.text, model=agent.model, provider="claude-code", usage=outcome.usage
     )
@@ -306,11 +200,34 @@ async def _run(
     return _end(runs, run, outcome.status, outcome.problem, result, outcome.text)
 
 
+async def _prepare(
+    wiring: Wiring, project: Project, agent: AgentSpec, run: RunRecord, paused: Paused | None,
+    where: Path, now: datetime,
+) -> tuple[Checkout, RunContext, Path] | str:  # fmt: skip
+    """The run's checkout (its own, or the one it stopped in), its context and the agent's
+    workspace (the CLI's working directory); else why it cannot run."""
+    try:
+        await asyncio.to_thread(project.ensure)
+        if paused is None:
+            checkout = await asyncio.to_thread(project.start, git_run_id(run.id), where)
+        elif (found := paused.checkout_of(git_run_id(run.id))) is not None:
+            checkout = found
+        else:
+            return f"its checkout {paused.checkout} is gone"
+        context = await asyncio.to_thread(compose, wiring, agent, run, checkout.path, now)
+        workspace = wiring.personal.workspace(agent.id)
+        workspace.mkdir(parents=True, exist_ok=True)
+    except (OrchestratorError, LookupError) as exc:
+        return str(exc)
+    return checkout, context, workspace
+
+
 async def _take(
-    runs: RunStore, run: RunRecord, project: Project, paused: Paused | None, name: str
+    wiring: Wiring, run: RunRecord, project: Project, paused: Paused | None, name: str
 ) -> RunRecord | None:
     """Claim the run (or claim it back from waiting); the run as it is now when it is not
-    this job's to run: lost, cancelled, or taken by another job."""
+    this job's to run: lost, cancelled, taken by another job, or refused going past a cap."""
+    runs = wiring.runs
     if run.status == "running":  # a worker took it and died: never run it twice
         return _end(runs, run, "lost", "its worker stopped before the run ended", {})
     if run.cancel_requested:
@@ -325,7 +242,35 @@ async def _take(
         taken = runs.resume(run.id, owner)
     else:
         taken = runs.claim(run.id, datetime.now(UTC), owner)
-    return None if taken else (runs.get(run.id) or run)
+    if not taken:
+        return runs.get(run.id) or run
+    if paused is not None and paused.cap is not None:
+        refused = await asyncio.to_thread(cap_verdict, wiring.approvals, paused.cap)
+        if refused is not None:
+            return _end(runs, run, "failed", f"not started: {refused}", {})
+    return None
+
+
+async def _ask_cap(
+    settings: Settings, wiring: Wiring, run: RunRecord, redis: AsyncConnection, ask: Ask
+) -> RunRecord:
+    """A run past a daily cap asks the person whether to go on today, and waits (unstarted)."""
+    from datetime import timedelta
+
+    record, _ = await asyncio.to_thread(
+        wiring.approvals.request, run_id=run.id, group=run.group, agent=run.agent, ask=ask,
+        why="", decider=settings.owner, now=datetime.now(UTC),
+        expires_in=timedelta(seconds=settings.approval_expiry_s),
+    )  # fmt: skip
+    step = StoredStep(n=len(wiring.runs.steps(run.id)) + 1, at=datetime.now(UTC),
+                      kind="approval", line=f"asks {record.id}: {ask.reason}", tool=ask.tool,
+                      approval=record.id)  # fmt: skip
+    await asyncio.to_thread(wiring.runs.add_step, run.id, step)
+    async with StepPublisher(redis, publisher_url(settings)) as steps:
+        with contextlib.suppress(OrchestratorError):
+            await steps.publish(run.group, step.as_step(run.id))
+    paused = Paused(session_id="", checkout="", base="", cap=record.id)
+    return await _pause(settings, wiring, run, paused)
 
 
 async def _pause(settings: Settings, wiring: Wiring, run: RunRecord, paused: Paused) -> RunRecord:
@@ -338,18 +283,6 @@ async def _pause(settings: Settings, wiring: Wiring, run: RunRecord, paused: Pau
     waiting = await asyncio.to_thread(wiring.runs.get, run.id) or run
     await wake_now(settings, wiring.approvals, waiting, run_timeout_s(wiring.team.agents))
     return waiting
-
-
-def _publishing(steps: StepPublisher, gate: RunGate | None) -> StepSink:
-    """Each step published as it is kept: on the group's steps stream and MQTT (and the
-    agent's words told to the gate: why it asks)."""
-
-    async def publish(record: RunRecord, step: StoredStep) -> None:
-        if gate is not None and step.kind == "text":
-            gate.heard(step.line)
-        await steps.publish(record.group, step.as_step(record.id))
-
-    return publish
 
 
 def _end(
@@ -365,24 +298,3 @@ def _end(
         run.id, status=status, text=text, problem=problem, outcome=outcome, now=datetime.now(UTC)
     )
     return ended or run
-
-
-class _Unannounced:
-    """Cap warnings from a worker are not announced: the daemon announces its own."""
-
-    def publish(self, topic: str, payload: bytes) -> None:
-        """Drop the event."""
-
-
-@contextlib.contextmanager
-def serving(settings: Settings) -> Iterator[tuple[str, str | None]]:
-    """The model the CLI talks to: Anthropic's API with a key; without one, the offline model
-    served on a local Messages API for the run's length."""
-    key = settings.anthropic_api_key
-    if key is not None:
-        yield key.get_secret_value(), settings.anthropic_base_url
-        return
-    from orchestrator.adapters.messages_api import MessagesApiServer
-
-    with MessagesApiServer() as server:
-        yield "offline", server.base_url

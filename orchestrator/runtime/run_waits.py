@@ -18,11 +18,11 @@ from typing import Any
 
 from orchestrator.adapters.checkouts import Checkout
 from orchestrator.adapters.claude_code import RunOutcome
-from orchestrator.core.approvals import decision_message
+from orchestrator.core.approvals import Ask, decision_message
 from orchestrator.core.models import Usage
 from orchestrator.memory.approvals import ApprovalStore
 
-__all__ = ["Paused", "decisions_prompt", "merged"]
+__all__ = ["Paused", "cap_ask", "cap_verdict", "decisions_prompt", "merged"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,6 +36,7 @@ class Paused:
     duration_ms: int = 0
     cost_usd: float | None = None
     usage: dict[str, int] = dataclasses.field(default_factory=dict)
+    cap: str | None = None  # the request to go past a daily cap it waits for (not started)
 
     @classmethod
     def of(cls, outcome: RunOutcome, checkout: Checkout, before: Paused | None) -> Paused:
@@ -75,7 +76,7 @@ class Paused:
     def checkout_of(self, run_name: str) -> Checkout | None:
         """The run's checkout, if it is still there."""
         path = Path(self.checkout)
-        if not (path / ".git").exists():
+        if not self.checkout or not path.is_absolute() or not (path / ".git").exists():
             return None
         return Checkout(run_id=run_name, path=path, base=self.base)
 
@@ -114,3 +115,28 @@ def decisions_prompt(store: ApprovalStore, run_id: str) -> str:
         lines.append(decision_message(record.id, record.state, record.decided_by, record.note))
         store.mark_told(record.id)
     return "\n".join(lines)
+
+
+def cap_ask(tokens: int, over: str, where: str) -> Ask:
+    """The request to start a run past a daily cap: "continue today with +N tokens?"."""
+    return Ask(
+        kind="cap",
+        tool="caps",
+        input={"tokens": tokens, "cap": over},
+        cwd=where,
+        reason=f"continue today with +{tokens:,} tokens? ({over})",
+    )
+
+
+def cap_verdict(store: ApprovalStore, approval_id: str) -> str | None:
+    """Why a run that waited to go past a cap may not start (None: it was approved); the
+    decision is marked heard."""
+    record = store.get(approval_id)
+    if record is None:
+        return f"its request {approval_id} is gone"
+    store.mark_told(record.id)
+    if record.state == "approved":
+        return None
+    who = f" by {record.decided_by}" if record.decided_by else ""
+    note = f": {record.note}" if record.note else ""
+    return f"going past the daily cap was {record.state}{who}{note}"

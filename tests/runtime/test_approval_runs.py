@@ -242,3 +242,26 @@ def test_a_request_whose_run_died_is_orphaned_and_grants_nothing(arena: Arena, t
     block_until(lambda: _requests(arena)[0].state == "orphaned", timeout_s=60, what="the orphan")
     assert _decide(arena, first.id, approve=True).outcome == "already"
     assert (tmp_path / "project" / "build" / "a.o").exists()
+
+
+@pytest.mark.arena_env({"ARENA_CAP_AGENT_TOKENS_PER_DAY": "10"})
+def test_a_run_past_a_daily_cap_asks_first_and_starts_only_on_a_yes(arena: Arena, tmp_path: Path):
+    """A run whose context would pass the agent's daily cap does not start: it asks to go on
+    today with its tokens. Denied, the reply says so and nothing changed; approved, the next
+    one runs and writes its file."""
+    message_id = _post(arena, "@coder create hello.py that prints hello")
+    asked = _pending(arena)
+    assert asked.kind == "cap"
+    assert asked.reason.startswith("continue today with +")
+    assert "daily budget (agent coder: 0 of 10 tokens used)" in asked.reason
+    assert asked.pattern is None  # a cap is decided each time
+    assert _decide(arena, asked.id, approve=False, note="not today").ok
+    refused = _reply(arena, message_id)
+    assert "not started: going past the daily cap was denied by user: not today" in refused.text
+    assert not (tmp_path / "project" / "hello.py").exists()
+
+    again = _post(arena, "@coder create hello.py that prints hello")
+    second = _pending(arena, count=2)
+    assert _decide(arena, second.id, approve=True).ok
+    assert "Created hello.py" in _reply(arena, again).text
+    assert (tmp_path / "project" / "hello.py").read_text() == 'print("hello")\n'
