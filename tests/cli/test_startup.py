@@ -98,6 +98,10 @@ READS = {
     "runs": SQL,
     "runs demo --json": SQL,
     "run show 1-0:1:ping": SQL,
+    "approvals": SQL,
+    "approvals --state all --json": SQL,
+    "allow": SQL,
+    "allow ping --json": {*SQL, *AGENTS},
     "check": {"redis", "aiomqtt", "paho", *SQL, *AGENTS, "jinja2"},
 }
 
