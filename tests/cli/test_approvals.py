@@ -225,3 +225,12 @@ def test_run_show_lists_its_approvals_as_the_audit_trail(asked: Asked):
         asked.write.id,
     ]
     assert detail["approvals"][0]["note"] == "not the build"
+
+
+def test_route_says_a_command_goes_to_no_agent():
+    """`arena route "/approve ID"` says it is a command for the arena, routed to no agent."""
+    shown = _arena("route", "/approve ap-0123456789 --always")
+    assert shown.exit_code == 0, shown.output
+    assert shown.output.splitlines()[:2] == ["agents:   none", "reason:   command"]
+    data = json.loads(_arena("route", "/deny ap-0123456789", "--json").output)
+    assert (data["agents"], data["reason"]) == ([], "command")

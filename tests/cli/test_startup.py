@@ -83,6 +83,7 @@ READS = {
     "tail demo": {"redis"},
     "dead-letters": {"redis"},
     "route hello": AGENTS,
+    "route /approve": set(),
     "budget": {"redis", *AGENTS},
     "status": {"redis", "rq", *SQL, *AGENTS},
     "status --json": {"redis", "rq", *SQL, *AGENTS},
