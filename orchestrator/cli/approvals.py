@@ -51,8 +51,7 @@ def since(seconds: float) -> str:
 
 
 def _expires(record: ApprovalRecord, now: datetime) -> str:
-    if not record.pending:
-        return "-"
+    """When a pending request expires unanswered: ``in 26m``, or ``now``."""
     left = (record.expires_at - now).total_seconds()
     return f"in {since(left)}" if left > 0 else "now"
 
@@ -61,19 +60,21 @@ def _table(found: list[ApprovalRecord], now: datetime) -> Table:
     """The requests in 80 columns: each id whole (to copy into `arena approve`), its agent,
     group and run under it; what it asks with why under it."""
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("id / agent in group / run", overflow="fold", ratio=2)
-    table.add_column("what / why", overflow="fold", ratio=3)
+    widest = max(len(line) for r in found for line in (r.run_id, f"{r.agent} in {r.group}"))
+    table.add_column("id / agent in group / run", overflow="fold", min_width=min(widest, 32))
+    table.add_column("what / why", overflow="fold", ratio=1)
     table.add_column("state", no_wrap=True)
-    table.add_column("age", no_wrap=True, justify="right")
-    table.add_column("expires", no_wrap=True, justify="right")
+    table.add_column("age / ends", no_wrap=True, justify="right")
     for r in found:
         who = Text(r.id)
         who.append(f"\n{r.agent} in {r.group}\n{r.run_id}", style="dim")
         what = Text(asked(r))
         if r.reason and r.kind != "cap":
             what.append(f"\n{r.reason}", style="dim")
-        age = since((now - r.created_at).total_seconds())
-        table.add_row(who, what, r.state, age, _expires(r, now))
+        age = Text(since((now - r.created_at).total_seconds()))
+        if r.pending:
+            age.append(f"\n{_expires(r, now)}", style="dim")
+        table.add_row(who, what, r.state, age)
     return table
 
 
