@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
-from typing import Any
 
 import click
 from rich import box
@@ -22,23 +21,17 @@ from rich.text import Text
 
 from orchestrator.cli.output import fail, json_text, out
 from orchestrator.cli.resources import wired
-from orchestrator.core.approvals import STATES, ApprovalKind, Ask, describe_ask
+from orchestrator.core.approvals import STATES
 from orchestrator.core.models import known_agent
 from orchestrator.core.wire import validate_group
 from orchestrator.errors import ValidationError
 from orchestrator.memory.approvals import AllowRule, ApprovalRecord
+from orchestrator.runtime.asked import approvals_json, asked
 from orchestrator.settings import Settings
 
-__all__ = ["allow", "approvals", "approvals_json", "approve", "asked", "deny", "since"]
+__all__ = ["allow", "approvals", "approve", "deny", "since"]
 
 _NOTE = "A note for the agent (and the audit trail)."
-
-
-def asked(record: ApprovalRecord) -> str:
-    """What ``record`` asks, in one line: ``Bash: rm -rf build``, ``Write /etc/motd``."""
-    kind: ApprovalKind = "cap" if record.kind == "cap" else "tool"
-    ask = Ask(kind=kind, tool=record.tool, input=record.input, cwd=record.cwd, reason=record.reason)
-    return describe_ask(ask)
 
 
 def since(seconds: float) -> str:
@@ -259,8 +252,3 @@ def remove(settings: Settings, agent: str, pattern: str) -> None:
     if not removed:
         fail(f"{pattern} is not on {agent}'s allow-list (`arena allow {agent}`)")
     out.print(f"{pattern} removed from {agent}'s allow-list", markup=False)
-
-
-def approvals_json(records: list[ApprovalRecord]) -> list[dict[str, Any]]:
-    """Requests as ``--json`` gives them: as stored, with what each asks in one line."""
-    return [{**r.as_dict(), "what": asked(r)} for r in records]

@@ -16,13 +16,13 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.cli.approvals import approvals_json, asked
 from orchestrator.cli.output import fail, json_text, out
 from orchestrator.cli.resources import wired
 from orchestrator.core.wire import validate_group
 from orchestrator.memory.approvals import ApprovalRecord
 from orchestrator.memory.conversation.run_meta import RunMeta, run_meta
 from orchestrator.memory.runs import RunRecord, StoredStep
+from orchestrator.runtime.asked import approvals_json, asked
 from orchestrator.runtime.run_cancel import cancel_run
 from orchestrator.settings import Settings
 

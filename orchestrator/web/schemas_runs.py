@@ -54,16 +54,22 @@ class RunStep(Answer):
 
     n: int
     at: str
-    kind: str = Field(description="tool, result or text.")
+    kind: str = Field(description="tool, result, text or approval.")
     line: str
     tool: str | None
     is_error: bool
+    approval: str | None = Field(default=None, description="The request an approval step is of.")
 
 
 class RunDetail(Run):
-    """A run with its steps, in order (``arena run show --json``)."""
+    """A run with its steps, in order, and its requests for approval, oldest first
+    (``arena run show --json``)."""
 
     steps: list[RunStep]
+    approvals: list[dict[str, Any]] = Field(
+        description="Each request as `arena approvals --json` gives it: id, what, tool, input, "
+        "reason, state, created_at, decided_at, decided_by, note, always, pattern, …"
+    )
 
 
 class RunCancel(Answer):
