@@ -220,8 +220,21 @@ def retry(settings: Settings, dead_letter_id: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
 def route(settings: Settings, text: str, as_json: bool) -> None:
-    """Show which agents would answer TEXT, and why (a dry run over the real rules)."""
-    from orchestrator.core.agents import load_agents
+    """Show which agents would answer TEXT, and why (a dry run over the real rules).
+
+    A command for the arena (`/approve ID`, `/deny ID`) goes to no agent: said so."""
+    from orchestrator.runtime.chat_commands import parse_command
+
+    command = parse_command(text)
+    if command is not None:
+        shown = command.route
+        if as_json:
+            out.print(json_text(shown))
+            return
+        out.print("agents:   none", markup=False)
+        out.print(f"reason:   command\ndetail:   {shown['detail']}", markup=False)
+        return
+    from orchestrator.core.agents import load_agents  # the agent files only when routed
     from orchestrator.core.routing import route as decide
 
     decision = decide(text, load_agents(settings.agents_dir))

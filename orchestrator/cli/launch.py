@@ -39,6 +39,7 @@ READS: dict[str, frozenset[str] | None] = {
     "context": None,
     "runs": None,
     "run": frozenset({"show"}),
+    "approvals": None,
     "memory": frozenset({"list", "search", "show", "stats", "history"}),
 }
 _HELP = frozenset({"--help", "-h", "--version"})

@@ -77,6 +77,22 @@ class ArenaGroup(click.Group):
             "orchestrator.cli.runs",
             "Show one Claude Code run in full, stop it, or revert its change.",
         ),
+        "approvals": (
+            "orchestrator.cli.approvals",
+            "List the runs' requests for approval, newest first (the pending ones unless --state).",
+        ),
+        "approve": (
+            "orchestrator.cli.approvals",
+            "Approve request ID as the owner; its run goes on.",
+        ),
+        "deny": (
+            "orchestrator.cli.approvals",
+            "Deny request ID as the owner; its run is told (with the note) and goes on without it.",
+        ),
+        "allow": (
+            "orchestrator.cli.approvals",
+            "Show the agents' allow-lists: what each runs without asking.",
+        ),
         "web": (
             "orchestrator.cli.web",
             "Serve the web console alone, against the configured services.",

@@ -19,8 +19,10 @@ from rich.text import Text
 from orchestrator.cli.output import fail, json_text, out
 from orchestrator.cli.resources import wired
 from orchestrator.core.wire import validate_group
+from orchestrator.memory.approvals import ApprovalRecord
 from orchestrator.memory.conversation.run_meta import RunMeta, run_meta
 from orchestrator.memory.runs import RunRecord, StoredStep
+from orchestrator.runtime.asked import approvals_json, asked
 from orchestrator.runtime.run_cancel import cancel_run
 from orchestrator.settings import Settings
 
@@ -137,17 +139,27 @@ def run() -> None:
     """
 
 
-def _get(settings: Settings, run_id: str) -> tuple[RunRecord, list[StoredStep]]:
+def _get(
+    settings: Settings, run_id: str
+) -> tuple[RunRecord, list[StoredStep], list[ApprovalRecord]]:
+    """The run, its steps and its requests for approval, oldest first."""
     with wired(settings) as wiring:
         found = wiring.runs.get(run_id)
         if found is None:
             fail(f"no run {run_id}")
-        return found, wiring.runs.steps(run_id)
+        asked_for = wiring.approvals.listed(run_id=run_id, limit=1000)
+        return found, wiring.runs.steps(run_id), asked_for[::-1]
 
 
-def _detail_json(found: RunRecord, steps: list[StoredStep]) -> dict[str, Any]:
-    """A run with its steps, as ``GET /api/runs/{id}`` gives it too."""
-    return {**found.as_dict(), "steps": [s.as_dict() for s in steps]}
+def _detail_json(
+    found: RunRecord, steps: list[StoredStep], asked_for: list[ApprovalRecord]
+) -> dict[str, Any]:
+    """A run with its steps (as ``GET /api/runs/{id}`` gives them) and its requests."""
+    return {
+        **found.as_dict(),
+        "steps": [s.as_dict() for s in steps],
+        "approvals": approvals_json(asked_for),
+    }
 
 
 @run.command()
@@ -155,11 +167,12 @@ def _detail_json(found: RunRecord, steps: list[StoredStep]) -> dict[str, Any]:
 @click.option("--json", "as_json", is_flag=True, help="The run and its steps as JSON.")
 @click.pass_obj
 def show(settings: Settings, run_id: str, as_json: bool) -> None:
-    """Show run ID: why it ran, how it ended, each step, what it changed in the project
-    (files, commit, merged or kept on a branch and why), its turns, time, cost and tokens."""
-    found, steps = _get(settings, run_id)
+    """Show run ID: why it ran, how it ended, each step, its requests for approval (who
+    decided what, when, with which note), what it changed in the project (files, commit,
+    merged or kept on a branch and why), its turns, time, cost and tokens."""
+    found, steps, asked_for = _get(settings, run_id)
     if as_json:
-        out.print(json_text(_detail_json(found, steps), indent=2))
+        out.print(json_text(_detail_json(found, steps, asked_for), indent=2))
         return
     now = datetime.now(UTC)
     _head(found, settings, now)
@@ -168,11 +181,31 @@ def show(settings: Settings, run_id: str, as_json: bool) -> None:
         mark = "!" if step.is_error else " "
         stamp = step.at.astimezone(settings.zone).strftime("%H:%M:%S")
         out.print(f"  {step.n:>3} {stamp} {mark} {step.line}", markup=False)
+    _approvals(asked_for, settings)
     _changes(found)
     if found.text.strip():
         out.print("said:", markup=False)
         for line in found.text.strip().splitlines():
             out.print(f"  {line}", markup=False)
+
+
+def _approvals(asked_for: list[ApprovalRecord], settings: Settings) -> None:
+    """The run's requests for approval, oldest first: the audit trail of who allowed what."""
+    if not asked_for:
+        return
+    out.print("approvals:", markup=False)
+    for r in asked_for:
+        out.print(f"  {r.id} {r.state:<9} {asked(r)}", markup=False)
+        lines = [f"asked {_when(r.created_at, settings)}"]
+        if r.decided_at is not None:
+            who = f" by {r.decided_by}" if r.decided_by else ""
+            lines.append(f"{r.state}{who} {_when(r.decided_at, settings)}")
+        if r.note:
+            lines.append(f"note: {r.note}")
+        if r.always:
+            lines.append(f"always: {r.pattern} on {r.agent}'s allow-list")
+        for line in lines:
+            out.print(f"                {line}", markup=False)
 
 
 def _when(at: datetime | None, settings: Settings) -> str:

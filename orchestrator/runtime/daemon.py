@@ -186,6 +186,8 @@ async def run(
     metrics = MetricsRecorder(redis)
     caps = make_guard(settings, redis, team.agents, publisher, metrics)
     acting, runs_queue = _acting(settings, wiring)
+    # `/approve` typed in a group decides; a waiting run is woken by a job on the runs queue.
+    approvals = _approvals(settings, wiring, runs_queue, redis) if runs_queue is not None else None
     pipeline = Pipeline(
         team=team,
         store=store,
@@ -208,6 +210,7 @@ async def run(
         recent=recent,
         metrics=metrics,
         caps=caps,
+        approvals=approvals,
     )
     consumer = Consumer(bus, pipeline, settings, metrics=metrics)
     leases = Leases(redis, settings.consumer, int(settings.lease_ttl_s * 1000))
@@ -239,8 +242,7 @@ async def run(
             if ready is not None:
                 ready()
             watch = None
-            if acting is not None and runs_queue is not None:
-                approvals = _approvals(settings, wiring, runs_queue, redis)
+            if acting is not None and approvals is not None:
                 watch = _watch_runs(acting, approvals, redis, stop)
             try:
                 await consumer.run(stop, coordinator)

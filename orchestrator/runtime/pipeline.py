@@ -43,7 +43,9 @@ from orchestrator.memory.tools import MemoryTools
 from orchestrator.memory.writer import MemoryWriter
 from orchestrator.runtime.acting import Acting, card_id
 from orchestrator.runtime.answering import Answerer, Counters, Draft
+from orchestrator.runtime.approving import Approvals
 from orchestrator.runtime.briefing import Briefing
+from orchestrator.runtime.chat_commands import ChatCommand, answer, parse_command
 from orchestrator.runtime.outlets import DeadLetters, EventSink, HandledMetrics, Outbox, SummaryHook
 from orchestrator.runtime.tally import Tally, closing
 from orchestrator.runtime.team import Team
@@ -86,9 +88,11 @@ class Pipeline:
         tools: MemoryTools | None = None,
         max_tool_steps: int = 0,
         acting: Acting | None = None,
+        approvals: Approvals | None = None,
     ) -> None:
         self.team = team
         self.acting = acting
+        self.approvals = approvals
         self.store = store
         self.outbox = outbox
         self.events = events
@@ -142,6 +146,9 @@ class Pipeline:
         if opened.stored.status in ("done", "failed"):
             await self._emit(opened.replies, done=(message, len(opened.replies)))
             return len(opened.replies)
+        command = parse_command(message.text) if message.kind is MessageKind.HUMAN else None
+        if command is not None:
+            return await self._command(opened, command)
         decision = self.team.route(message.text)
         earlier = {r.message.id: r for r in opened.replies}
         tally = await self._run_hops(opened.stored, decision, earlier)
@@ -177,6 +184,20 @@ class Pipeline:
                 tally.sample(duration_s, dead_lettered=dead_lettered)
             )
         return tally.replies
+
+    async def _command(self, opened: Opened, command: ChatCommand) -> int:
+        """``/approve`` or ``/deny`` typed in the group: decided as its sender, answered with a
+        notice, routed to no agent (:mod:`orchestrator.runtime.chat_commands`)."""
+        message = opened.stored.message
+        line = await answer(command, sender=message.sender, approvals=self.approvals)
+        notice = self.answerer.notice(message, f"{message.id}:1:command", 1, line)
+        draft = Draft(message=notice, meta=ReplyMeta(notice="command", trigger=message.id))
+        meta = {**opened.stored.meta, "replies": 1}
+        closed = Closing(message_id=message.id, status="done", route=command.route, meta=meta)
+        await self._emit(await self._store_hop([draft], closed), done=(message, 1))
+        logger.info("message %s group=%s route=command /%s: %s", message.id, message.group,
+                    command.name, line)  # fmt: skip
+        return 1
 
     async def _run_hops(
         self, opened: StoredMessage, decision: RouteDecision, earlier: Mapping[str, StoredMessage]

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 
 from orchestrator.core.wire import validate_group
 from orchestrator.errors import ValidationError
+from orchestrator.runtime.asked import approvals_json
 from orchestrator.runtime.run_cancel import cancel_run
 from orchestrator.web.schemas import errors
 from orchestrator.web.schemas_runs import RunCancel, RunDetail, Runs
@@ -48,13 +49,17 @@ def runs(
     responses=errors(404, 422),
 )
 def run(run_id: str, running: Running) -> RunDetail:
-    """The run, how it ended, what it changed, and each step it took, in order."""
+    """The run, how it ended, what it changed, each step it took, in order, and what it
+    asked the person."""
     store = running.wiring.runs
     found = store.get(run_id)
     if found is None:
         raise HTTPException(404, f"no run {run_id}")
     steps = [s.as_dict() for s in store.steps(run_id)]
-    return RunDetail.model_validate({**found.as_dict(), "steps": steps})
+    asked = running.wiring.approvals.listed(run_id=run_id, limit=1000)[::-1]
+    return RunDetail.model_validate(
+        {**found.as_dict(), "steps": steps, "approvals": approvals_json(asked)}
+    )
 
 
 @router.post(

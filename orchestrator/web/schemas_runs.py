@@ -60,14 +60,20 @@ class RunStep(Answer):
     tool: str | None
     is_error: bool
     approval: str | None = Field(
-        description="For an approval step: the request's id (`GET /api/approvals/{id}`)."
+        default=None,
+        description="For an approval step: the request's id (`GET /api/approvals/{id}`).",
     )
 
 
 class RunDetail(Run):
-    """A run with its steps, in order (``arena run show --json``)."""
+    """A run with its steps, in order, and its requests for approval, oldest first
+    (``arena run show --json``)."""
 
     steps: list[RunStep]
+    approvals: list[dict[str, Any]] = Field(
+        description="Each request as `arena approvals --json` gives it: id, what, tool, input, "
+        "reason, state, created_at, decided_at, decided_by, note, always, pattern, …"
+    )
 
 
 class RunCancel(Answer):

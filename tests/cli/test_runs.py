@@ -140,11 +140,13 @@ def test_run_show_of_a_failed_run_names_the_problem_and_the_kept_branch(seeded: 
 
 
 def test_run_show_json_is_the_run_with_its_steps(engine: Engine, seeded: SeededRuns):
-    """--json: the run as `arena runs --json` has it, and its steps in order."""
+    """--json: the run as `arena runs --json` has it, its steps in order and its requests
+    for approval (none)."""
     shown = _arena("run", "show", seeded.running, "--json")
     assert shown.exit_code == 0, shown.output
     data = json.loads(shown.output)
     steps = data.pop("steps")
+    assert data.pop("approvals") == []
     assert data == RunStore(engine).get(seeded.running).as_dict()  # type: ignore[union-attr]
     assert [(s["n"], s["line"], s["is_error"]) for s in steps] == [(1, "Read app.py", False)]
 

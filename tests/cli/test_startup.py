@@ -83,6 +83,7 @@ READS = {
     "tail demo": {"redis"},
     "dead-letters": {"redis"},
     "route hello": AGENTS,
+    "route /approve": set(),
     "budget": {"redis", *AGENTS},
     "status": {"redis", "rq", *SQL, *AGENTS},
     "status --json": {"redis", "rq", *SQL, *AGENTS},
@@ -98,6 +99,10 @@ READS = {
     "runs": SQL,
     "runs demo --json": SQL,
     "run show 1-0:1:ping": SQL,
+    "approvals": SQL,
+    "approvals --state all --json": SQL,
+    "allow": SQL,
+    "allow ping --json": {*SQL, *AGENTS},
     "check": {"redis", "aiomqtt", "paho", *SQL, *AGENTS, "jinja2"},
 }
 

@@ -108,6 +108,7 @@ READS = [
     ("dead-letters",),
     ("runs",),
     ("run", "show", "nope:1:architect"),  # no such run: exit 1
+    ("approvals", "--state", "all"),
 ]
 
 
