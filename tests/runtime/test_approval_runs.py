@@ -160,6 +160,10 @@ def test_a_denial_with_a_note_is_answered_and_a_narrower_request_approved(
     refused = _decide(arena, first.id, approve=True, by="mallory")
     assert refused.outcome == "refused"
     assert "only user decides" in refused.message
+    _, said = ArenaClient(arena.url).post_and_wait("team", f"/approve {first.id}", "mallory")
+    assert [item.text for item in said if item.type == "notice"] == [
+        "only user decides (not mallory)"
+    ]
     assert _decide(arena, first.id, approve=True, by="coder").outcome == "refused"
     assert _decide(arena, first.id, approve=False, note=NOTE).ok
     again = _decide(arena, first.id, approve=True)
@@ -168,7 +172,8 @@ def test_a_denial_with_a_note_is_answered_and_a_narrower_request_approved(
 
     second = _pending(arena, count=2)
     assert second.input["command"].endswith("rm -f build/*.o")
-    assert _decide(arena, second.id, approve=True).ok
+    _, said = ArenaClient(arena.url).post_and_wait("team", f"/approve {second.id} go ahead")
+    assert [item.text for item in said if item.type == "notice"] == [f"{second.id} approved"]
     reply = _reply(arena, message_id)
     assert "rm -f build/*.o" in reply.text
     project = tmp_path / "project"
@@ -178,6 +183,8 @@ def test_a_denial_with_a_note_is_answered_and_a_narrower_request_approved(
     assert audit[first.id].note == NOTE
     assert audit[first.id].decided_by == "user"
     assert audit[second.id].state == "approved"
+    assert audit[second.id].note == "go ahead"
+    assert audit[first.id].state == "denied"  # mallory's /approve changed nothing
     shown = arena.run("run", "show", f"{message_id}:1:coder")
     assert f"asks {first.id}" in shown.output
     assert f"{first.id} denied by user: {NOTE}" in shown.output
