@@ -152,8 +152,12 @@ def main(argv: list[str]) -> int:
         return 143
     _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: the group's orphans become ours, to reap
     if pidfile := os.environ.get(PIDFILE_ENV):
-        with contextlib.suppress(OSError), open(pidfile, "w", encoding="ascii") as out:
-            out.write(f"{os.getpid()}\n")
+        # Whole or not at all: whoever stops the run may read it at any moment.
+        with contextlib.suppress(OSError):
+            partial = f"{pidfile}.{os.getpid()}"
+            with open(partial, "w", encoding="ascii") as out:
+                out.write(f"{os.getpid()}\n")
+            os.replace(partial, pidfile)
     try:
         child = subprocess.Popen(argv, start_new_session=True, env=env, preexec_fn=_orphaned)
     except OSError as exc:

@@ -12,6 +12,7 @@ when it runs (``ArenaGroup.lazy``).
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import UTC, datetime
 
 import click
@@ -32,6 +33,7 @@ from orchestrator.settings import Settings
 __all__ = ["allow", "approvals", "approve", "deny", "since"]
 
 _NOTE = "A note for the agent (and the audit trail)."
+_POLL_S = 0.25
 
 
 def since(seconds: float) -> str:
@@ -88,19 +90,45 @@ def _table(found: list[ApprovalRecord], now: datetime) -> Table:
     help="At most this many requests.",
 )
 @click.option("--json", "as_json", is_flag=True, help="A JSON list ([] when there are none).")
+@click.option("-q", "--ids", is_flag=True, help="Only the ids, newest first, one a line.")
+@click.option(
+    "--wait",
+    "wait_s",
+    type=click.FloatRange(0, 3600),
+    is_flag=False,
+    flag_value=60.0,
+    default=None,
+    metavar="[SECONDS]",
+    help="Wait until there is such a request (default 60 s); exit 1 if none comes.",
+)
 @click.pass_obj
-def approvals(settings: Settings, group: str | None, state: str, limit: int, as_json: bool) -> None:
+def approvals(
+    settings: Settings, group: str | None, state: str, limit: int, as_json: bool, ids: bool,
+    wait_s: float | None,
+) -> None:  # fmt: skip
     """List the runs' requests for approval, newest first (the pending ones unless --state).
 
     Each with its id, agent, group and run, what it asks and why, its state, its age and
-    when it expires unanswered. Decide one with `arena approve ID` or `arena deny ID`.
+    when it expires unanswered. Decide one with `arena approve ID` or `arena deny ID`;
+    `arena deny $(arena approvals -q --wait) --note "…"` decides the newest as it comes.
     """
     if group is not None:
         validate_group(group)
+    deadline = time.monotonic() + (wait_s or 0.0)
     with wired(settings) as wiring:
-        found = wiring.approvals.listed(
-            group=group, state=None if state == "all" else state, limit=limit
-        )
+        while True:
+            found = wiring.approvals.listed(
+                group=group, state=None if state == "all" else state, limit=limit
+            )
+            if found or wait_s is None or time.monotonic() >= deadline:
+                break
+            time.sleep(_POLL_S)
+    if wait_s is not None and not found:
+        fail(f"no such approval request came within {wait_s:g}s")
+    if ids:
+        for record in found:
+            out.print(record.id, markup=False)
+        return
     if as_json:
         out.print(json_text(approvals_json(found), indent=2))
         return

@@ -108,12 +108,14 @@ def _table(found: list[RunRecord], now: datetime) -> Table:
     help="At most this many runs.",
 )
 @click.option("--json", "as_json", is_flag=True, help="A JSON list ([] when there are none).")
+@click.option("-q", "--ids", is_flag=True, help="Only the run ids, newest first, one a line.")
 @click.pass_obj
-def runs(settings: Settings, group: str | None, limit: int, as_json: bool) -> None:
+def runs(settings: Settings, group: str | None, limit: int, as_json: bool, ids: bool) -> None:
     """List the agents' Claude Code runs, newest first.
 
     GROUP: only that group's runs. Each with its agent, group and status (queued, running,
-    done, failed, cancelled, stalled, timed_out, crashed or lost), how long ago it was asked
+    waiting for a decision, done, failed, cancelled, stalled, timed_out, crashed or lost), how
+    long ago it was asked
     for, how long it ran, how many files it changed and what it cost. `arena run show ID`
     tells one run in full.
     """
@@ -121,6 +123,10 @@ def runs(settings: Settings, group: str | None, limit: int, as_json: bool) -> No
         validate_group(group)
     with wired(settings) as wiring:
         found = wiring.runs.recent(group, limit)
+    if ids:
+        for record in found:
+            out.print(record.id, markup=False)
+        return
     if as_json:
         out.print(json_text([r.as_dict() for r in found], indent=2))
         return

@@ -301,13 +301,20 @@ def normalise(tool: str, data: Mapping[str, Any], project: str) -> dict[str, Any
     return normal
 
 
+# A run's own checkout of the project: ``{data}/runs/{run}/project``.
+_CHECKOUT_RE = re.compile(r"(?<![\w$])/\S*?/runs/[a-z0-9-]+/project(?=[/\s;&|)]|$)")
+
+
 def describe_ask(ask: Ask) -> str:
-    """One line for what is asked: ``Bash: rm -rf build``, ``Write /etc/motd``, or the cap."""
+    """One line for what is asked: ``Bash: cd $PROJECT && rm -rf build``, ``Write
+    /etc/motd``, or the cap (a run's own checkout written ``$PROJECT``)."""
     if ask.kind == "cap":
         return ask.reason
     if ask.tool == "Bash":
-        return f"Bash: {ask.input.get('command', '')}"
-    return f"{ask.tool} {_path_of(ask.input)}".strip()
+        line = f"Bash: {ask.input.get('command', '')}"
+    else:
+        line = f"{ask.tool} {_path_of(ask.input)}".strip()
+    return _CHECKOUT_RE.sub(PROJECT, line)
 
 
 # What the model is told: as a denied tool's result while the run goes on, or as the prompt

@@ -202,6 +202,6 @@ def test_help_lists_the_commands_and_explains_each():
     assert "runs          List the agents' Claude Code runs, newest first." in listed
     assert "run           Show one Claude Code run in full, stop it, or revert its" in listed
     assert "MESSAGE:HOP:AGENT" in _arena("run", "--help").output
-    assert "how many files" in _arena("runs", "--help").output
+    assert "how many files" in " ".join(_arena("runs", "--help").output.split())
     assert "--json" in _arena("run", "show", "--help").output
     assert "a queued run will not start" in _arena("run", "cancel", "--help").output

@@ -126,6 +126,7 @@ def _prose(file: str) -> str:
 RUN_BY = {
     ("README.md", "Quick start"): "test_quick_start_make_targets, test_quick_start_commands",
     ("README.md", "Agents that act"): "test_agents_that_act",
+    ("README.md", "Approvals"): "test_approvals_example",
     ("docs/configuration.md", "Secured Redis and MQTT"): "test_secured_service_urls",
     ("docs/configuration.md", "Running against external services"): "test_compose_commands",
     ("docs/cli.md", "The Python client"): "test_python_client",
@@ -532,6 +533,30 @@ def test_agents_that_act(stack: Stack) -> None:
     assert re.search(rf"(?m)^│ {written[1]} .*│ manual ", stack.sh(growth))
     shown = stack.sh(f"arena growth developer --diff {written[1]}")
     assert "+- [note] [run done] Created hello.py: it prints hello; changed hello.py" in shown
+
+
+def test_approvals_example(stack: Stack) -> None:
+    """The developer asks before `rm -rf build`; denied with a note it asks for the .o files
+    only; approved, that runs, and `run show` audits both decisions."""
+    (block,) = _runnable("README.md", "Approvals")
+    post, listed, deny, approve, history, show = block.commands
+    group = shlex.split(post)[2]
+    message_id = stack.sh(post).splitlines()[0]
+    listed_now = stack.sh(listed)
+    assert "Bash: cd $PROJECT && rm" in listed_now
+    assert "deletes files" in listed_now
+    assert re.fullmatch(r"ap-[0-9a-f]{10} denied\n", stack.sh(deny))
+    assert re.fullmatch(r"ap-[0-9a-f]{10} approved\n", stack.sh(approve))
+    block_until(
+        lambda: any(r.get("id") == f"{message_id}:1:developer" for r in stack.replies(group)),
+        timeout_s=120,
+        what="the developer's reply",
+    )
+    assert "rm -f build/*.o" in stack.sh(history)
+    shown = stack.sh(show)
+    assert "denied by user" in shown
+    assert "keep the log, only remove the .o files" in shown
+    assert "approved by user" in shown
 
 
 def test_heartbeat_and_growth(stack: Stack) -> None:
