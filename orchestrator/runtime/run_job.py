@@ -236,6 +236,13 @@ async def _take(
             with contextlib.suppress(OrchestratorError):
                 await asyncio.to_thread(project.cancel, checkout)
         why = "cancelled before it started" if paused is None else "cancelled while it waited"
+        for asked in await asyncio.to_thread(
+            wiring.approvals.listed, run_id=run.id, state="pending"
+        ):
+            # withdrawn by the run's own agent: nothing is left to decide
+            await asyncio.to_thread(
+                wiring.approvals.close, asked.id, "cancelled", by=run.agent, now=datetime.now(UTC)
+            )
         return _end(runs, run, "cancelled", why, {})
     owner = process_owner()
     if paused is not None:

@@ -272,3 +272,21 @@ def test_a_run_past_a_daily_cap_asks_first_and_starts_only_on_a_yes(arena: Arena
     assert _decide(arena, second.id, approve=True).ok
     assert "Created hello.py" in _reply(arena, again).text
     assert (tmp_path / "project" / "hello.py").read_text() == 'print("hello")\n'
+
+
+@pytest.mark.arena_env({"ARENA_APPROVAL_WAIT_S": "1"})
+def test_a_run_cancelled_while_it_waits_ends_and_withdraws_its_request(
+    arena: Arena, tmp_path: Path
+):
+    """`arena run cancel` on a run waiting for a decision ends it within seconds: the reply
+    says so, its request is withdrawn (cancelled by the agent), nothing was deleted."""
+    message_id = _post(arena, "@coder clean the build folder")
+    asked = _pending(arena)
+    block_until(lambda: "waiting" in arena.run("runs").output, timeout_s=60, what="the run to wait")
+    cancelled = arena.run("run", "cancel", f"{message_id}:1:coder")
+    assert cancelled.exit_code == 0, cancelled.output
+    reply = _reply(arena, message_id, timeout_s=60)
+    assert "cancelled while it waited" in reply.text
+    withdrawn = {r.id: r for r in _requests(arena)}[asked.id]
+    assert (withdrawn.state, withdrawn.decided_by) == ("cancelled", "coder")
+    assert (tmp_path / "project" / "build" / "a.o").exists()
