@@ -9,7 +9,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from click.testing import CliRunner, Result
@@ -19,7 +19,23 @@ from tests.arena_helpers import REPO, write_team
 from tests.ports import free_port
 from tests.waiting import block_until
 
-__all__ = ["Arena", "alive", "arenas", "processes_on"]
+__all__ = ["Arena", "acting_agent", "alive", "arenas", "processes_on"]
+
+
+def acting_agent(
+    folder: Path, agent_id: str, role: str, profile: str, keywords: Sequence[str]
+) -> None:
+    """Write into the agents ``folder`` an agent whose turn is a Claude Code run on the project
+    (``runtime: claude-code``, ``profile``) when a message names one of ``keywords``."""
+    document = {
+        "id": agent_id,
+        "name": agent_id.capitalize(),
+        "role": role,
+        "model": "claude-test",
+        "runtime": "claude-code",
+        "code": {"profile": profile, "rules": [{"name": "acts", "keywords": list(keywords)}]},
+    }
+    (folder / f"{agent_id}.yaml").write_text(json.dumps(document, indent=2), encoding="utf-8")
 
 
 def alive(pid: int) -> bool:

@@ -21,6 +21,7 @@ from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.memory.conversation.meta import ReplyMeta
 from orchestrator.memory.conversation.run_meta import RunMeta
 from orchestrator.memory.conversation.store import Closing, HistoryStore, NewReply
+from orchestrator.memory.db import make_engine
 from orchestrator.runtime import daemon
 from orchestrator.settings import Settings, load_settings
 from orchestrator.web.listening import listen
@@ -89,6 +90,30 @@ def events_of(lines: Iterator[str], count: int, timeout_s: float = 20) -> list[E
                 return found
         fields = {}
     return found
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """A console serving on its own Redis and database: its address, settings, engine and
+    Redis URL."""
+
+    base: str
+    settings: Settings
+    engine: Engine
+    redis_url: str
+
+
+@contextlib.contextmanager
+def served_console(folder: Path, **extra: Any) -> Iterator[Served]:
+    """A console on ``folder`` (its own Redis, its database), with settings ``extra``."""
+    with own_redis(folder / "redis") as url:
+        settings = console_settings(folder, url, **extra)
+        engine = make_engine(settings.effective_database_url)
+        try:
+            with console_server(settings) as base:
+                yield Served(base=base, settings=settings, engine=engine, redis_url=url)
+        finally:
+            engine.dispose()
 
 
 @contextlib.contextmanager

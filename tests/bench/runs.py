@@ -66,7 +66,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from collections.abc import Iterator, Sequence
 from datetime import datetime
@@ -87,6 +86,7 @@ from orchestrator.core.wire import inbox_stream, outbox_stream  # noqa: E402
 from orchestrator.memory.db import make_engine  # noqa: E402
 from orchestrator.memory.runs import RunStore  # noqa: E402
 from orchestrator.runtime.run_job import git_run_id  # noqa: E402
+from tests.arena_up import acting_agent  # noqa: E402
 from tests.bench.daemon_env import (  # noqa: E402  # noqa: E402
     check_running,
     copy_workspaces,
@@ -100,18 +100,6 @@ GROUP = "bench"
 READY_TIMEOUT_S = 180.0
 RUN_TIMEOUT_S = 120.0
 SETTLE_S = 3.0
-CODER = """
-    id: coder
-    name: Coder
-    role: developer
-    model: claude-test
-    runtime: claude-code
-    code:
-      profile: editor
-      rules:
-        - name: implement
-          keywords: [create, check]
-"""
 SLOW = "import time\n\ntime.sleep(600)\n"  # the Bash tool's own limit (2 min) comes first
 # The `claude` the arena starts: the real CLI, its output passed on line by line, noting when
 # each line left it and how many steps it holds (as orchestrator.adapters.claude_code counts
@@ -212,7 +200,7 @@ class Bench:
         agents.mkdir()
         for path in (REPO / "agents").glob("*.yaml"):
             shutil.copy2(path, agents / path.name)
-        (agents / "coder.yaml").write_text(textwrap.dedent(CODER), encoding="utf-8")
+        acting_agent(agents, "coder", "developer", "editor", ["create", "check"])
         copy_workspaces(folder / "workspaces")
         port = dead_port()
         unset = {"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "REDIS_URL", "MQTT_URL", "DATABASE_URL"}

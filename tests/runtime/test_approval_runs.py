@@ -10,7 +10,6 @@ import asyncio
 import os
 import signal
 import subprocess
-import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +24,7 @@ from orchestrator.memory.db import make_engine
 from orchestrator.runtime.approving import Verdict, opened
 from orchestrator.runtime.wiring import Wiring
 from orchestrator.settings import Settings, load_settings
-from tests.arena_up import Arena, arenas
+from tests.arena_up import Arena, acting_agent, arenas
 from tests.waiting import block_until
 
 pytestmark = [
@@ -33,18 +32,6 @@ pytestmark = [
     pytest.mark.timeout(600),
 ]
 
-CODER = """
-    id: coder
-    name: Coder
-    role: developer
-    model: claude-test
-    runtime: claude-code
-    code:
-      profile: editor
-      rules:
-        - name: change
-          keywords: [create, clean]
-"""
 NOTE = "keep the log, only remove the .o files"
 
 
@@ -72,7 +59,7 @@ def arena(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Arena]:
     mark = request.node.get_closest_marker("arena_env")
     for up in arenas(tmp_path):
         agents = Path(up.env["ARENA_AGENTS_DIR"])
-        (agents / "coder.yaml").write_text(textwrap.dedent(CODER), encoding="utf-8")
+        acting_agent(agents, "coder", "developer", "editor", ["create", "clean"])
         up.env["ARENA_PROJECT_DIR"] = str(_project(tmp_path / "project"))
         up.env["ARENA_RUN_WORKERS"] = "1"
         up.env.update(mark.args[0] if mark else {})

@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,38 +29,13 @@ from orchestrator.memory.db import make_engine
 from orchestrator.memory.runs import RunStore
 from orchestrator.settings import load_settings
 from tests.arena_helpers import read_until, start_background, stop_process
-from tests.arena_up import Arena, alive, arenas
+from tests.arena_up import Arena, acting_agent, alive, arenas
 from tests.threads import loop_in_thread
 from tests.waiting import block_until
 
 pytestmark = pytest.mark.skipif(
     bundled_cli() is None, reason="claude-agent-sdk is not installed: no claude CLI to run"
 )
-
-CHECKER = """
-    id: checker
-    name: Checker
-    role: tester
-    model: claude-test
-    runtime: claude-code
-    code:
-      profile: tester
-      rules:
-        - name: verify
-          keywords: [check, verify]
-"""
-CODER = """
-    id: coder
-    name: Coder
-    role: developer
-    model: claude-test
-    runtime: claude-code
-    code:
-      profile: editor
-      rules:
-        - name: implement
-          keywords: [create, implement, fix]
-"""
 
 
 @pytest.fixture
@@ -75,8 +49,8 @@ def arena(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Arena]:
         extra = mark.args[0] if mark else {}
         up.env.update({k: v.replace("{tmp}", str(tmp_path)) for k, v in extra.items()})
         agents = Path(up.env["ARENA_AGENTS_DIR"])
-        (agents / "coder.yaml").write_text(textwrap.dedent(CODER), encoding="utf-8")
-        (agents / "checker.yaml").write_text(textwrap.dedent(CHECKER), encoding="utf-8")
+        acting_agent(agents, "coder", "developer", "editor", ["create", "implement", "fix"])
+        acting_agent(agents, "checker", "tester", "tester", ["check", "verify"])
         up.env["ARENA_PROJECT_DIR"] = str(tmp_path / "project")
         up.env["ARENA_RUN_WORKERS"] = "1"
         up.start()
@@ -113,7 +87,7 @@ def test_a_run_changes_the_project_and_its_reply_reaches_the_room(arena: Arena, 
     card = [item for item in first if item.type == "notice"]
     assert card, first
     assert "started a run" in card[0].text
-    assert "implement" in card[0].text  # why the turn became a run
+    assert "code rule acts (priority 0): keywords create" in card[0].text  # why a run
     reply = _item(client, "team", f"{message_id}:1:coder", timeout_s=120)
     assert reply.type == "reply"
     assert "hello.py" in reply.text
@@ -239,7 +213,7 @@ def test_a_run_whose_worker_is_killed_is_reported_lost_and_leaves_nothing_runnin
     seconds the room is told the run was lost: never silently gone, never run again."""
     for up in arenas(tmp_path):
         agents = Path(up.env["ARENA_AGENTS_DIR"])
-        (agents / "coder.yaml").write_text(textwrap.dedent(CODER), encoding="utf-8")
+        acting_agent(agents, "coder", "developer", "editor", ["create", "implement", "fix"])
         up.env["ARENA_PROJECT_DIR"] = str(tmp_path / "project")
         up.env["ARENA_CLAUDE_CLI"] = str(_sleeping_cli(tmp_path))
         up.start()

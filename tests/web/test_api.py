@@ -8,7 +8,6 @@ import json
 import sqlite3
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,41 +27,28 @@ from orchestrator.memory.conversation.marker_entries import Rejected, Saved, Sto
 from orchestrator.memory.conversation.meta import MarkerMeta, ReplyMeta, TurnMeta
 from orchestrator.memory.conversation.run_meta import RunMeta
 from orchestrator.memory.conversation.store import Closing, HistoryStore, NewReply
-from orchestrator.memory.db import make_engine
 from orchestrator.settings import Settings
 from orchestrator.web.rooms import Rooms
 from tests.core.test_context_report import OLD_REPORT, RECALL
 from tests.runtime.test_pipeline_meta import OLD_MARKERS
 from tests.web_helpers import (
+    Served,
     chat_message,
     console_server,
     console_settings,
-    own_redis,
     run_card,
     run_reply,
+    served_console,
     store,
 )
 
 HOSTILE = "<img src=x onerror=alert(1)> and <script>alert(2)</script>"
 
 
-@dataclass(frozen=True, slots=True)
-class Served:
-    base: str
-    settings: Settings
-    engine: Engine
-    redis_url: str
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    folder = tmp_path_factory.mktemp("web-api")
-    with own_redis(folder / "redis") as url:
-        settings = console_settings(folder, url)
-        engine = make_engine(settings.effective_database_url)
-        with console_server(settings) as base:
-            yield Served(base=base, settings=settings, engine=engine, redis_url=url)
-        engine.dispose()
+    with served_console(tmp_path_factory.mktemp("web-api")) as served:
+        yield served
 
 
 @pytest.fixture

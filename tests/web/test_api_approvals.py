@@ -7,41 +7,28 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 import redis
-from sqlalchemy.engine import Engine
 
 from orchestrator.core.coding import Step, steps_stream
 from orchestrator.memory.approvals import ApprovalStore
 from orchestrator.memory.db import make_engine
-from orchestrator.settings import Settings
 from tests.approvals_seed import ask
-from tests.web_helpers import console_server, console_settings, own_redis
+from tests.web_helpers import Served, console_server, console_settings, served_console
 
 TOKEN = "t0ken-" + uuid.uuid4().hex
 BEARER = {"authorization": f"Bearer {TOKEN}"}
 
 
-@dataclass(frozen=True, slots=True)
-class Served:
-    base: str
-    settings: Settings
-    engine: Engine
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    folder = tmp_path_factory.mktemp("web-approvals-api")
-    with own_redis(folder / "redis") as url:
-        settings = console_settings(folder, url, web_token=TOKEN, owner="alex")
-        engine = make_engine(settings.effective_database_url)
-        with console_server(settings) as base:
-            yield Served(base=base, settings=settings, engine=engine)
-        engine.dispose()
+    with served_console(
+        tmp_path_factory.mktemp("web-approvals-api"), web_token=TOKEN, owner="alex"
+    ) as served:
+        yield served
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import httpx
@@ -16,36 +15,27 @@ import pytest
 from sqlalchemy.engine import Engine
 
 from orchestrator.memory.conversation.store import NewReply
-from orchestrator.memory.db import make_engine
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.schema import PersonalDraft
 from orchestrator.memory.session.store import Citation, NewMemory, SessionMemory
 from orchestrator.memory.summaries import summary_path
 from orchestrator.memory.versions.store import VersionStore
-from orchestrator.settings import Settings
-from tests.web_helpers import chat_message, console_server, console_settings, own_redis, store
+from tests.web_helpers import (
+    Served,
+    chat_message,
+    served_console,
+    store,
+)
 
 KEY = "sk-ant-api03-" + "Q" * 40
 MARKER = '<!--SAVE_MEMORY: {"type": "fact", "content": "planted by hand"}-->'
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 
 
-@dataclass(frozen=True, slots=True)
-class Served:
-    base: str
-    settings: Settings
-    engine: Engine
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    folder = tmp_path_factory.mktemp("web-memory-api")
-    with own_redis(folder / "redis") as url:
-        settings = console_settings(folder, url)
-        engine = make_engine(settings.effective_database_url)
-        with console_server(settings) as base:
-            yield Served(base=base, settings=settings, engine=engine)
-        engine.dispose()
+    with served_console(tmp_path_factory.mktemp("web-memory-api")) as served:
+        yield served
 
 
 @pytest.fixture

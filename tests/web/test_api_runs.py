@@ -7,40 +7,24 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import httpx
 import pytest
 from click.testing import CliRunner
-from sqlalchemy.engine import Engine
 
 from orchestrator.cli.main import main
-from orchestrator.memory.db import make_engine
 from orchestrator.memory.runs import RunStore
-from orchestrator.settings import Settings
 from tests.runs_seed import SeededRuns, seed_runs
-from tests.web_helpers import console_server, console_settings, own_redis
+from tests.web_helpers import Served, served_console
 
 TOKEN = "t0ken-" + uuid.uuid4().hex
 BEARER = {"authorization": f"Bearer {TOKEN}"}
 
 
-@dataclass(frozen=True, slots=True)
-class Served:
-    base: str
-    settings: Settings
-    engine: Engine
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    folder = tmp_path_factory.mktemp("web-runs-api")
-    with own_redis(folder / "redis") as url:
-        settings = console_settings(folder, url, web_token=TOKEN)
-        engine = make_engine(settings.effective_database_url)
-        with console_server(settings) as base:
-            yield Served(base=base, settings=settings, engine=engine)
-        engine.dispose()
+    with served_console(tmp_path_factory.mktemp("web-runs-api"), web_token=TOKEN) as served:
+        yield served
 
 
 @pytest.fixture
