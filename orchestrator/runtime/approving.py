@@ -234,25 +234,28 @@ async def opened(settings: Settings, wiring: Wiring) -> AsyncIterator[Approvals]
     redis = connect_async(settings.effective_redis_url)
     queue = connect(settings.effective_redis_url)
     timeout_s = run_timeout_s(wiring.team.agents)
+    mqtt_url = publisher_url(settings)
+
+    async def announce(record: ApprovalRecord) -> None:
+        # A connection to the broker only when there is something to say: one opened and
+        # left half-way by a command that decided nothing would be torn down noisily.
+        async with StepPublisher(redis, mqtt_url, flush_s=1.0) as steps:
+            await steps.publish(record.group, approval_step(record))
+
+    async def wake(run: RunRecord, approval_id: str) -> None:
+        job = resume_job_id(run_job_id(run.id), approval_id)
+        await asyncio.to_thread(enqueue_run, queue, run.id, job, timeout_s)
+
     try:
-        async with StepPublisher(redis, publisher_url(settings), flush_s=1.0) as steps:
-
-            async def announce(record: ApprovalRecord) -> None:
-                await steps.publish(record.group, approval_step(record))
-
-            async def wake(run: RunRecord, approval_id: str) -> None:
-                job = resume_job_id(run_job_id(run.id), approval_id)
-                await asyncio.to_thread(enqueue_run, queue, run.id, job, timeout_s)
-
-            yield Approvals(
-                wiring.approvals,
-                wiring.runs,
-                owner=settings.owner,
-                agents=agent_names(wiring.team.agents),
-                wake=wake,
-                clock=lambda: datetime.now(UTC),
-                announce=announce,
-            )
+        yield Approvals(
+            wiring.approvals,
+            wiring.runs,
+            owner=settings.owner,
+            agents=agent_names(wiring.team.agents),
+            wake=wake,
+            clock=lambda: datetime.now(UTC),
+            announce=announce,
+        )
     finally:
         await redis.aclose()
         queue.close()
