@@ -14,10 +14,44 @@ import contextlib
 import fcntl
 import os
 import tempfile
+from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["locked_folder", "remove_stale_temps", "write_atomic"]
+__all__ = ["TextFiles", "locked_folder", "remove_stale_temps", "write_atomic"]
+
+
+class TextFiles:
+    """Small text files read often and changed seldom (an agent's ``MEMORY.md`` and daily
+    logs, a group's summary, every turn): each read is one ``stat``; the file is read again only
+    when its inode, size or modification time changed (an atomic replace changes the inode).
+    At most ``keep`` files are remembered, the least recently read forgotten first."""
+
+    def __init__(self, keep: int = 4096) -> None:
+        self.keep = keep
+        self._known: OrderedDict[Path, tuple[tuple[int, int, int], str]] = OrderedDict()
+
+    def read(self, path: Path) -> str:
+        """The file's text (UTF-8); ``""`` when there is none."""
+        try:
+            info = os.stat(path)
+        except FileNotFoundError:
+            self._known.pop(path, None)
+            return ""
+        seen = (info.st_ino, info.st_size, info.st_mtime_ns)
+        known = self._known.get(path)
+        if known is not None and known[0] == seen:
+            self._known.move_to_end(path)
+            return known[1]
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return ""
+        self._known[path] = (seen, text)
+        self._known.move_to_end(path)
+        while len(self._known) > self.keep:
+            self._known.popitem(last=False)
+        return text
 
 
 def write_atomic(path: Path, text: str, *, mode: int | None = None) -> None:

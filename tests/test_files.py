@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.files import locked_folder, remove_stale_temps, write_atomic
+from orchestrator.files import TextFiles, locked_folder, remove_stale_temps, write_atomic
 
 
 def _mode(path: Path) -> int:
@@ -79,3 +79,25 @@ def test_folder_lock_excludes_other_holders(tmp_path: Path):
         assert not try_lock()
     assert try_lock()
     assert list(tmp_path.iterdir()) == []  # no lock file is left behind
+
+
+def test_text_files_are_read_again_only_when_they_change(tmp_path: Path):
+    """A file read through TextFiles is read again after an append in place or an atomic
+    replace, and reads as "" once it is gone."""
+    files = TextFiles(keep=2)
+    log = tmp_path / "2026-11-26.md"
+    assert files.read(log) == ""
+    log.write_text("- one\n", encoding="utf-8")
+    assert files.read(log) == "- one\n"
+    with log.open("a", encoding="utf-8") as out:
+        out.write("- two\n")
+    assert files.read(log) == "- one\n- two\n"
+    write_atomic(log, "- three\n")
+    assert files.read(log) == "- three\n"
+    write_atomic(log, "- four!\n")
+    assert files.read(log) == "- four!\n"
+    log.unlink()
+    assert files.read(log) == ""
+    for name in ("a", "b", "c", "a"):  # past `keep`: the first is read anew
+        (tmp_path / name).write_text(name, encoding="utf-8")
+        assert files.read(tmp_path / name) == name

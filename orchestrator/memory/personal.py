@@ -20,6 +20,7 @@ import logging
 import re
 import stat
 import time
+from collections.abc import Callable
 from datetime import date, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -45,9 +46,12 @@ class PersonalLog:
     # Reads trust a folder's check this long; writes check every time.
     READ_CHECK_S = 5.0
 
-    def __init__(self, workspaces: Path, tz: ZoneInfo) -> None:
+    def __init__(
+        self, workspaces: Path, tz: ZoneInfo, *, reader: Callable[[Path], str] | None = None
+    ) -> None:
         self.workspaces = workspaces
         self.tz = tz
+        self._read = reader or _read  # a turn reads two days' logs: a cache may answer
         self._checked: dict[str, tuple[float, Path]] = {}
 
     def path(self, agent_id: str, day: date) -> Path:
@@ -107,7 +111,7 @@ class PersonalLog:
     def read_days(self, agent_id: str, days: list[date]) -> list[str]:
         """The agent's logs for ``days`` (``""`` for a day without one)."""
         folder = self._folder_for_reading(agent_id)
-        return [_read(folder / f"{day.isoformat()}.md") for day in days]
+        return [self._read(folder / f"{day.isoformat()}.md") for day in days]
 
     def workspace(self, agent_id: str) -> Path:
         """The agent's workspace folder, to read its files (checked as for reading logs).

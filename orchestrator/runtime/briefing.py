@@ -22,11 +22,11 @@ from typing import Protocol
 from orchestrator.core.context.build import Layers, PastMessage
 from orchestrator.core.context.tokens import DriftCorrector, TokenCounter
 from orchestrator.core.models import AgentSpec, ChatMessage
-from orchestrator.files import write_atomic
+from orchestrator.files import TextFiles, write_atomic
 from orchestrator.memory.conversation.store import StoredMessage
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.recall.recaller import Recaller, RecallResult
-from orchestrator.memory.summaries import read_summary
+from orchestrator.memory.summaries import summary_path
 from orchestrator.runtime.team import Team
 from orchestrator.runtime.tuning import Tuning
 from orchestrator.settings import Settings
@@ -48,13 +48,6 @@ def _from_group(line: str) -> str | None:
     """
     match = _SOURCE_RE.search(line)
     return match.group(1) if match else None
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return ""
 
 
 class RecentSource(Protocol):
@@ -86,7 +79,9 @@ class Briefing:
         personal: PersonalLog,
         recaller: Recaller | None,
         counter: TokenCounter,
+        files: TextFiles | None = None,
     ) -> None:
+        self.files = files or TextFiles()  # MEMORY.md and the summary, read every turn
         self.tuning = tuning
         self.team = team
         self.data_dir = data_dir
@@ -115,8 +110,8 @@ class Briefing:
             self.recaller.mark_used(recall, now)
         layers = Layers(
             identity=self.team.identity(agent.id),
-            summary=read_summary(self.data_dir, trigger.group),
-            memory_md=_read(folder / "MEMORY.md"),
+            summary=self.files.read(summary_path(self.data_dir, trigger.group)),
+            memory_md=self.files.read(folder / "MEMORY.md"),
             logs=self._logs(agent.id, trigger.group, now),
             recalled=recall.snippets if recall else (),
             said=recall.messages if recall else (),

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from orchestrator.core.context.tokens import DriftCorrector, TokenCounter
     from orchestrator.core.context.transcript import Transcript
     from orchestrator.core.prompts import Prompts
+    from orchestrator.files import TextFiles
     from orchestrator.memory.approvals import ApprovalStore
     from orchestrator.memory.conversation.store import HistoryStore
     from orchestrator.memory.corrections import Corrections
@@ -106,6 +107,14 @@ class Wiring:
         return Prompts(self.settings.prompts_dir)
 
     @cached_property
+    def files(self) -> TextFiles:
+        """The small files every turn reads (logs, ``MEMORY.md``, summaries), read again only
+        when they change."""
+        from orchestrator.files import TextFiles
+
+        return TextFiles()
+
+    @cached_property
     def counter(self) -> TokenCounter:
         """The token counter every estimate uses."""
         from orchestrator.core.context.tokens import TokenCounter
@@ -158,7 +167,7 @@ class Wiring:
         """The agents' daily logs."""
         from orchestrator.memory.personal import PersonalLog
 
-        return PersonalLog(self.settings.workspaces_dir, self.settings.zone)
+        return PersonalLog(self.settings.workspaces_dir, self.settings.zone, reader=self.files.read)
 
     @cached_property
     def recaller(self) -> Recaller:
@@ -209,4 +218,5 @@ class Wiring:
             personal=self.personal,
             recaller=self.recaller,
             counter=self.counter,
+            files=self.files,
         )

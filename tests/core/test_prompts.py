@@ -19,13 +19,18 @@ def _write(folder: Path, text: str, bump: int = 0, name: str = "t.j2") -> None:
 
 
 def test_a_changed_template_or_include_is_rendered_anew(tmp_path: Path):
-    """Editing a template, or a template it includes, takes effect at the next render."""
+    """Editing a template, or a template it includes, takes effect within a second (the
+    folder is looked at once a second, not at every render)."""
     _write(tmp_path, "hello {{ who }} / {% include 'part.j2' %}")
     _write(tmp_path, "part", name="part.j2")
-    prompts = Prompts(tmp_path)
+    now = [100.0]
+    prompts = Prompts(tmp_path, clock=lambda: now[0])
     assert prompts.render("t.j2", who="ada") == "hello ada / part"
     _write(tmp_path, "bye {{ who }} / {% include 'part.j2' %}", bump=5)
     _write(tmp_path, "new part", bump=5, name="part.j2")
+    now[0] += 0.5
+    assert prompts.render("t.j2", who="ada") == "hello ada / part"  # not looked at yet
+    now[0] += 0.6
     assert prompts.render("t.j2", who="ada") == "bye ada / new part"
 
 
