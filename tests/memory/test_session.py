@@ -452,3 +452,25 @@ def test_search_keeps_to_scopes_with_any_scope_id(memory):
         scopes = [("session", group)]
         hits = memory.search("release train", scopes=scopes)
         assert [(r.scope_id, r.content.endswith(group)) for r, _ in hits] == [(group, True)]
+
+
+@on_each_database
+def test_pinned_gives_only_the_scopes_pins_newest_first(engine):
+    """Each group's pinned entries, and the shared scopes', never another group's; a pin
+    whose entry is no longer active is not given."""
+    from orchestrator.memory.corrections import Corrections
+    from orchestrator.memory.gate.rules import GateConfig
+
+    memory = SessionMemory(engine)
+    corrections = Corrections(engine, gate=GateConfig())
+    ids = {}
+    for group, content in (("alpha", "we ship on fridays"), ("beta", "beta uses rust"),
+                           ("alpha", "alpha keeps a changelog"), ("alpha", "alpha drops it")):  # fmt: skip
+        record = memory.write(new(content, group=group)).record
+        ids[content] = record.id
+        corrections.pin(record.id, by="user", now=T0)
+    corrections.forget(ids["alpha drops it"], by="user", now=T0)
+    alpha = [r.content for r in memory.pinned(SCOPES_A)]
+    assert alpha == ["alpha keeps a changelog", "we ship on fridays"]
+    assert [r.content for r in memory.pinned(SCOPES_B)] == ["beta uses rust"]
+    assert memory.pinned([]) == []

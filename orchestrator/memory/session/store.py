@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import bindparam, delete, func, or_, select, update
+from sqlalchemy import Select, bindparam, delete, func, or_, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
@@ -73,12 +73,23 @@ _MARK_USED = (
     .where(_T.c.id.in_(bindparam("ids", expanding=True)))
     .values(last_used_at=bindparam("now"))
 )
-_PINNED = (
-    select(*_RECORD_COLUMNS)
-    .join(PINS, PINS.c.entry_id == _T.c.id)
-    .where(IS_ACTIVE)
-    .order_by(_T.c.id.desc())
-)
+
+
+def _pinned_of(count: int) -> Select[Any]:
+    """The pinned active entries of ``count`` scopes (bound as ``s0``, ``i0``, ``s1``, …),
+    newest first."""
+    scopes = [
+        (_T.c.scope == bindparam(f"s{n}")) & (_T.c.scope_id == bindparam(f"i{n}"))
+        for n in range(count)
+    ]
+    return (
+        select(*_RECORD_COLUMNS)
+        .join(PINS, PINS.c.entry_id == _T.c.id)
+        .where(IS_ACTIVE, or_(*scopes))
+        .order_by(_T.c.id.desc())
+    )
+
+
 _WRITTEN_SINCE = select(func.count()).where(
     _T.c.agent == bindparam("agent"),
     _T.c.group_id == bindparam("group"),
@@ -99,6 +110,7 @@ class SessionMemory:
     def __init__(self, engine: Engine, embedder: Embedder | None = None) -> None:
         self._engine = engine
         self.embedder = embedder
+        self._pinned: dict[int, Select[Any]] = {}
 
     # Writing --------------------------------------------------------------------------------
 
@@ -250,11 +262,17 @@ class SessionMemory:
 
     def pinned(self, scopes: Sequence[tuple[str, str]]) -> builtins.list[MemoryRecord]:
         """The active entries of ``scopes`` that people pinned, newest first."""
-        wanted = set(scopes)
-        # Pins are few: read them all with one statement built once, keep those of ``scopes``.
+        if not scopes:
+            return []
+        # Only the scopes' pins (with many groups, every group's pins were read each turn),
+        # through one statement per number of scopes, built once.
+        statement = self._pinned.get(len(scopes))
+        if statement is None:
+            statement = self._pinned[len(scopes)] = _pinned_of(len(scopes))
+        values = {f"s{n}": scope for n, (scope, _) in enumerate(scopes)}
+        values |= {f"i{n}": scope_id for n, (_, scope_id) in enumerate(scopes)}
         with self._engine.connect() as conn:
-            rows = conn.execute(_PINNED).mappings().all()
-        return [to_record(row) for row in rows if (row["scope"], row["scope_id"]) in wanted]
+            return [to_record(row) for row in conn.execute(statement, values).mappings()]
 
     def search_similar(
         self, vector: Sequence[float], *, scopes: Sequence[tuple[str, str]], limit: int = 50
