@@ -14,7 +14,9 @@ import pytest
 from sqlalchemy import text
 
 from orchestrator.errors import ValidationError
+from orchestrator.memory.corrections import Corrections
 from orchestrator.memory.db import make_engine
+from orchestrator.memory.gate.rules import GateConfig
 from orchestrator.memory.session.store import Citation, MemoryEntry, NewMemory, SessionMemory
 from tests.databases import on_each_database
 
@@ -458,14 +460,16 @@ def test_search_keeps_to_scopes_with_any_scope_id(memory):
 def test_pinned_gives_only_the_scopes_pins_newest_first(engine):
     """Each group's pinned entries, and the shared scopes', never another group's; a pin
     whose entry is no longer active is not given."""
-    from orchestrator.memory.corrections import Corrections
-    from orchestrator.memory.gate.rules import GateConfig
-
     memory = SessionMemory(engine)
     corrections = Corrections(engine, gate=GateConfig())
     ids = {}
-    for group, content in (("alpha", "we ship on fridays"), ("beta", "beta uses rust"),
-                           ("alpha", "alpha keeps a changelog"), ("alpha", "alpha drops it")):  # fmt: skip
+    written = [
+        ("alpha", "we ship on fridays"),
+        ("beta", "beta uses rust"),
+        ("alpha", "alpha keeps a changelog"),
+        ("alpha", "alpha drops it"),
+    ]
+    for group, content in written:
         record = memory.write(new(content, group=group)).record
         ids[content] = record.id
         corrections.pin(record.id, by="user", now=T0)
