@@ -11,8 +11,10 @@ Claude Code's system prompt, and Claude Code's automatic memory is off
 (``CLAUDE_CODE_DISABLE_AUTO_MEMORY=1``): the arena's memory is the only one.
 
 A run ends ``done``, or ``failed`` (the CLI said so, or it was denied a tool even if it then
-succeeded), ``cancelled``, ``stalled`` (no event for ``code.inactivity_s``), ``timed_out``
-(past ``code.wall_s``) or ``crashed`` (the CLI died or wrote what is not its protocol). Unless
+succeeded; a denial by the run's gate, the person's decision, is not a failure), ``cancelled``,
+``stalled`` (no event for ``code.inactivity_s``), ``timed_out`` (past ``code.wall_s``) or
+``crashed`` (the CLI died or wrote what is not its protocol); or it stops ``waiting`` (the gate
+waited for a decision in vain: the CLI ended its turn, its session can be resumed). Unless
 the CLI ended by itself, its group is stopped here first (SIGTERM to the launcher), before the
 SDK closes its side. The tokens are summed from the model calls as they stream in, so a run
 stopped half-way is still charged for what it used.
