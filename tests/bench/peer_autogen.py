@@ -2,15 +2,16 @@
 
 One team per group with our four agents (ids, descriptions, ``CLAUDE.md`` + ``SOUL.md`` as the
 system message); each message is one ``team.run(task=...)`` that stops after one agent reply
-(``MaxMessageTermination(2)``: the task and the reply). The team keeps what its runs saw. The
+(a termination condition that stops on the first message after the task). The team keeps what
+its runs saw. The
 model is a zero-latency ``ChatCompletionClient``: agents get a fixed short answer; the
 selector's own model call (SelectorGroupChat asks the model who speaks next) goes to the same
 kind of client, which names the mentioned agent. RoundRobinGroupChat picks the speaker by turn:
 it does no routing at all.
 
-Prior messages (``--realistic``) are given as one run whose task is the list of them (AgentChat
-stores no message without a run): the team adds them to its thread and hands them to each agent
-with its next turn; the task alone meets ``MaxMessageTermination(2)``, so no agent answers it.
+Prior messages (``--realistic``) are given with a group's first message, as the run's task
+list (AgentChat stores no message without a run): the team adds them to its thread, and each
+agent gets them with its next turn.
 """
 
 from __future__ import annotations
@@ -22,9 +23,13 @@ from tests.bench.peer_workload import REPLY, Calls, Persona, Prior, TeamFactory,
 
 try:
     from autogen_agentchat.agents import AssistantAgent
-    from autogen_agentchat.base import ChatAgent, Team
-    from autogen_agentchat.conditions import MaxMessageTermination
-    from autogen_agentchat.messages import TextMessage
+    from autogen_agentchat.base import ChatAgent, Team, TerminationCondition
+    from autogen_agentchat.messages import (
+        BaseAgentEvent,
+        BaseChatMessage,
+        StopMessage,
+        TextMessage,
+    )
     from autogen_agentchat.teams import BaseGroupChat, RoundRobinGroupChat, SelectorGroupChat
     from autogen_core import CancellationToken
     from autogen_core.models import (
@@ -136,21 +141,44 @@ if AVAILABLE:
                 "structured_output": False,
             }
 
+    class OneReply(TerminationCondition):
+        """Stops a run on the first message after its task (``MaxMessageTermination(2)`` when
+        the task is one message; a task of prior messages and the new one counts as one)."""
+
+        def __init__(self) -> None:
+            self._task_seen = False
+            self._done = False
+
+        @property
+        def terminated(self) -> bool:
+            return self._done
+
+        async def __call__(
+            self, messages: Sequence[BaseAgentEvent | BaseChatMessage]
+        ) -> StopMessage | None:
+            if not self._task_seen:
+                self._task_seen = True
+                return None
+            self._done = True
+            return StopMessage(content="one reply", source="OneReply")
+
+        async def reset(self) -> None:
+            self._task_seen = self._done = False
+
     class AutoGenTeam:
         """One group's AgentChat team."""
 
         def __init__(self, team: BaseGroupChat) -> None:
             self._team = team
 
-        async def ask(self, text: str) -> str:
-            result = await self._team.run(task=text)
-            replies = [m for m in result.messages if m.source != "user"]
+        async def ask(self, text: str, prior: Sequence[Prior] = ()) -> str:
+            task = [TextMessage(source=p.sender, content=p.text) for p in prior]
+            task.append(TextMessage(source="user", content=text))
+            result = await self._team.run(task=task if prior else text)
+            replies = result.messages[len(task) :]
             if len(replies) != 1:
                 raise RuntimeError(f"expected one reply to {text!r}, got {len(replies)}")
             return replies[0].source
-
-        async def seed(self, prior: Sequence[Prior]) -> None:
-            await self._team.run(task=[TextMessage(source=p.sender, content=p.text) for p in prior])
 
     def build_team(mode: Mode, personas: Sequence[Persona], calls: Calls) -> BaseGroupChat:
         """One group's team: our agents, stopping after the task plus one agent reply."""
@@ -164,7 +192,7 @@ if AVAILABLE:
             )
             for p in personas
         ]
-        stop = MaxMessageTermination(2)
+        stop = OneReply()
         if mode == "selector":
             # Our router lets the mentioned agent answer even if it answered the last message.
             selector = InstantClient(calls, names=[p.id for p in personas])

@@ -15,9 +15,9 @@ The model is a zero-latency chat client: a ``BaseChatClient`` with the layers ev
 client has (function invocation, middleware, telemetry, off unless configured) that answers a
 fixed short reply at once, or the manager's JSON.
 
-Prior messages (``--realistic``) are given as one run whose input is the list of them (the
-orchestrator adds them to its conversation and sends them to every agent, and one agent
-answers): the framework stores no message without a run.
+Prior messages (``--realistic``) are given with a group's first message, as the run's input
+list (the framework stores no message without a run): the orchestrator adds them to its
+conversation and sends them to every agent before it asks the mentioned one.
 """
 
 from __future__ import annotations
@@ -155,15 +155,10 @@ if AVAILABLE:
                 if isinstance(e.data, GroupChatResponseReceivedEvent)
             ]
 
-        async def ask(self, text: str) -> str:
-            repliers = await self._run(text)
-            if len(repliers) != 1:
-                raise RuntimeError(f"expected one reply to {text!r}, got {len(repliers)}")
-            return repliers[0]
-
-        async def seed(self, prior: Sequence[Prior]) -> None:
-            await self._run(
-                [
+        async def ask(self, text: str, prior: Sequence[Prior] = ()) -> str:
+            given: str | list[Message] = text
+            if prior:
+                given = [
                     Message(
                         role="assistant" if p.agent else "user",
                         author_name=p.sender,
@@ -171,7 +166,11 @@ if AVAILABLE:
                     )
                     for p in prior
                 ]
-            )
+                given.append(Message(role="user", contents=[text]))
+            repliers = await self._run(given)
+            if len(repliers) != 1:
+                raise RuntimeError(f"expected one reply to {text!r}, got {len(repliers)}")
+            return repliers[0]
 
 
 def factory(mode: Mode, personas: Sequence[Persona]) -> TeamFactory:

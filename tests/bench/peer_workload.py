@@ -2,9 +2,9 @@
 them, the workload, the prior messages of ``--realistic`` and the measuring loop.
 
 A framework gives a factory of teams: one team per group, each able to ``ask`` one message (one
-run that stops after one agent reply, the id of the agent that answered) and to ``seed`` the
-group's prior messages. The loop warms up on a team of its own, seeds each group's team
-(untimed), then runs the groups concurrently, each group's messages in order.
+run that stops after one agent reply, the id of the agent that answered), the group's prior
+messages given with its first message. The loop warms up on a team of its own, then runs the
+groups concurrently, each group's messages in order.
 """
 
 from __future__ import annotations
@@ -91,12 +91,9 @@ Plan = dict[str, list[tuple[str, str]]]
 class Team(Protocol):
     """One group's team in a peer framework."""
 
-    async def ask(self, text: str) -> str:
-        """Run one message to one agent reply; the id of the agent that answered."""
-        ...
-
-    async def seed(self, prior: Sequence[Prior]) -> None:
-        """Give the team the group's prior messages (one run, one reply)."""
+    async def ask(self, text: str, prior: Sequence[Prior] = ()) -> str:
+        """Run one message to one agent reply, ``prior`` given before it in the same run; the
+        id of the agent that answered."""
         ...
 
 
@@ -160,13 +157,15 @@ def _pct(ordered: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else 0.0
 
 
-async def _run_group(team: Team, plan: list[tuple[str, str]]) -> list[tuple[float, bool]]:
-    """One group's messages in order; per message its seconds and whether the mentioned agent
-    answered."""
+async def _run_group(
+    team: Team, plan: list[tuple[str, str]], prior: Sequence[Prior]
+) -> list[tuple[float, bool]]:
+    """One group's messages in order, ``prior`` with the first; per message its seconds and
+    whether the mentioned agent answered."""
     out = []
-    for text, agent in plan:
+    for n, (text, agent) in enumerate(plan):
         started = time.perf_counter()
-        replier = await team.ask(text)
+        replier = await team.ask(text, prior if n == 0 else ())
         out.append((time.perf_counter() - started, replier == agent))
     return out
 
@@ -176,19 +175,17 @@ async def measure(
 ) -> dict[str, Any]:
     """Run the whole workload through one kind of team, groups concurrently.
 
-    One message through a team of its own first, untimed, as throughput.py warms up; then each
-    group's prior messages (if any), untimed; then the clock.
+    One message through a team of its own first, untimed, as throughput.py warms up. A group's
+    prior messages go with its first message, in its run and on the clock: a team given them
+    before would start (and warm up) outside the clock, where ours reads them on it.
     """
     first = next(iter(plan.values()))[0][0]
     await factory(Calls()).ask(first)
     calls = Calls()
     teams = {g: factory(calls) for g in plan}
-    if prior:
-        await asyncio.gather(*(teams[g].seed(prior[g]) for g in plan if prior.get(g)))
-        calls.agent = calls.selector = calls.selector_prompt_chars = 0
     cpu_before = time.process_time()
     started = time.perf_counter()
-    results = await asyncio.gather(*(_run_group(teams[g], plan[g]) for g in plan))
+    results = await asyncio.gather(*(_run_group(teams[g], plan[g], prior.get(g, ())) for g in plan))
     elapsed = time.perf_counter() - started
     cpu_ms = (time.process_time() - cpu_before) * 1000
     per_message = sorted(s for group in results for s, _ in group)

@@ -23,10 +23,9 @@ this process's for the peers.
 
 ``--realistic`` runs ours with ``--history 20 --realistic`` (20 stored messages, 50 session
 memories of which 2 pinned per group, today's personal log for each agent) instead of
-``--history 0``; each peer team gets the same 20 prior messages as one untimed run before the
-clock starts (neither framework stores a message without a run; AutoGen's run ends on the task
-itself, Agent Framework's adds one agent reply, so its history holds 21 messages). The peers
-have no memories or logs to read.
+``--history 0``; each peer team gets the same 20 prior messages with its group's first
+message, in that run (neither framework stores a message without a run) and on the clock, as
+ours reads them on it. The peers have no memories or logs to read.
 
 The peers need the optional ``bench`` extra (``pip install -e '.[bench]'``); a framework that is
 not installed is reported as skipped and the rest runs. Prints a table, writes JSON with
