@@ -81,8 +81,7 @@ bench: $(STAMP)
 		--json bench-results/chaos-2-daemons.json
 	$(BIN)/python tests/bench/memory_scale.py --json bench-results/memory_scale.json
 	$(BIN)/python tests/bench/rss.py --json bench-results/rss.json
-	$(BIN)/python tests/bench/peer_autogen.py --messages 300 --groups 20 \
-		--json bench-results/peer_autogen.json
+	$(BIN)/python tests/bench/peers.py --messages 300 --groups 20 --json bench-results/peers.json
 	$(BIN)/python tests/bench/console.py --json bench-results/console.json
 	$(BIN)/python tests/bench/tool_steps.py --json bench-results/tool_steps.json
 	$(BIN)/python tests/bench/cli_latency.py --json bench-results/cli_latency.json

@@ -2,7 +2,7 @@
 
     python tests/bench/throughput.py [--messages N] [--groups G] [--agents A[,A…]]
         [--history H[,H…]] [--provider offline|api] [--latency-ms L] [--daemons D]
-        [--json OUT] [--keep]
+        [--realistic] [--json OUT] [--keep]
 
 Each combination of ``--agents`` and ``--history`` is one row, run from scratch: a temporary
 folder, an embedded Redis (unix socket), an embedded MQTT broker (``amqtt``, in a process of
@@ -26,6 +26,12 @@ message has its ``done`` item; the bench never polls the daemon or reads a strea
                     (nothing else in flight): the cost of one message without queueing
     interrupted     posted messages the daemon gave up and resumed later (its WARNING line);
                     a resumed message logs no duration
+
+With ``--realistic`` each group also holds 50 session memories, 2 of them pinned, written through
+``SessionMemory`` and ``Corrections`` (as an agent's marker and a person's pin would), and each
+agent has a few notes in today's personal log (``PersonalLog``), all before the daemon starts:
+what a group that has been used for a while gives each turn to read. Use it with the default
+``--history 20`` for the realistic workload.
 
 With ``--daemons D`` D daemon processes share the partitions (each its own consumer name); the
 timed run starts once each holds a share.
@@ -66,6 +72,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import FrameType
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import redis
 from anthropic import AsyncAnthropic
@@ -77,9 +84,15 @@ from orchestrator.adapters.mqtt_broker import MqttBroker  # noqa: E402
 from orchestrator.adapters.redis_server import RedisServer  # noqa: E402
 from orchestrator.core.context.tokens import TokenCounter  # noqa: E402
 from orchestrator.core.models import ChatMessage, MessageKind  # noqa: E402
+from orchestrator.core.tools import MEMORY_TYPES  # noqa: E402
 from orchestrator.core.wire import PARTITIONS, inbox_stream, lease_key, outbox_stream  # noqa: E402
 from orchestrator.memory.conversation.store import HistoryStore, NewReply  # noqa: E402
+from orchestrator.memory.corrections import Corrections  # noqa: E402
 from orchestrator.memory.db import make_engine  # noqa: E402
+from orchestrator.memory.gate.rules import GateConfig  # noqa: E402
+from orchestrator.memory.personal import PersonalLog  # noqa: E402
+from orchestrator.memory.schema import PERSONAL_TYPES, PersonalDraft  # noqa: E402
+from orchestrator.memory.session.store import NewMemory, SessionMemory  # noqa: E402
 from orchestrator.memory.transactions import writing  # noqa: E402
 from tests.bench.daemon_env import (  # noqa: E402
     check_running,
@@ -102,6 +115,9 @@ XREAD_BLOCK_MS = 500
 ROLES = ("architect", "developer", "tester", "receptionist")
 REPLY = "Noted. I will look at the details and post what I find in this group."
 SDK_PARAMS = {"model", "max_tokens", "messages", "system"}  # the rest goes in extra_body
+REALISTIC_MEMORIES = 50  # session memories per group with --realistic
+REALISTIC_PINNED = 2  # of them pinned
+REALISTIC_LOG_LINES = 5  # notes in each agent's log of today
 
 PERSON_TEXTS = (
     "can we move the session store to Postgres before the launch?",
@@ -204,6 +220,68 @@ def _fill_history(database: Path, groups: list[str], per_group: int, agents: int
             _save(store, reply, status="done", tokens=counter.count(text))
     engine.dispose()
     return time.perf_counter() - started
+
+
+MEMORY_TEXTS = (
+    "the {topic} work in {group} is owned by {agent}; ask before changing it (note {n})",
+    "{group} agreed to keep the {topic} behind a feature flag until review {n} passes",
+    "people in {group} want short answers with the command to run first (note {n})",
+    "the {topic} deadline for {group} moved to the end of sprint {n}",
+    "{agent} found that the {topic} tests need the staging database, run {n}",
+)
+TOPICS = ("payments", "login", "search", "exports", "billing", "uploads", "alerts", "reports")
+
+
+def _fill_memories(database: Path, groups: list[str], agents: int) -> float:
+    """Store ``REALISTIC_MEMORIES`` session memories in each group, as agents' markers would,
+    and pin ``REALISTIC_PINNED`` of them, as a person would.
+
+    Returns:
+        The seconds it took.
+    """
+    started = time.perf_counter()
+    engine = make_engine(f"sqlite:///{database}")
+    memory = SessionMemory(engine)
+    corrections = Corrections(engine, gate=GateConfig())
+    now = datetime.now(UTC) - timedelta(hours=1)
+    for g, group in enumerate(groups):
+        items = []
+        for n in range(REALISTIC_MEMORIES):
+            agent = f"agent{n % agents}"
+            template = MEMORY_TEXTS[n % len(MEMORY_TEXTS)]
+            topic = TOPICS[(n + g) % len(TOPICS)]
+            items.append(
+                NewMemory(
+                    scope="session",
+                    scope_id=group,
+                    type=MEMORY_TYPES[n % len(MEMORY_TYPES)],
+                    content=template.format(topic=topic, group=group, agent=agent, n=n),
+                    now=now + timedelta(seconds=n),
+                    agent=agent,
+                    group_id=group,
+                )
+            )
+        outcomes = memory.write_many(items)
+        for outcome in outcomes[:REALISTIC_PINNED]:
+            corrections.pin(outcome.record.id, by="alex", now=now)
+    engine.dispose()
+    return time.perf_counter() - started
+
+
+def _fill_logs(workspaces: Path, agents: int) -> None:
+    """A few notes in each agent's personal log of today (UTC, the daemon's default zone)."""
+    log = PersonalLog(workspaces, ZoneInfo("UTC"))
+    now = datetime.now(UTC)
+    for a in range(agents):
+        for n in range(REALISTIC_LOG_LINES):
+            kind = PERSONAL_TYPES[n % len(PERSONAL_TYPES)]
+            text = f"{TOPICS[(a + n) % len(TOPICS)]}: check the open review before answering"
+            log.append(
+                f"agent{a}",
+                PersonalDraft(content=f"{text} ({n})", type=kind),
+                source=f"g{n}/seed-{n}",
+                now=now - timedelta(minutes=REALISTIC_LOG_LINES - n),
+            )
 
 
 def _environment(
@@ -456,6 +534,7 @@ class RowPlan:
     groups: int
     messages: int
     daemons: int = 1
+    realistic: bool = False
 
 
 def _stderr(text: str) -> None:
@@ -472,6 +551,10 @@ def run_row(
     if plan.history:
         took = _fill_history(folder / "data" / "arena.db", groups, plan.history, plan.agents)
         _stderr(f"{label}: {plan.groups} x {plan.history} history messages stored in {took:.1f}s")
+    if plan.realistic:
+        took = _fill_memories(folder / "data" / "arena.db", groups, plan.agents)
+        _fill_logs(folder / "workspaces", plan.agents)
+        _stderr(f"{label}: {plan.groups} x {REALISTIC_MEMORIES} memories stored in {took:.1f}s")
     server = RedisServer(folder / "redis", unix_socket=folder / "redis" / "redis.sock")
     server.start()
     try:
@@ -545,6 +628,7 @@ def _drive(
         "daemons": plan.daemons,
         "agents": plan.agents,
         "history": plan.history,
+        "memories": REALISTIC_MEMORIES if plan.realistic else 0,
         "provider": plan.provider,
         "latency_ms": plan.latency_ms,
         "groups": plan.groups,
@@ -653,6 +737,7 @@ COLUMNS = (
     ("daemons", "daemons"),
     ("agents", "agents"),
     ("history", "history"),
+    ("memories", "memories"),
     ("provider", "provider"),
     ("latency_ms", "lat_ms"),
     ("groups", "groups"),
@@ -745,6 +830,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             groups=args.groups,
             messages=args.messages,
             daemons=args.daemons,
+            realistic=args.realistic,
         )
         for agents in args.agents
         for history in args.history
@@ -807,6 +893,12 @@ def main() -> int:
     parser.add_argument("--latency-ms", type=int, default=0, help="the fake model's latency")
     parser.add_argument(
         "--daemons", type=int, default=1, help="daemon processes sharing the work (default 1)"
+    )
+    parser.add_argument(
+        "--realistic",
+        action="store_true",
+        help=f"{REALISTIC_MEMORIES} session memories per group ({REALISTIC_PINNED} pinned) "
+        "and today's personal logs, stored before the daemon starts",
     )
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--keep", action="store_true", help="keep the temporary folders")
