@@ -214,6 +214,11 @@ def test_returned_snippets_are_marked_used(memory, recaller):
     recaller.mark_used(result, NOW)
     assert memory.get(used).last_used_at == NOW
     assert memory.get(skipped).last_used_at is None
+    # Recalled again within the minute: not written again; after it, written.
+    recaller.mark_used(result, NOW + timedelta(seconds=30))
+    assert memory.get(used).last_used_at == NOW
+    recaller.mark_used(result, NOW + timedelta(seconds=90))
+    assert memory.get(used).last_used_at == NOW + timedelta(seconds=90)
 
 
 def test_author_named_in_the_query_is_preferred(memory, recaller):

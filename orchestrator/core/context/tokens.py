@@ -46,12 +46,13 @@ class TokenCounter:
     """Counts and trims text in tokens. Safe to share between threads.
 
     The counts of the last ``remember`` texts are kept: a turn counts the same prompt text,
-    identity, notes and labels as the turn before. ``calls`` is how many texts this counter
+    identity, notes and labels as the turn before, and the memories recall gives (thousands,
+    over many groups). ``calls`` is how many texts this counter
     has tokenised; tests use it to prove that stored counts are reused instead of re-counting
     old messages.
     """
 
-    def __init__(self, *, remember: int = 1024) -> None:
+    def __init__(self, *, remember: int = 16_384) -> None:
         self.calls = 0
         self._remember = remember
         self._counts: OrderedDict[str, int] = OrderedDict()

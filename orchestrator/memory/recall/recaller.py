@@ -16,8 +16,10 @@ budget; the last three, and a short answer shown with the question it answers, a
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from orchestrator.memory.conversation.index import HistoryIndex, Said
 from orchestrator.memory.recall.fit import Ranked, fit
@@ -59,6 +61,10 @@ __all__ = [
     "text_relevance",
 ]
 
+# A memory's "last used" time is written at most this often by one process.
+MARK_EVERY = timedelta(minutes=1)
+_MARKED_KEPT = 65_536
+
 PIN_BONUS = 1.0
 """Added to a pinned entry's score: it ranks above every other candidate (scores are at most
 1), so it is the last recalled item any budget leaves out."""
@@ -84,6 +90,9 @@ class Recaller:
         self.memory = memory
         self.embedder = embedder if embedder is not None else memory.embedder
         self.history = history
+        # When this process last recorded each memory as used (see mark_used).
+        self._marked: OrderedDict[int, datetime] = OrderedDict()
+        self._marking = threading.Lock()
 
     def recall(
         self,
@@ -214,8 +223,24 @@ class Recaller:
         return self.history.previous(group, seqs)
 
     def mark_used(self, result: RecallResult, now: datetime) -> None:
-        """Record that ``result``'s memories were shown to an agent at ``now``."""
-        self.memory.mark_used([s.id for s in result.snippets], now)
+        """Record that ``result``'s memories were shown to an agent at ``now``: to the minute
+        (a memory this process recorded less than :data:`MARK_EVERY` ago is not written
+        again; with many groups the same memories are recalled turn after turn)."""
+        with self._marking:
+            due = []
+            for snippet in result.snippets:
+                last = self._marked.get(snippet.id)
+                if last is None or not timedelta(0) <= now - last < MARK_EVERY:
+                    due.append(snippet.id)
+        if not due:
+            return
+        self.memory.mark_used(due, now)
+        with self._marking:
+            for entry_id in due:
+                self._marked[entry_id] = now
+                self._marked.move_to_end(entry_id)
+            while len(self._marked) > _MARKED_KEPT:
+                self._marked.popitem(last=False)
 
     @staticmethod
     def _filter(
