@@ -18,6 +18,9 @@ from typing import Any, Protocol
 
 import yaml
 
+# The texts throughput.py stores as a group's history.
+from tests.bench.throughput import AGENT_TEXTS, PERSON_TEXTS
+
 __all__ = [
     "REPLY",
     "Calls",
@@ -34,28 +37,6 @@ __all__ = [
 ]
 
 REPLY = "Noted, I will take it from here."
-
-# The texts throughput.py stores as a group's history (its PERSON_TEXTS and AGENT_TEXTS).
-PERSON_TEXTS = (
-    "can we move the session store to Postgres before the launch?",
-    "the login page times out when the token has expired, see the screenshot",
-    "please review the retry logic in the payment client",
-    "what do we log when the cache misses? I need it for the dashboard",
-    "we decided to keep the REST API and add webhooks later",
-    "the nightly build failed again on the migration step",
-    "is the rate limiter per user or per API key?",
-    "I pushed a fix for the flaky upload test, can someone check it?",
-)
-AGENT_TEXTS = (
-    "Yes: the schema is ready, the only blocker is the JSON column on the old tables.",
-    "I reproduced it. The refresh call races the redirect; a fix is on the branch.",
-    "The backoff doubles without a cap. I suggest a 30 second ceiling and jitter.",
-    "Only the key and the miss reason, at DEBUG. I can add a counter for the dashboard.",
-    "Agreed. I wrote the decision down with the reasons, so we can revisit it later.",
-    "The migration locks the messages table for too long; splitting it in batches fixes it.",
-    "Per API key, with a burst of 20. Per user limits are on the list for next month.",
-    "Checked: the test passes 200 times in a row now. Merged.",
-)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
