@@ -11,12 +11,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import select, text
 
 from orchestrator.errors import ValidationError
 from orchestrator.memory.corrections import Corrections
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.gate.rules import GateConfig
+from orchestrator.memory.session.entries import ENTRIES, to_record
+from orchestrator.memory.session.sqlite_rows import SqliteRows
 from orchestrator.memory.session.store import Citation, MemoryEntry, NewMemory, SessionMemory
 from tests.databases import on_each_database
 
@@ -478,3 +480,31 @@ def test_pinned_gives_only_the_scopes_pins_newest_first(engine):
     assert alpha == ["alpha keeps a changelog", "we ship on fridays"]
     assert [r.content for r in memory.pinned(SCOPES_B)] == ["beta uses rust"]
     assert memory.pinned([]) == []
+
+
+def test_rows_read_straight_from_sqlite_are_what_sqlalchemy_gives(engine):
+    """Every column of entries written with tags, a citation, extras, a confidence, a pin and
+    a use reads the same through the driver as through SQLAlchemy's types (zones, JSON, None)."""
+    memory = SessionMemory(engine)
+    citation = Citation(
+        kind="message", ref="m1", locator="groups/alpha/messages/m1", scope="session"
+    )
+    first = memory.write(new("we ship on fridays", citation=citation, tags=["release"])).record
+    second = memory.write(new("beta keeps a changelog", group="beta", extra={"speaker": "Ada"}))
+    third = memory.write(new("nothing else", confidence=0.55)).record
+    memory.mark_used([first.id], T0 + timedelta(minutes=3))
+    Corrections(engine, gate=GateConfig()).pin(third.id, by="user", now=T0)
+    ids = [first.id, second.record.id, third.id]
+    columns = list(ENTRIES.c)
+    rows = SqliteRows(columns)
+    with engine.connect() as conn:
+        expected = {
+            row["id"]: dict(row)
+            for row in conn.execute(select(*columns).where(ENTRIES.c.id.in_(ids))).mappings()
+        }
+        fast = rows.by_ids(conn, ids)
+        pinned = rows.pinned(conn, SCOPES_A)
+    assert fast is not None
+    assert {row["id"]: row for row in fast} == expected
+    assert pinned == [expected[third.id]]
+    assert memory.records(ids) == {i: to_record(row) for i, row in expected.items()}

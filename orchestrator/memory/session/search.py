@@ -13,6 +13,7 @@ from sqlalchemy.engine import Connection
 
 from orchestrator.memory.session import fts
 from orchestrator.memory.session.entries import ENTRIES
+from orchestrator.memory.session.sqlite_rows import SqliteRows
 
 __all__ = ["TextHit", "text_hits"]
 
@@ -34,6 +35,7 @@ _HIT_COLUMNS = (
 _HITS_BY_IDS = select(*(_T.c[name] for name in _HIT_COLUMNS)).where(
     _T.c.id.in_(bindparam("ids", expanding=True))
 )
+_ROWS = SqliteRows([_T.c[name] for name in _HIT_COLUMNS])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,7 +61,9 @@ def text_hits(
     scored = fts.search_ids(conn, terms, scopes, limit)
     if not scored:
         return []
-    rows = conn.execute(_HITS_BY_IDS, {"ids": [i for i, _ in scored]}).mappings()
+    ids = [i for i, _ in scored]
+    fast = _ROWS.by_ids(conn, ids)
+    rows = fast if fast is not None else conn.execute(_HITS_BY_IDS, {"ids": ids}).mappings()
     found = {
         row["id"]: row
         for row in rows

@@ -44,6 +44,7 @@ from orchestrator.memory.session.records import (
     normalise,
 )
 from orchestrator.memory.session.search import TextHit, text_hits
+from orchestrator.memory.session.sqlite_rows import SqliteRows
 from orchestrator.memory.session.writes import Retry, VectorCache, write_in
 
 __all__ = [
@@ -68,6 +69,7 @@ _RECORD_COLUMNS = [
     c for c in _T.c if c.name not in ("norm", "norm_hash", "search_body", "search_meta")
 ]
 _BY_IDS = select(*_RECORD_COLUMNS).where(_T.c.id.in_(bindparam("ids", expanding=True)))
+_ROWS = SqliteRows(_RECORD_COLUMNS)  # the rows recall reads every turn, without SQLAlchemy
 _MARK_USED = (
     update(_T)
     .where(_T.c.id.in_(bindparam("ids", expanding=True)))
@@ -257,22 +259,29 @@ class SessionMemory:
         if not wanted:
             return {}
         with self._engine.connect() as conn:
-            rows = conn.execute(_BY_IDS, {"ids": wanted}).mappings()
+            fast = _ROWS.by_ids(conn, wanted)
+            rows = fast if fast is not None else conn.execute(_BY_IDS, {"ids": wanted}).mappings()
             return {row["id"]: to_record(row) for row in rows}
 
     def pinned(self, scopes: Sequence[tuple[str, str]]) -> builtins.list[MemoryRecord]:
         """The active entries of ``scopes`` that people pinned, newest first."""
         if not scopes:
             return []
-        # Only the scopes' pins (with many groups, every group's pins were read each turn),
-        # through one statement per number of scopes, built once.
+        # Only the scopes' pins (with many groups, every group's pins were read each turn);
+        # on SQLite straight from the driver, elsewhere one statement per number of scopes.
+        with self._engine.connect() as conn:
+            rows = _ROWS.pinned(conn, scopes)
+            if rows is None:
+                return [to_record(row) for row in self._pinned_rows(conn, scopes)]
+            return [to_record(row) for row in rows]
+
+    def _pinned_rows(self, conn: Connection, scopes: Sequence[tuple[str, str]]) -> Any:
         statement = self._pinned.get(len(scopes))
         if statement is None:
             statement = self._pinned[len(scopes)] = _pinned_of(len(scopes))
         values = {f"s{n}": scope for n, (scope, _) in enumerate(scopes)}
         values |= {f"i{n}": scope_id for n, (_, scope_id) in enumerate(scopes)}
-        with self._engine.connect() as conn:
-            return [to_record(row) for row in conn.execute(statement, values).mappings()]
+        return conn.execute(statement, values).mappings()
 
     def search_similar(
         self, vector: Sequence[float], *, scopes: Sequence[tuple[str, str]], limit: int = 50

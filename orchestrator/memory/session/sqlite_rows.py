@@ -1,0 +1,82 @@
+"""The memory entries every turn reads, straight from ``sqlite3`` on SQLite.
+
+Recall reads, at every turn, the full-text hits of its scopes, the full entries of those past
+the relevance floor and the scopes' pinned entries: tens of rows. SQLAlchemy processes each value
+of each row it returns (a datetime parsed by a regular expression, then given its zone; JSON
+decoded), which cost more than the queries. Here the same queries go to the driver, and only the
+datetime columns (stored as SQLAlchemy stores them: ``YYYY-MM-DD HH:MM:SS.ffffff``, in UTC,
+given their zone as its type does) and the JSON ones are converted: a row reads as SQLAlchemy
+would give it. Other databases keep SQLAlchemy's path (the functions return None there).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, Column
+from sqlalchemy.engine import Connection
+from sqlmodel.sql.sqltypes import UTCDateTime
+
+__all__ = ["SqliteRows"]
+
+# More ids than this go the SQLAlchemy way (SQLite limits a statement's parameters).
+_MOST_IDS = 500
+
+
+class SqliteRows:
+    """Reads ``columns`` of ``memory_entries`` rows as dictionaries of their values."""
+
+    def __init__(self, columns: Sequence[Column[Any]]) -> None:
+        self.names = tuple(column.name for column in columns)
+        self._datetimes = tuple(
+            i for i, column in enumerate(columns) if isinstance(column.type, UTCDateTime)
+        )
+        self._json = tuple(i for i, column in enumerate(columns) if isinstance(column.type, JSON))
+        self._select = "SELECT " + ", ".join(f'memory_entries."{n}"' for n in self.names)
+        self._select += " FROM memory_entries"
+
+    def by_ids(self, conn: Connection, ids: Sequence[int]) -> list[dict[str, Any]] | None:
+        """The rows with these ids, in no order (None: not SQLite, or too many ids)."""
+        if conn.dialect.name != "sqlite" or len(ids) > _MOST_IDS:
+            return None
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        return self._rows(conn, f"{self._select} WHERE memory_entries.id IN ({marks})", ids)
+
+    def pinned(
+        self, conn: Connection, scopes: Sequence[tuple[str, str]]
+    ) -> list[dict[str, Any]] | None:
+        """The pinned active rows of ``scopes``, newest first (None: not SQLite)."""
+        if conn.dialect.name != "sqlite":
+            return None
+        if not scopes:
+            return []
+        which = " OR ".join(
+            "(memory_entries.scope = ? AND memory_entries.scope_id = ?)" for _ in scopes
+        )
+        sql = (
+            f"{self._select} JOIN memory_pins ON memory_pins.entry_id = memory_entries.id"
+            f" WHERE memory_entries.status = 'active' AND ({which})"
+            " ORDER BY memory_entries.id DESC"
+        )
+        return self._rows(conn, sql, [value for scope in scopes for value in scope])
+
+    def _rows(self, conn: Connection, sql: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+        driver = conn.connection.driver_connection
+        if driver is None:  # a connection SQLAlchemy has let go of: none here
+            raise RuntimeError("no database connection")
+        rows = []
+        for values in driver.execute(sql, tuple(params)):
+            row = list(values)
+            for i in self._datetimes:
+                if isinstance(row[i], str):  # stored in UTC, without its zone
+                    row[i] = datetime.fromisoformat(row[i]).replace(tzinfo=UTC)
+            for i in self._json:
+                if isinstance(row[i], str):
+                    row[i] = json.loads(row[i])
+            rows.append(dict(zip(self.names, row, strict=True)))
+        return rows
