@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import signal
 import socket
 from collections.abc import Collection
 
@@ -14,6 +15,7 @@ from rq import Queue, Worker
 from rq.serializers import JSONSerializer
 
 from orchestrator.adapters.redis_client import connect, connect_patient, translated
+from orchestrator.adapters.spawn import end_with_parent
 from orchestrator.background import jobs as _jobs  # noqa: F401  (loaded before RQ forks)
 from orchestrator.background.queue import QUEUE_NAMES, RUN_JOB, RUNS_QUEUE
 from orchestrator.background.requeue import Requeuer
@@ -22,6 +24,16 @@ from orchestrator.errors import BusError
 __all__ = ["forget_workers", "run_worker"]
 
 logger = logging.getLogger(__name__)
+
+
+class _Worker(Worker):
+    """RQ's worker, whose process for a job (the "work horse", in a process group of its own)
+    ends with it: a worker killed mid-job leaves nothing running (a job waiting for a Redis
+    that is gone would otherwise wait for ever)."""
+
+    def setup_work_horse_signals(self) -> None:
+        super().setup_work_horse_signals()  # type: ignore[no-untyped-call]  # rq untyped
+        end_with_parent(signal.SIGTERM)
 
 
 def forget_workers(redis_url: str, pids: Collection[int]) -> list[str]:
@@ -72,7 +84,7 @@ def run_worker(
         importlib.import_module(RUN_JOB.rpartition(".")[0]).preload()
     connection = connect_patient(redis_url)
     queues = [Queue(q, connection=connection, serializer=JSONSerializer) for q in names]
-    worker = Worker(queues, connection=connection, name=name, serializer=JSONSerializer)
+    worker = _Worker(queues, connection=connection, name=name, serializer=JSONSerializer)
     logger.info("worker %s listening on %s", worker.name, ", ".join(names))
     # In burst mode RQ moves the due jobs once, in this process, as it starts.
     requeuer = None if burst else Requeuer(redis_url, names)

@@ -40,6 +40,7 @@ from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.schema import PersonalDraft
 from orchestrator.settings import Settings, load_settings
 from tests.arena_helpers import REPO, worker_process, write_team
+from tests.arena_up import processes_on
 from tests.fakes import FakeMessagesServer
 from tests.history_seed import write_history
 from tests.waiting import block_until
@@ -334,7 +335,8 @@ def test_summary_enqueued_twice_runs_once(settings, connection):
 
 @pytest.mark.slow
 def test_worker_killed_mid_job_leaves_memory_md_whole(tmp_path, embedded_redis_url, dead_mqtt):
-    """kill -9 of a worker mid-distillation leaves the old MEMORY.md and no temp files."""
+    """kill -9 of a worker mid-distillation leaves the old MEMORY.md, no temp files, and
+    nothing running: the job's own process (a group of its own) ends with the worker."""
     env = _env(tmp_path, embedded_redis_url, dead_mqtt)
     (tmp_path / "data").mkdir()
     settings = load_settings(**{k.removeprefix("ARENA_").lower(): v for k, v in env.items()})
@@ -361,6 +363,11 @@ def test_worker_killed_mid_job_leaves_memory_md_whole(tmp_path, embedded_redis_u
             assert job.get_status() is JobStatus.STARTED
             os.killpg(worker.pid, signal.SIGKILL)
             worker.wait(10)
+            block_until(
+                lambda: processes_on(settings.data_dir) == [],
+                timeout_s=10,
+                what="the job's process to end with its worker",
+            )
     assert memory_md.read_text(encoding="utf-8") == old
     leftovers = [p.name for p in memory_md.parent.rglob("*") if p.name.endswith(".tmp")]
     assert leftovers == []
