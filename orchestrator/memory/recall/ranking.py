@@ -29,7 +29,6 @@ from typing import Literal
 from orchestrator.memory.conversation.index import Said
 from orchestrator.memory.session import fts
 from orchestrator.memory.session.records import MemoryRecord, meta_text
-from orchestrator.memory.session.search import TextHit
 
 __all__ = [
     "AUTHOR_BONUS",
@@ -116,16 +115,15 @@ def text_relevance(query: str, hits: Sequence[tuple[MemoryRecord, float]]) -> li
 
 def text_similarities(
     stemmed: Sequence[tuple[str, str]],
-    hits: Sequence[TextHit] | Sequence[tuple[MemoryRecord, float]],
+    hits: Sequence[tuple[MemoryRecord, float]],
 ) -> list[float]:
     """Each hit's score relative to the best one, blended with the share of the query's words
     it holds: BM25 alone cannot tell a weak match from a word found in most entries."""
-    pairs = [(hit, hit.score) if isinstance(hit, TextHit) else hit for hit in hits]
-    best = max((score for _, score in pairs), default=0.0)
+    best = max((score for _, score in hits), default=0.0)
     return [
         (1 - _COVERAGE_WEIGHT) * (score / best if best > 0 else 0.0)
         + _COVERAGE_WEIGHT * _coverage(stemmed, entry)
-        for entry, score in pairs
+        for entry, score in hits
     ]
 
 
@@ -173,7 +171,7 @@ def _words(text: str) -> frozenset[str]:
     return frozenset(fts.words(text))
 
 
-def _coverage(terms: Sequence[tuple[str, str]], record: MemoryRecord | TextHit) -> float:
+def _coverage(terms: Sequence[tuple[str, str]], record: MemoryRecord) -> float:
     """The share of the query's words (each with its stem) found in the entry's content or
     metadata."""
     if not terms:
@@ -188,7 +186,7 @@ def _coverage(terms: Sequence[tuple[str, str]], record: MemoryRecord | TextHit) 
     return found / len(terms)
 
 
-def authors_of(record: MemoryRecord | TextHit) -> frozenset[str]:
+def authors_of(record: MemoryRecord) -> frozenset[str]:
     """Who wrote or said the entry: the names' words, lower-cased."""
     speaker = record.extra.get("speaker")
     return names_of(record.agent, speaker if isinstance(speaker, str) else "")

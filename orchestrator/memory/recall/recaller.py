@@ -46,7 +46,7 @@ from orchestrator.memory.recall.values import (
 from orchestrator.memory.session import fts
 from orchestrator.memory.session.embeddings import Embedder
 from orchestrator.memory.session.records import MemoryRecord
-from orchestrator.memory.session.search import TextHit
+from orchestrator.memory.session.resident import Found
 from orchestrator.memory.session.store import SessionMemory
 
 __all__ = [
@@ -140,27 +140,16 @@ class Recaller:
         """The memories past the floor and the filters, with their final score, and the
         pinned ones of ``scopes`` whatever their relevance (they pass no filter: a person chose
         them)."""
-        candidates = self._candidates(query, scopes, config.candidates)
-        pinned = {record.id: record for record in self.memory.pinned(scopes)}
-        # Only what passes the relevance floor is read in full (text hits come light).
-        full = self.memory.records(
-            c.id
-            for c, sim in candidates
-            if isinstance(c, TextHit) and c.id not in pinned and _below_floor(sim, config) is None
-        )
+        candidates, pins = self._candidates(query, scopes, config.candidates)
+        pinned = {record.id: record for record in pins}
         kept: list[Ranked] = []
-        for candidate, similarity in candidates:
-            if candidate.id in pinned:
+        for record, similarity in candidates:
+            if record.id in pinned:
                 continue
-            record = candidate if isinstance(candidate, MemoryRecord) else full.get(candidate.id)
-            verdict = (
-                _below_floor(similarity, config)
-                if record is None
-                else self._filter(record, similarity, config)
-            )
+            verdict = self._filter(record, similarity, config)
             if verdict is not None:
-                dropped.append(Dropped(id=candidate.id, layer=verdict[0], reason=verdict[1]))
-            elif record is not None and record.status == "active":
+                dropped.append(Dropped(id=record.id, layer=verdict[0], reason=verdict[1]))
+            elif record.status == "active":
                 score = final_score(similarity, record, now)
                 kept.append(
                     Ranked(score=score, similarity=similarity, order=-record.id, item=record)
@@ -256,16 +245,24 @@ class Recaller:
 
     def _candidates(
         self, query: str, scopes: Sequence[tuple[str, str]], limit: int
-    ) -> list[tuple[MemoryRecord | TextHit, float]]:
-        """Every candidate with its fused similarity in 0..1, best first."""
+    ) -> tuple[list[tuple[MemoryRecord, float]], list[MemoryRecord]]:
+        """Every candidate with its fused similarity in 0..1, best first; and the scopes'
+        pinned entries."""
         terms = fts.query_terms(query)
         stemmed = [(term, fts.stem(term)) for term in terms]
-        records: dict[int, MemoryRecord | TextHit] = {}
-        text_hits = self.memory.search_hits(query, scopes=scopes, limit=limit)
+        found = self.memory.resident.find(terms, scopes, limit)
+        if found is None:  # a scope too large to hold in memory: the full-text index
+            found = Found(
+                hits=self.memory.search(query, scopes=scopes, limit=limit),
+                pinned=self.memory.pinned(scopes),
+            )
+        records: dict[int, MemoryRecord] = {}
         text_sim: dict[int, float] = {}
-        for hit, similarity in zip(text_hits, text_similarities(stemmed, text_hits), strict=True):
-            records[hit.id] = hit
-            text_sim[hit.id] = similarity
+        for (record, _), similarity in zip(
+            found.hits, text_similarities(stemmed, found.hits), strict=True
+        ):
+            records[record.id] = record
+            text_sim[record.id] = similarity
         vector_sim: dict[int, float] = {}
         if self.embedder is not None:
             vector = self.embedder.embed([query])[0]
@@ -284,7 +281,7 @@ class Recaller:
         top = max(fused.values(), default=1.0)
         scale = 1.0 / top if top > 1.0 else 1.0
         order = sorted(fused, key=lambda i: (-fused[i], -i))
-        return [(records[i], fused[i] * scale) for i in order]
+        return [(records[i], fused[i] * scale) for i in order], found.pinned
 
 
 def _below_floor(similarity: float, config: RecallConfig) -> tuple[Layer, str] | None:

@@ -25,9 +25,12 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
+import unicodedata
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
+import snowballstemmer
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import TextClause
@@ -37,15 +40,18 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "BODY_WEIGHT",
     "META_WEIGHT",
+    "fold",
     "fts5_phrase",
     "index_text",
     "install",
+    "porter",
     "postgres_needs_install",
     "query_terms",
     "scope_key",
     "search_ids",
     "sqlite_needs_install",
     "stem",
+    "tokens",
     "websearch_query",
     "words",
 ]
@@ -282,6 +288,42 @@ def words(value: str) -> set[str]:
         else:
             found.add(stem(token.removesuffix("'s").replace("'", "")))
     return found
+
+
+def tokens(value: str) -> list[str]:
+    """The words of a text in order, repeats kept, as the index's tokenizer reads them:
+    accents removed (``café`` → ``cafe``), Porter-stemmed (:func:`porter`), CJK runs as
+    bigrams. What the in-memory index of :mod:`orchestrator.memory.session.resident` counts,
+    and (one word at a time) how it reads a query's terms."""
+    lowered = fold(value.lower())
+    if "'" not in lowered and _CJK_RUN_RE.search(lowered) is None:
+        return [porter(token) for token in _PLAIN_TOKEN_RE.findall(lowered)]
+    found: list[str] = []
+    for token in _TOKEN_RE.findall(index_text(lowered)):
+        if _CJK_RUN_RE.fullmatch(token):
+            found.append(token)  # a bigram (or a lone character), as index_text made it
+        else:
+            found.append(porter(token.removesuffix("'s").replace("'", "")))
+    return found
+
+
+_PORTER = snowballstemmer.stemmer("porter")
+_PORTER_LOCK = threading.Lock()  # a stemmer keeps state while it stems a word
+
+
+@lru_cache(maxsize=131072)
+def porter(word: str) -> str:
+    """The Porter stem of a lower-cased word, as the index's ``porter`` tokenizer gives it."""
+    with _PORTER_LOCK:
+        return str(_PORTER.stemWord(word))
+
+
+def fold(value: str) -> str:
+    """``value`` without accents (``é`` → ``e``), as ``remove_diacritics`` reads it."""
+    if value.isascii():
+        return value
+    decomposed = unicodedata.normalize("NFKD", value)
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 
 @lru_cache(maxsize=65536)  # recall stems every candidate's words, the same few thousand

@@ -47,6 +47,14 @@ class SqliteRows:
         marks = ",".join("?" * len(ids))
         return self._rows(conn, f"{self._select} WHERE memory_entries.id IN ({marks})", ids)
 
+    def where(
+        self, conn: Connection, condition: str, params: Sequence[Any]
+    ) -> list[dict[str, Any]] | None:
+        """The rows that meet ``condition`` (SQL with ``?`` placeholders; None: not SQLite)."""
+        if conn.dialect.name != "sqlite":
+            return None
+        return self._rows(conn, f"{self._select} WHERE {condition}", params)
+
     def pinned(
         self, conn: Connection, scopes: Sequence[tuple[str, str]]
     ) -> list[dict[str, Any]] | None:

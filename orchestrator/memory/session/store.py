@@ -43,7 +43,7 @@ from orchestrator.memory.session.records import (
     WriteOutcome,
     normalise,
 )
-from orchestrator.memory.session.search import TextHit, text_hits
+from orchestrator.memory.session.resident import ResidentMemory
 from orchestrator.memory.session.sqlite_rows import SqliteRows
 from orchestrator.memory.session.writes import Retry, VectorCache, write_in
 
@@ -113,6 +113,8 @@ class SessionMemory:
         self._engine = engine
         self.embedder = embedder
         self._pinned: dict[int, Select[Any]] = {}
+        # What recall searches at every turn, held in memory and kept current.
+        self.resident = ResidentMemory(engine)
 
     # Writing --------------------------------------------------------------------------------
 
@@ -244,14 +246,6 @@ class SessionMemory:
             for record, score in found
             if record.status == "active" and (record.scope, record.scope_id) in wanted
         ]
-
-    def search_hits(
-        self, query: str, *, scopes: Sequence[tuple[str, str]], limit: int = 50
-    ) -> builtins.list[TextHit]:
-        """:meth:`search`, reading only what a hit's relevance depends on (see
-        :class:`TextHit`): cheaper when most hits are then left out."""
-        with self._engine.connect() as conn:
-            return text_hits(conn, fts.query_terms(query), scopes, limit)
 
     def records(self, ids: Iterable[int]) -> dict[int, MemoryRecord]:
         """The entries with these ids that exist, whatever their status, by id."""

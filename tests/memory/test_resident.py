@@ -1,0 +1,202 @@
+"""The memories recall holds in memory: found as the full-text index finds them, and current
+with every change, whoever made it (another process, a script with its own SQL)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import Engine
+
+from orchestrator.memory.corrections import Corrections
+from orchestrator.memory.db import make_engine
+from orchestrator.memory.gate.rules import GateConfig
+from orchestrator.memory.recall.recaller import RecallConfig, Recaller
+from orchestrator.memory.session import fts
+from orchestrator.memory.session.resident import ResidentMemory
+from orchestrator.memory.session.store import NewMemory, SessionMemory
+from tests.databases import on_each_database
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+ALPHA = [("session", "alpha"), ("personal", "ping"), ("global", "")]
+
+
+def new(content: str, *, group: str = "alpha", **fields: object) -> NewMemory:
+    values: dict[str, object] = {
+        "scope": "session",
+        "scope_id": group,
+        "type": "fact",
+        "content": content,
+        "agent": "ping",
+        "group_id": group,
+        "now": T0,
+    }
+    values.update(fields)
+    return NewMemory(**values)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def other_engine(engine: Engine) -> Iterator[Engine]:
+    """The same database through an engine of its own: another process's writes."""
+    second = make_engine(engine.url.render_as_string(hide_password=False))
+    yield second
+    second.dispose()
+
+
+@pytest.fixture
+def other(other_engine: Engine) -> SessionMemory:
+    return SessionMemory(other_engine)
+
+
+def find(resident: ResidentMemory, query: str, scopes=ALPHA, limit: int = 50):
+    found = resident.find(fts.query_terms(query), scopes, limit)
+    return [record.content for record, _ in found.hits], [r.content for r in found.pinned]
+
+
+@on_each_database
+def test_finds_what_the_full_text_index_finds(engine):
+    """The same entries as the index's search, best first; nothing of another group, nothing
+    archived; stemmed and accent-blind as the index is."""
+    memory = SessionMemory(engine)
+    memory.write(new("Deploying needs two approvals", tags=["ops"], key="deploy_rule"))
+    memory.write(new("The deploy approval process is documented in the wiki"))
+    memory.write(new("Lunch is at noon on Fridays"))
+    memory.write(new("Deploy approvals in beta", group="beta"))
+    archived = memory.write(new("Old deploy approvals note")).record
+    memory.forget(archived.id)
+    memory.write(new("Answer in British English", scope="global", scope_id="", group_id=None))
+    memory.write(new("Le café ouvre à huit heures"))
+    found, _ = find(memory.resident, "deploy approvals")
+    by_index = [r.content for r, _ in memory.search("deploy approvals", scopes=ALPHA)]
+    assert (
+        set(found)
+        == set(by_index)
+        == {
+            "Deploying needs two approvals",
+            "The deploy approval process is documented in the wiki",
+        }
+    )
+    assert found[0] == "Deploying needs two approvals"  # both words, and the key's
+    assert find(memory.resident, "which english spelling")[0] == ["Answer in British English"]
+    assert find(memory.resident, "cafe")[0] == ["Le café ouvre à huit heures"]
+    assert find(memory.resident, "deploy", limit=1)[0] == ["Deploying needs two approvals"]
+    assert find(memory.resident, "nothing matches this")[0] == []
+    assert find(memory.resident, "deploy", scopes=[])[0] == []
+
+
+@on_each_database
+def test_sees_every_change_made_elsewhere(engine, other, other_engine):
+    """Writes, supersedes, forgets, restores, pins and a script's own SQL, made through
+    another engine after the scope was held, are in the next search."""
+    mine = SessionMemory(engine)
+    resident = mine.resident
+    assert find(resident, "backups") == ([], [])
+    first = other.write(new("The database backups run nightly", key="backups")).record
+    assert find(resident, "backups")[0] == ["The database backups run nightly"]
+    other.write(new("The database backups run hourly", key="backups"))  # supersedes
+    assert find(resident, "backups")[0] == ["The database backups run hourly"]
+    corrections = Corrections(other_engine, gate=GateConfig())
+    second = _id_of(other_engine, "The database backups run hourly")
+    corrections.pin(second, by="user", now=T0)
+    assert find(resident, "lunch") == ([], ["The database backups run hourly"])
+    corrections.unpin(second, by="user", now=T0)
+    assert find(resident, "lunch") == ([], [])
+    other.forget(second)
+    assert find(resident, "backups")[0] == []
+    other.restore(second)
+    assert find(resident, "backups")[0] == ["The database backups run hourly"]
+    with other_engine.begin() as conn:
+        conn.execute(
+            text(
+                "UPDATE memory_entries SET content = 'Backups moved to the cloud', "
+                "search_body = 'Backups moved to the cloud' WHERE id = :id"
+            ),
+            {"id": second},
+        )
+        conn.execute(
+            text("UPDATE memory_entries SET scope_id = 'beta' WHERE id = :id"), {"id": first.id}
+        )
+    assert find(resident, "backups")[0] == ["Backups moved to the cloud"]
+    assert find(resident, "backups", scopes=[("session", "beta")])[0] == []  # not active
+    with other_engine.begin() as conn:
+        conn.execute(text("DELETE FROM memory_entries WHERE id = :id"), {"id": second})
+    assert find(resident, "backups")[0] == []
+
+
+@on_each_database
+def test_recording_use_is_not_a_change(engine):
+    """Recall writes when it last used an entry at every turn: that logs nothing."""
+    memory = SessionMemory(engine)
+    entry = memory.write(new("The deploy needs two approvals")).record
+    with engine.connect() as conn:
+        before = conn.execute(text("SELECT count(*) FROM memory_scope_log")).scalar_one()
+    memory.mark_used([entry.id], T0 + timedelta(hours=1))
+    with engine.connect() as conn:
+        after = conn.execute(text("SELECT count(*) FROM memory_scope_log")).scalar_one()
+    assert after == before
+    assert memory.get(entry.id).last_used_at == T0 + timedelta(hours=1)
+
+
+def test_a_reader_left_behind_reads_everything_again(engine, other):
+    """When the log no longer holds every change since a reader's last read (it keeps the
+    newest rows only), the reader lets go of what it holds and reads it anew."""
+    resident = SessionMemory(engine).resident
+    other.write(new("The deploy needs two approvals"))
+    assert find(resident, "deploy")[0] == ["The deploy needs two approvals"]
+    with engine.begin() as conn:  # as if thousands of changes had been made and dropped
+        conn.execute(text("UPDATE memory_entries SET content = 'The deploy needs three approvals'"))
+        conn.execute(
+            text("UPDATE sqlite_sequence SET seq = seq + 20000 WHERE name = 'memory_scope_log'")
+        )
+        conn.execute(text("DELETE FROM memory_scope_log"))
+    other.write(new("Lunch is at noon"))
+    assert find(resident, "deploy")[0] == ["The deploy needs three approvals"]
+
+
+def test_lets_go_of_scopes_beyond_its_size_and_reads_them_again(engine):
+    """Past ``max_entries`` the scopes searched longest ago are let go; searched again,
+    they are read again."""
+    memory = SessionMemory(engine)
+    for group in ("a", "b", "c"):
+        memory.write_many([new(f"{group} note {n} about deploys", group=group) for n in range(5)])
+    resident = ResidentMemory(engine, max_entries=6)
+    for group in ("a", "b", "c", "a"):
+        hits, _ = find(resident, "deploys", scopes=[("session", group)])
+        assert len(hits) == 5
+        assert all(h.startswith(f"{group} note") for h in hits)
+        assert resident.held == 5
+
+
+def _id_of(engine: Engine, content: str) -> int:
+    with engine.connect() as conn:
+        return int(
+            conn.execute(
+                text("SELECT id FROM memory_entries WHERE content = :c AND status = 'active'"),
+                {"c": content},
+            ).scalar_one()
+        )
+
+
+def test_a_scope_too_large_to_hold_is_searched_in_the_index(engine):
+    """Past ``max_scope`` active entries a scope is not held: find says so, and recall finds
+    the same memories through the full-text index; the scope is counted again later."""
+    memory = SessionMemory(engine)
+    memory.write_many([new(f"note {n} about the deploy window") for n in range(4)])
+    memory.write(new("Deploys need two approvals", key="deploy_rule"))
+    now = [0.0]
+    memory.resident = ResidentMemory(engine, max_scope=3, clock=lambda: now[0])
+    assert memory.resident.find(["deploy"], ALPHA, 10) is None
+    assert memory.resident.held == 0
+    result = Recaller(memory).recall(
+        "deploy approvals", group="alpha", agent="ping", config=RecallConfig(), now=T0
+    )
+    assert result.snippets[0].content == "Deploys need two approvals"
+    with engine.begin() as conn:  # the group shrinks below the limit
+        conn.execute(text("UPDATE memory_entries SET status = 'archived' WHERE key IS NULL"))
+    assert memory.resident.find(["deploy"], ALPHA, 10) is None  # not counted again yet
+    now[0] += 61
+    found = memory.resident.find(["deploy"], ALPHA, 10)
+    assert found is not None
+    assert [r.content for r, _ in found.hits] == ["Deploys need two approvals"]
