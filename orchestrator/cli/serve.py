@@ -12,6 +12,8 @@ import contextlib
 import faulthandler
 import signal
 import sys
+from collections.abc import Coroutine
+from typing import Any
 
 import click
 
@@ -44,7 +46,7 @@ def up(settings: Settings) -> None:
         _stacks_on_sigusr1()
         await supervisor.serve(settings, stop, say=lambda line: out.print(line))
 
-    asyncio.run(_up())
+    _run_loop(_up())
     out.print("arena: stopped")
 
 
@@ -63,7 +65,7 @@ def daemon(settings: Settings) -> None:
         _stacks_on_sigusr1()
         await runtime.run(settings, stop, ready=lambda: out.print("arena: ready"))
 
-    asyncio.run(_run())
+    _run_loop(_run())
 
 
 @click.command()
@@ -86,6 +88,16 @@ def worker(settings: Settings, burst: bool, runs: bool) -> None:
         model_sdk=settings.anthropic_api_key is not None,
         runs=runs,
     )
+
+
+def _run_loop(main: Coroutine[Any, Any, None]) -> None:
+    """Run ``main`` on uvloop's event loop: the daemon's loop does most of a message's work,
+    and uvloop's takes about a sixth less CPU per message than asyncio's own
+    (``tests/bench/throughput.py``, docs/performance.md)."""
+    import uvloop
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(main)
 
 
 def _stacks_on_sigusr1() -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Final, Literal, get_args
 
 __all__ = [
@@ -103,9 +104,11 @@ _SCHEMAS: Final[Mapping[str, Mapping[str, Any]]] = {
 }
 
 
-def schemas(names: tuple[str, ...]) -> list[dict[str, Any]]:
-    """The Messages API ``tools`` for ``names``, in that order."""
-    return [
+@lru_cache(maxsize=256)
+def schemas(names: tuple[str, ...]) -> tuple[dict[str, Any], ...]:
+    """The Messages API ``tools`` for ``names``, in that order (the same objects for the same
+    names: every turn of an agent sends them; never change them)."""
+    return tuple(
         {
             "name": name,
             "description": _SCHEMAS[name]["description"],
@@ -117,7 +120,7 @@ def schemas(names: tuple[str, ...]) -> list[dict[str, Any]]:
             },
         }
         for name in names
-    ]
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import lru_cache
 from types import TracebackType
 from typing import Literal, Self
 
@@ -84,7 +85,14 @@ _ASKS_DECIDED = re.compile(
 def prompt_words(request: LLMRequest) -> int:
     """An offline turn's input: the words of the system prompt, its tail and the messages."""
     texts = [request.system, request.system_tail, *(m.get("content", "") for m in request.messages)]
-    return sum(len(t.split()) for t in texts)
+    return sum(_words(t) if isinstance(t, str) else len(str(t).split()) for t in texts)
+
+
+@lru_cache(maxsize=16384)
+def _words(text: str) -> int:
+    """How many words ``text`` has: counted once (the same system prompt and messages come
+    back turn after turn, and each turn counts them twice: the caps' estimate, the usage)."""
+    return len(text.split())
 
 
 class OfflineProvider:

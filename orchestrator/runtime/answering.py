@@ -138,7 +138,7 @@ class Answerer:
             meta = replace(meta, context=built.report)
             request, runner = built.request, self._runner(asked, now)
             if runner is not None:
-                request = replace(request, tools=tuple(schemas(agent.tools)))
+                request = replace(request, tools=schemas(agent.tools))
             result = await run_turn(request, self.llm, runner, self.max_tool_steps)
             self._observe_drift(
                 built.report, result.steps[0] if result.steps else result.completion
