@@ -32,6 +32,7 @@ from orchestrator.memory.conversation.rows import (
     to_stored,
 )
 from orchestrator.memory.conversation.rows_sql import row_writes
+from orchestrator.memory.quick import QuickReader
 from orchestrator.memory.transactions import BatchedWrites, writing
 
 __all__ = [
@@ -55,7 +56,7 @@ _REPLIES = (
     .where(MESSAGES.c.in_reply_to == bindparam("message_id"))
     .order_by(MESSAGES.c.seq)
 )
-_NEWEST = sql_select(func.max(MESSAGES.c.seq)).where(MESSAGES.c.group_id == bindparam("group"))
+_NEWEST = "SELECT max(seq) FROM messages WHERE group_id = ?"
 
 
 def _before(before: datetime, group: str | None, upto_seq: int | None) -> list[ColumnElement[bool]]:
@@ -77,6 +78,7 @@ class HistoryStore:
 
     def __init__(self, engine: Engine, *, max_batch: int = 256) -> None:
         self.engine = engine
+        self._quick = QuickReader(engine)  # the newest seq, asked at most turns
         self._rows = row_writes(engine)
         # Many groups' messages are stored together: one thread hand-off, one transaction.
         self._writes = BatchedWrites(engine, max_batch=max_batch)
@@ -167,8 +169,7 @@ class HistoryStore:
 
     def newest_seq(self, group: str) -> int | None:
         """The ``seq`` of the group's newest message (None: it has none)."""
-        with self.engine.connect() as conn:
-            newest = conn.execute(_NEWEST, {"group": group}).scalar()
+        newest = self._quick.rows(_NEWEST, (group,))[0][0]
         return int(newest) if newest is not None else None
 
     def recent(

@@ -30,6 +30,7 @@ from sqlalchemy import and_, bindparam, func, select
 from sqlalchemy.engine import Connection, Engine
 
 from orchestrator.memory.audit import PINS
+from orchestrator.memory.quick import QuickReader
 from orchestrator.memory.session import fts, scope_log
 from orchestrator.memory.session.entries import ENTRIES, IS_ACTIVE, to_record
 from orchestrator.memory.session.records import MemoryRecord, meta_text
@@ -133,6 +134,8 @@ class ResidentMemory:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._engine = engine
+        self._reader = QuickReader(engine)
+        self._sqlite = engine.dialect.name == "sqlite"
         self.max_entries = max_entries
         self.max_scope = max_scope
         self._clock = clock
@@ -153,11 +156,17 @@ class ResidentMemory:
             later).
         """
         wanted = list(dict.fromkeys(scopes))
-        with self._lock, self._engine.connect() as conn:
-            self._catch_up(conn)
-            if any(self._too_large(conn, scope) for scope in wanted):
-                return None
-            held = [self._scope(conn, scope) for scope in wanted]
+        with self._lock:
+            self._catch_up()
+            if not all(scope in self._scopes for scope in wanted):
+                with self._engine.connect() as conn:
+                    if any(self._too_large(conn, scope) for scope in wanted):
+                        return None
+                    for scope in wanted:
+                        self._scope(conn, scope)
+            held = [self._scopes[scope] for scope in wanted]
+            for scope in wanted:
+                self._scopes.move_to_end(scope)
             hits = _rank(terms, held, limit) if limit > 0 else []
             pinned = sorted(
                 (s.entries[i].record for s in held for i in s.pinned if i in s.entries),
@@ -178,19 +187,20 @@ class ResidentMemory:
 
     # Keeping current -----------------------------------------------------------------------
 
-    def _catch_up(self, conn: Connection) -> None:
+    def _catch_up(self) -> None:
         if self._last is None:
             self._forget_all()
-            self._last = scope_log.newest(conn)
+            self._last = scope_log.newest(self._reader)
             return
-        changes = scope_log.changes(conn, self._last, self._applied)
+        lookback = 0 if self._sqlite else scope_log.POSTGRES_LOOKBACK
+        changes = scope_log.changes(self._reader, self._last, self._applied, lookback=lookback)
         if not changes.rows:
             return
         if changes.lost:
             self._forget_all()
             self._last = changes.last
             return
-        if conn.dialect.name != "sqlite":
+        if not self._sqlite:
             self._applied.update(change.seq for change in changes.rows)
             floor = changes.last - scope_log.POSTGRES_LOOKBACK
             self._applied = {seq for seq in self._applied if seq > floor}
@@ -200,7 +210,8 @@ class ResidentMemory:
             if change.scope in self._scopes:
                 touched.setdefault(change.scope, set()).add(change.entry_id)
         if touched:
-            self._reread(conn, touched)
+            with self._engine.connect() as conn:
+                self._reread(conn, touched)
 
     def _reread(self, conn: Connection, touched: dict[Scope, set[int]]) -> None:
         """Read the changed entries of held scopes again: each leaves its scope, and comes
@@ -223,15 +234,14 @@ class ResidentMemory:
                 self._held += 1
                 if entry_id in pinned:
                     held.pinned.add(entry_id)
+            if len(held.entries) > self.max_scope:  # grown too large: counted when searched
+                self._held -= len(self._scopes.pop(scope).entries)
 
     def _too_large(self, conn: Connection, scope: Scope) -> bool:
-        """Whether ``scope`` has more active entries than may be held (a held scope is
-        not counted: it grew by changes, and is let go of when it grows past the limit)."""
-        held = self._scopes.get(scope)
-        if held is not None:
-            if len(held.entries) <= self.max_scope:
-                return False
-            self._held -= len(self._scopes.pop(scope).entries)
+        """Whether ``scope`` has more active entries than may be held (a held scope is not
+        counted: one that grows past the limit is let go of when the change is read)."""
+        if scope in self._scopes:
+            return False
         now = self._clock()
         until = self._large.get(scope)
         if until is not None and now < until:

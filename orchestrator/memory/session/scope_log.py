@@ -26,10 +26,19 @@ from sqlalchemy.engine import Connection
 from sqlmodel import Field, SQLModel
 
 from orchestrator.memory import audit as _audit  # noqa: F401  (memory_pins, for the triggers)
+from orchestrator.memory.quick import QuickReader
 from orchestrator.memory.session import entries as _entries
 from orchestrator.memory.session.fts import postgres_needs_install, sqlite_needs_install
 
-__all__ = ["KEPT_ROWS", "POSTGRES_LOOKBACK", "Change", "Changes", "ScopeLogRow", "changes"]
+__all__ = [
+    "KEPT_ROWS",
+    "POSTGRES_LOOKBACK",
+    "Change",
+    "Changes",
+    "ScopeLogRow",
+    "changes",
+    "newest",
+]
 
 KEPT_ROWS = 10_000
 POSTGRES_LOOKBACK = 256
@@ -177,25 +186,24 @@ def install(conn: Connection) -> None:
 
 
 _SINCE = "SELECT seq, scope, scope_id, entry_id FROM memory_scope_log WHERE seq > ? ORDER BY seq"
-_OLDEST = "SELECT min(seq), max(seq) FROM memory_scope_log"
+_OLDEST = "SELECT min(seq) FROM memory_scope_log"
+_NEWEST = "SELECT coalesce(max(seq), 0) FROM memory_scope_log"
 
 
-def newest(conn: Connection) -> int:
+def newest(reader: QuickReader) -> int:
     """The last ``seq`` written so far (0: none): where a new reader starts."""
-    row = conn.execute(text("SELECT coalesce(max(seq), 0) FROM memory_scope_log")).one()
-    return int(row[0])
+    return int(reader.rows(_NEWEST)[0][0])
 
 
-def changes(conn: Connection, last: int, applied: set[int]) -> Changes:
-    """The changes after ``last`` (on PostgreSQL also those a little before it that are not in
-    ``applied``, the seqs already read there).
+def changes(reader: QuickReader, last: int, applied: set[int], *, lookback: int = 0) -> Changes:
+    """The changes after ``last``; with ``lookback`` (PostgreSQL: :data:`POSTGRES_LOOKBACK`)
+    also those up to that many seqs before it that are not in ``applied``, the seqs read
+    there already.
 
     Returns:
         The changes in ``seq`` order, whether some were lost, and the new ``last``.
     """
-    sqlite = conn.dialect.name == "sqlite"
-    since = last if sqlite else max(0, last - POSTGRES_LOOKBACK)
-    rows = _read(conn, _SINCE, (since,))
+    rows = reader.rows(_SINCE, (max(0, last - lookback),))
     found = [
         Change(seq=int(seq), scope=(str(scope), str(scope_id)), entry_id=int(entry_id))
         for seq, scope, scope_id, entry_id in rows
@@ -203,16 +211,6 @@ def changes(conn: Connection, last: int, applied: set[int]) -> Changes:
     ]
     if not found:
         return Changes(rows=(), lost=False, last=last)
-    oldest, _ = _read(conn, _OLDEST, ())[0]
+    oldest = reader.rows(_OLDEST)[0][0]
     lost = last > 0 and oldest is not None and int(oldest) > last + 1
     return Changes(rows=found, lost=lost, last=max(last, found[-1].seq))
-
-
-def _read(conn: Connection, sql: str, params: tuple[Any, ...]) -> list[Any]:
-    """Rows of ``sql`` (``?`` placeholders): straight from the driver on SQLite (this runs at
-    every turn), through SQLAlchemy elsewhere."""
-    if conn.dialect.name == "sqlite" and conn.connection.driver_connection is not None:
-        return list(conn.connection.driver_connection.execute(sql, params))
-    names = iter(range(len(params)))
-    bound = "".join(f":p{next(names)}" if part == "?" else part for part in sql)
-    return list(conn.execute(text(bound), {f"p{n}": v for n, v in enumerate(params)}))

@@ -1,0 +1,51 @@
+"""A connection kept for the few small reads made at every turn.
+
+A turn asks the database two tiny questions before anything else: has memory changed since the
+last turn (:mod:`orchestrator.memory.session.scope_log`), and is the group's newest message the
+one held in memory (:mod:`orchestrator.memory.conversation.recent`). Each answer takes the
+database microseconds; taking a connection from SQLAlchemy's pool and giving it back took ten
+times that. A :class:`QuickReader` keeps one connection of the engine's pool (so it has the
+engine's settings) for such reads, on SQLite straight through the driver; one thread at a time.
+Other databases go through SQLAlchemy as usual.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import Engine
+
+__all__ = ["QuickReader"]
+
+
+class QuickReader:
+    """Reads rows with a connection of its own (``?`` placeholders). Thread-safe."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._sqlite = engine.dialect.name == "sqlite"
+        self._lock = threading.Lock()
+        self._held: Any = None  # the pool's connection, taken on first use
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """The rows of one statement."""
+        if not self._sqlite:
+            return self._through_sqlalchemy(sql, params)
+        with self._lock:
+            if self._held is None:
+                self._held = self._engine.raw_connection()
+                # Given back to its pool when this reader is gone.
+                weakref.finalize(self, self._held.close)
+            driver = self._held.driver_connection
+            return list(driver.execute(sql, tuple(params)))
+
+    def _through_sqlalchemy(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        names = iter(range(len(params)))
+        bound = "".join(f":p{next(names)}" if part == "?" else part for part in sql)
+        with self._engine.connect() as conn:
+            found = conn.execute(text(bound), {f"p{n}": v for n, v in enumerate(params)})
+            return [tuple(row) for row in found]
