@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 from pathlib import Path
 from typing import Annotated, Any
@@ -143,6 +144,9 @@ class Settings(BaseSettings):
     redis_max_connections: int = Field(default=64, ge=2, le=10_000)
     shutdown_timeout_s: float = Field(default=8.0, gt=0)
     workers: int = Field(default=1, ge=0, le=64)
+    # Daemon processes `arena up` runs (its own, the others beside it) sharing the partitions:
+    # with many groups busy each takes a share. Two with two cores or more (docs/performance.md).
+    daemons: int = Field(default_factory=lambda: min(2, os.cpu_count() or 1), ge=1, le=64)
     # Workers that take only Claude Code runs (the `runs` queue): a run may take minutes.
     run_workers: int = Field(default=1, ge=0, le=64)
     # Approvals: who decides what a run asks (the sender name that may type `/approve` in a

@@ -79,6 +79,7 @@ class Arena:
             "ARENA_MQTT_PORT": str(free_port()),
             "ARENA_REDIS_PORT": str(self.redis_port),
             "ARENA_WORKERS": "1",
+            "ARENA_DAEMONS": "1",
             "ARENA_WEB_PORT": "0",  # no console: tests run side by side
             "ARENA_LEASE_TTL_S": "2",
             "PYTHONUNBUFFERED": "1",

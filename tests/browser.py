@@ -49,6 +49,7 @@ def console_env(tmp_path_factory: pytest.TempPathFactory, name: str) -> dict[str
         "ARENA_MQTT_PORT": str(free_port()),
         "ARENA_REDIS_PORT": "0",
         "ARENA_WORKERS": "1",
+        "ARENA_DAEMONS": "1",
         "ARENA_WEB_PORT": str(free_port()),
     }
 

@@ -86,7 +86,8 @@ def _is_arena_up(pid: int) -> bool:
 
 
 def _is_left_over(pid: int, kind: str, data_dir: Path) -> bool:
-    """Whether ``pid`` is a redis-server or worker of an ``arena up`` on ``data_dir``."""
+    """Whether ``pid`` is a redis-server, worker or extra daemon of an ``arena up`` on
+    ``data_dir``."""
     if not alive(pid):
         return False
     if kind == "redis":
@@ -94,7 +95,8 @@ def _is_left_over(pid: int, kind: str, data_dir: Path) -> bool:
         return b"redis-server" in exe and _proc(pid, "cwd") == os.fsencode(data_dir)
     args = (_proc(pid, "cmdline") or b"").split(b"\0")
     environ = (_proc(pid, "environ") or b"").split(b"\0")
-    return b"worker" in args and os.fsencode(f"ARENA_DATA_DIR={data_dir}") in environ
+    child = b"worker" in args or b"daemon" in args
+    return child and os.fsencode(f"ARENA_DATA_DIR={data_dir}") in environ
 
 
 def _end(pids: list[int], timeout_s: float) -> None:

@@ -19,15 +19,15 @@ import logging
 import os
 import signal
 import socket
-import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 from orchestrator.adapters.mqtt_broker import MqttBroker, login_file
 from orchestrator.adapters.redis_server import RedisServer
-from orchestrator.adapters.spawn import check_port_free, die_with_parent, socket_fits
+from orchestrator.adapters.spawn import check_port_free, socket_fits
 from orchestrator.adapters.urls import redact_url
 from orchestrator.background.worker import forget_workers
 from orchestrator.cli import console as console_process
+from orchestrator.cli.children import keep, signal_all, start_child, stop_all
 from orchestrator.cli.occupant import (
     Previous,
     alive,
@@ -47,7 +47,6 @@ logger = logging.getLogger(__name__)
 
 # A worker that ends is started again, but not sooner than this after its last start: one
 # that cannot start (Redis away) is tried again every few seconds, not in a tight loop.
-WORKER_RESTART_S = 5.0
 
 
 def describe(settings: Settings) -> list[tuple[str, str]]:
@@ -121,11 +120,22 @@ async def _start_worker(
     env = dict(os.environ)
     env["REDIS_URL"] = redis_url
     env["ARENA_DATA_DIR"] = str(settings.data_dir.resolve())
-    return await _start_child(["worker", "--runs"] if runs else ["worker"], env)
+    return await start_child(["worker", "--runs"] if runs else ["worker"], env)
+
+
+async def _start_daemon(settings: Settings, slot: int) -> asyncio.subprocess.Process:
+    """An ``arena daemon`` beside this process's own, under a consumer name of its own (the
+    same for the slot after a restart): the same settings, the services this run started."""
+    env = dict(os.environ)
+    env["REDIS_URL"] = settings.effective_redis_url
+    env["ARENA_DATA_DIR"] = str(settings.data_dir.resolve())
+    env["ARENA_CONSUMER"] = f"{settings.consumer}-{slot + 2}"
+    # Its log lines go where this process's go; its "ready" is this process's to say.
+    return await start_child(["daemon"], env, stdout=asyncio.subprocess.DEVNULL)
 
 
 async def _start_warm(settings: Settings) -> asyncio.subprocess.Process:
-    return await _start_child(
+    return await start_child(
         ["-m", "orchestrator.cli.warm", str(settings.cli_socket.resolve())],
         dict(os.environ),
         stdout=asyncio.subprocess.DEVNULL,
@@ -145,50 +155,6 @@ async def _start_warm_if(
     return [await _start_warm(settings)]
 
 
-async def _start_child(
-    args: list[str], env: dict[str, str], stdout: int | None = None, module: bool = True
-) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        *(["-m", "orchestrator"] if module else []),
-        *args,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=stdout,
-        start_new_session=True,
-        # Spawned by the event loop's thread, which lives as long as `arena up`.
-        preexec_fn=die_with_parent(signal.SIGTERM),
-    )
-
-
-async def _keep(
-    procs: list[asyncio.subprocess.Process],
-    what: str,
-    start: Callable[[], Awaitable[asyncio.subprocess.Process]],
-    stop: asyncio.Event,
-    after: Callable[[], None] = lambda: None,
-) -> None:
-    """Start a child again whenever one of ``procs`` ends before ``stop`` is set, at most once
-    per ``WORKER_RESTART_S`` for each: a worker killed, or refused by a Redis that was
-    restarting as it started (without one no background job would run again); the command
-    server after the code on disk changed. ``after`` runs after each start."""
-    started = [asyncio.get_running_loop().time()] * len(procs)
-    while not stop.is_set():
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(1):
-                await stop.wait()
-        now = asyncio.get_running_loop().time()
-        for slot, proc in enumerate(procs):
-            if stop.is_set() or proc.returncode is None or now - started[slot] < WORKER_RESTART_S:
-                continue
-            logger.warning(
-                "%s %d exited with code %d; starting another", what, proc.pid, proc.returncode
-            )
-            procs[slot] = await start()
-            started[slot] = now
-            after()
-
-
 async def _keep_workers(
     settings: Settings,
     workers: list[asyncio.subprocess.Process],
@@ -204,35 +170,16 @@ async def _keep_workers(
         record()
 
     await asyncio.gather(
-        _keep(background, "worker", lambda: _start_worker(settings, url), stop, after),
-        _keep(runs, "run worker", lambda: _start_worker(settings, url, runs=True), stop, after),
+        keep(background, "worker", lambda _: _start_worker(settings, url), stop, after),
+        keep(runs, "run worker", lambda _: _start_worker(settings, url, runs=True), stop, after),
     )
-
-
-def _signal_workers(workers: list[asyncio.subprocess.Process]) -> None:
-    for proc in workers:
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-
-
-async def _stop_workers(workers: list[asyncio.subprocess.Process], timeout_s: float) -> None:
-    _signal_workers(workers)
-    for proc in workers:
-        try:
-            async with asyncio.timeout(timeout_s):
-                await proc.wait()
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)  # the worker and the job it runs
-            await proc.wait()
 
 
 async def _signal_when(
     stop: asyncio.Event, children: Callable[[], list[asyncio.subprocess.Process]]
 ) -> None:
     await stop.wait()
-    _signal_workers(children())
+    signal_all(children())
 
 
 async def _start_redis(server: RedisServer, timeout_s: float = 30) -> None:
@@ -280,11 +227,12 @@ async def serve(
     broker: MqttBroker | None = None
     workers: list[asyncio.subprocess.Process] = []
     warm: list[asyncio.subprocess.Process] = []
+    extra: list[asyncio.subprocess.Process] = []  # the daemons beyond this process's own
     web: socket.socket | None = None
     console: asyncio.subprocess.Process | None = None
 
     def record() -> None:
-        pids = [w.pid for w in workers]
+        pids = [w.pid for w in [*workers, *extra]]
         write_record(settings, os.getpid(), redis_server.pid if redis_server else None, pids)
 
     try:
@@ -297,11 +245,13 @@ async def serve(
         await _forget_workers(settings, previous)
         if settings.mqtt_url is None:
             # Its publishing login is kept in the data folder for the daemon and the workers.
-            keep = login_file(settings.data_dir)
-            broker = MqttBroker(settings.mqtt_host, settings.mqtt_port, keep_login=keep)
+            login = login_file(settings.data_dir)
+            broker = MqttBroker(settings.mqtt_host, settings.mqtt_port, keep_login=login)
             await broker.start()
         workers = await _start_workers(settings, settings.effective_redis_url)
         workers += await _start_workers(settings, settings.effective_redis_url, runs=True)
+        # This process runs one daemon; the others share the inbox's partitions with it.
+        extra = [await _start_daemon(settings, slot) for slot in range(settings.daemons - 1)]
         record()
         warm = await _start_warm_if(settings, say)
         if web is not None:
@@ -309,14 +259,16 @@ async def serve(
             web.close()  # the console's now
             say(await console_process.wait_ready(console))
         consoles = [console] if console is not None else []
-        children = lambda: [*workers, *warm, *consoles]  # noqa: E731
-        await _run_daemon(settings, stop, say, workers, warm, children, redis_server, record)
+        children = lambda: [*workers, *extra, *warm, *consoles]  # noqa: E731
+        await _run_daemon(settings, stop, say, workers, warm, extra, children, redis_server, record)
     finally:
         if web is not None:
             web.close()
         if console is not None:
             await console_process.stop(console, timeout_s=5)
-        await _stop_workers([*warm, *workers], timeout_s=5)
+        await stop_all([*warm, *workers], timeout_s=5)
+        # A daemon finishes the messages it holds first (ARENA_SHUTDOWN_TIMEOUT_S).
+        await stop_all(extra, timeout_s=settings.shutdown_timeout_s + 5)
         if broker is not None:
             await broker.stop()
         if redis_server is not None:
@@ -348,6 +300,7 @@ async def _run_daemon(
     say: Callable[[str], None],
     workers: list[asyncio.subprocess.Process],
     warm: list[asyncio.subprocess.Process],
+    extra: list[asyncio.subprocess.Process],
     children: Callable[[], list[asyncio.subprocess.Process]],
     redis_server: RedisServer | None,
     record: Callable[[], None],
@@ -357,7 +310,10 @@ async def _run_daemon(
     helpers = [
         asyncio.create_task(_signal_when(stop, children)),
         asyncio.create_task(_keep_workers(settings, workers, stop, record)),
-        asyncio.create_task(_keep(warm, "command server", lambda: _start_warm(settings), stop)),
+        asyncio.create_task(keep(warm, "command server", lambda _: _start_warm(settings), stop)),
+        asyncio.create_task(
+            keep(extra, "daemon", lambda slot: _start_daemon(settings, slot), stop, record)
+        ),
     ]
     if redis_server is not None:
         helpers.append(asyncio.create_task(_keep_redis(redis_server, stop, record)))

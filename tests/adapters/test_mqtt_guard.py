@@ -184,6 +184,7 @@ async def test_arena_up_publishes_replies_and_drops_anonymous_fakes(
         "ARENA_MQTT_PORT": str(free_port),
         "ARENA_REDIS_PORT": "0",
         "ARENA_WORKERS": "0",
+        "ARENA_DAEMONS": "1",
         "ARENA_WEB_PORT": "0",
     }
     log = tmp_path / "up.log"

@@ -1,15 +1,18 @@
 """Peer comparison: the throughput workload through our daemon, AutoGen AgentChat's group chats
 and Microsoft Agent Framework's group chat, side by side in one run.
 
-    python tests/bench/peers.py [--messages N] [--groups G] [--realistic] [--json OUT]
+    python tests/bench/peers.py [--messages N] [--groups G] [--realistic] [--daemons D]
+        [--json OUT]
 
 The workload is ``throughput.py``'s: N messages over G groups, message n in group ``g{n % G}``
 mentioning agent ``n % 4``, one reply each, zero-latency model everywhere. Measured in turn:
 
-* ours: ``throughput.py --messages N --groups G --agents 4`` in a subprocess (offline provider;
+* ours: ``throughput.py --messages N --groups G --agents 4 --daemons D`` in a subprocess (D:
+  as many daemons as ``arena up`` runs by default, two with two cores or more; offline provider;
   four bench agents with our roles' identity files), end to end and durable: through Redis,
   stored in SQLite, published on MQTT. Run first and again last, so that the machine's drift
-  shows; the ratios use the mean of the two;
+  shows; the ratios use the mean of the two. With D > 1 ours runs once more at the end with one
+  daemon, reported beside it (``ratio_one_daemon_…``);
 * AutoGen AgentChat ``SelectorGroupChat`` and ``RoundRobinGroupChat`` (``peer_autogen.py``);
 * Microsoft Agent Framework ``GroupChatBuilder`` with a selection function and with a manager
   agent (``peer_maf.py``).
@@ -124,7 +127,9 @@ PEERS = (
 OURS_NOTE = "end to end and durable: Redis in and out, SQLite, MQTT"
 
 
-def run_ours(messages: int, groups: int, agents: int, realistic: bool) -> dict[str, Any]:
+def run_ours(
+    messages: int, groups: int, agents: int, realistic: bool, daemons: int = 1
+) -> dict[str, Any]:
     """Our daemon's rate on the workload, measured by throughput.py in a subprocess (its
     progress on this process's stderr).
 
@@ -136,6 +141,7 @@ def run_ours(messages: int, groups: int, agents: int, realistic: bool) -> dict[s
         command = [sys.executable, str(THROUGHPUT), "--messages", str(messages)]
         command += ["--groups", str(groups), "--agents", str(agents), "--json", str(out)]
         command += ["--history", str(HISTORY), "--realistic"] if realistic else ["--history", "0"]
+        command += ["--daemons", str(daemons)]
         done = subprocess.run(command, cwd=REPO, stdout=subprocess.PIPE, text=True, check=False)
         if done.returncode != 0 or not out.is_file():
             sys.stderr.write(done.stdout)
@@ -148,6 +154,7 @@ def run_ours(messages: int, groups: int, agents: int, realistic: bool) -> dict[s
         "messages_per_s": row["messages_per_s"],
         "cpu_ms_per_message": row["cpu_ms_per_message"],
         "history": row["history"],
+        "daemons": daemons,
         "throughput": report,
     }
 
@@ -195,16 +202,22 @@ def print_table(report: dict[str, Any]) -> None:
         f"{'framework':<12} {'mode':<23} {'messages':>8} {'seconds':>8} {'msg/s':>8}"
         f" {'cpu ms':>7} {'ours x':>7} {'mention ok':>10}  what is measured"
     )
+    daemons = f"{report['daemons']} daemon{'s' if report['daemons'] > 1 else ''}"
     rows: list[tuple[str, str, dict[str, Any], str | None, str]] = [
-        ("Agent Arena", "daemon (first)", report["ours_first"], None, OURS_NOTE)
+        ("Agent Arena", f"{daemons} (first)", report["ours_first"], None, OURS_NOTE)
     ]
     rows += [(p.framework, p.mode, report[p.key], p.key, p.note) for p in PEERS]
-    rows.append(("Agent Arena", "daemon (last)", report["ours_last"], None, OURS_NOTE))
+    rows.append(("Agent Arena", f"{daemons} (last)", report["ours_last"], None, OURS_NOTE))
+    if "ours_one_daemon" in report:
+        note = "the same with one daemon (ours x: against it)"
+        rows.append(("Agent Arena", "1 daemon", report["ours_one_daemon"], "one", note))
     for framework, mode, row, key, note in rows:
         if "messages_per_s" not in row:
             print(f"{framework:<12} {mode:<23} {row.get('skipped') or row.get('failed')}")
             continue
-        ratio = report[f"ratio_{key}"] if key else "-"
+        ratio = (
+            "-" if key is None else _one_ratios(report) if key == "one" else report[f"ratio_{key}"]
+        )
         honoured = row.get("mention_honoured", "-")  # ours: routing has tests of its own
         print(
             f"{framework:<12} {mode:<23} {row['messages']:>8} {row['elapsed_s']:>8.2f}"
@@ -218,6 +231,11 @@ def print_table(report: dict[str, Any]) -> None:
     )
 
 
+def _one_ratios(report: dict[str, Any]) -> str:
+    """Ours with one daemon over the first measured peer (the selector), for the table."""
+    return str(report.get("ratio_one_daemon_selector", "-"))
+
+
 def summary_line(report: dict[str, Any]) -> str:
     parts = [f"ours_messages_per_s={report['ours_messages_per_s']}"]
     parts += [f"ours_first={report['ours_first']['messages_per_s']}"]
@@ -226,6 +244,11 @@ def summary_line(report: dict[str, Any]) -> str:
         rate = report[p.key].get("messages_per_s", report[f"ratio_{p.key}"])
         parts.append(f"{p.key}_messages_per_s={rate}")
     parts += [f"ratio_{p.key}={report[f'ratio_{p.key}']}" for p in PEERS]
+    if "ours_one_daemon" in report:
+        parts.append(
+            f"ours_one_daemon_messages_per_s={report['ours_one_daemon']['messages_per_s']}"
+        )
+        parts += [f"ratio_one_daemon_{p.key}={report[f'ratio_one_daemon_{p.key}']}" for p in PEERS]
     return " ".join(parts)
 
 
@@ -238,10 +261,17 @@ def main() -> int:
         action="store_true",
         help=f"{HISTORY} prior messages per group for everyone; memories and logs for ours",
     )
+    parser.add_argument(
+        "--daemons",
+        type=int,
+        default=min(2, os.cpu_count() or 1),
+        help="our daemon processes, as `arena up` runs them by default (more than one: ours "
+        "is also measured with one, after the rest)",
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    if args.messages < 1 or args.groups < 1:
-        parser.error("--messages and --groups must be at least 1")
+    if args.messages < 1 or args.groups < 1 or args.daemons < 1:
+        parser.error("--messages, --groups and --daemons must be at least 1")
     personas = load_personas(REPO / "agents", REPO / "workspaces")
     ids = [p.id for p in personas]
     plan = workload(args.messages, args.groups, ids)
@@ -249,10 +279,13 @@ def main() -> int:
     load_before = _load()
     results: dict[str, Any] = {}
     try:
-        results["ours_first"] = run_ours(args.messages, args.groups, len(ids), args.realistic)
+        ours_args = (args.messages, args.groups, len(ids), args.realistic)
+        results["ours_first"] = run_ours(*ours_args, daemons=args.daemons)
         for peer in PEERS:
             results[peer.key] = run_peer(peer, personas, plan, prior)
-        results["ours_last"] = run_ours(args.messages, args.groups, len(ids), args.realistic)
+        results["ours_last"] = run_ours(*ours_args, daemons=args.daemons)
+        if args.daemons > 1:
+            results["ours_one_daemon"] = run_ours(*ours_args, daemons=1)
     except RuntimeError as exc:
         print(f"peers: {exc}", file=sys.stderr)
         return 1
@@ -268,10 +301,14 @@ def main() -> int:
         "groups": args.groups,
         "realistic": args.realistic,
         "agents": ids,
+        "daemons": args.daemons,
         "ours_messages_per_s": ours,
         **results,
         **{f"ratio_{p.key}": _ratio(ours, results[p.key]) for p in PEERS},
     }
+    if "ours_one_daemon" in results:
+        one = results["ours_one_daemon"]["messages_per_s"]
+        report |= {f"ratio_one_daemon_{p.key}": _ratio(one, results[p.key]) for p in PEERS}
     print_table(report)
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))

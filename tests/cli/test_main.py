@@ -35,6 +35,7 @@ def test_up_post_wait_history_and_clean_stop(tmp_path: Path, free_port: int):
         "ARENA_REDIS_PORT": "0",  # the unix socket only: nothing else may need the port
         # No background worker: nothing here needs one (test_crash_recovery's runs have one).
         "ARENA_WORKERS": "0",
+        "ARENA_DAEMONS": "1",
         "ARENA_WEB_PORT": "0",  # no console: tests run side by side
     }
     log = tmp_path / "up.log"

@@ -345,6 +345,7 @@ def test_arena_up_refuses_in_one_line_before_starting_anything(
             "ARENA_WORKSPACES_DIR": str(tmp_path / "ws"),
             "ARENA_REDIS_PORT": "0",
             "ARENA_WORKERS": "0",
+            "ARENA_DAEMONS": "1",
             **{k: v.format(busy=free_port) for k, v in extra.items()},
         }
         result = CliRunner().invoke(main, ["up"], env=env)
