@@ -120,9 +120,7 @@ class Answerer:
         meta = ReplyMeta(agent=agent.id, trigger=trigger.id)
         try:
             now = self.clock()
-            gathered = await asyncio.to_thread(
-                self.briefing.gather, agent, trigger, now, mark_used=True
-            )
+            gathered = await self.briefing.for_turn(agent, trigger, now)
             if gathered.recall is not None:
                 meta = replace(meta, recall=_recall_meta(gathered.recall))
             built = build_context(

@@ -11,9 +11,12 @@ runs are kept here (:func:`load_drift`, :func:`save_drift`).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -35,6 +38,9 @@ __all__ = ["Briefing", "Gathered", "RecentSource", "load_drift", "save_drift"]
 
 logger = logging.getLogger(__name__)
 
+
+INLINE_CPU_S = 0.002  # a reading that took less is done on the event loop next time
+_GROUPS_TIMED = 8192
 
 _SOURCE_RE = re.compile(r"\(source: ([a-z0-9][a-z0-9_-]{0,63})/[^()]*\)\s*$")
 
@@ -80,6 +86,7 @@ class Briefing:
         recaller: Recaller | None,
         counter: TokenCounter,
         files: TextFiles | None = None,
+        cpu_clock: Callable[[], float] = time.thread_time,
     ) -> None:
         self.files = files or TextFiles()  # MEMORY.md and the summary, read every turn
         self.tuning = tuning
@@ -89,6 +96,39 @@ class Briefing:
         self.personal = personal
         self.recaller = recaller
         self.counter = counter
+        self._cpu: dict[str, float] = {}  # each group's last reading's CPU time, in s
+        self.cpu_clock = cpu_clock  # the CPU time of the calling thread
+
+    async def for_turn(self, agent: AgentSpec, trigger: ChatMessage, now: datetime) -> Gathered:
+        """:meth:`gather` for a turn (the recalled memories recorded as used), on the event
+        loop when the group's last reading took less than :data:`INLINE_CPU_S` of CPU
+        (everything it reads was held in memory), else in a worker thread. Handing a call to a
+        thread and back costs about as much as such a reading itself; a reading that must wait
+        for the database (a group's first turn, a full-text search of a long history) leaves
+        the loop free for other groups meanwhile."""
+        group = trigger.group
+        if self._cpu.get(group, INLINE_CPU_S) < INLINE_CPU_S:
+            started = self.cpu_clock()
+            gathered = self.gather(agent, trigger, now)
+            self._took(group, self.cpu_clock() - started)
+            recall, recaller = gathered.recall, self.recaller
+            if recall is not None and recaller is not None and recaller.marks_due(recall, now):
+                await asyncio.to_thread(recaller.mark_used, recall, now)
+            return gathered
+
+        def timed() -> tuple[Gathered, float]:
+            started = self.cpu_clock()
+            gathered = self.gather(agent, trigger, now, mark_used=True)
+            return gathered, self.cpu_clock() - started
+
+        gathered, cpu = await asyncio.to_thread(timed)
+        self._took(group, cpu)
+        return gathered
+
+    def _took(self, group: str, cpu: float) -> None:
+        if len(self._cpu) >= _GROUPS_TIMED and group not in self._cpu:
+            self._cpu.clear()
+        self._cpu[group] = cpu
 
     def gather(
         self, agent: AgentSpec, trigger: ChatMessage, now: datetime, *, mark_used: bool = False

@@ -211,16 +211,21 @@ class Recaller:
         seqs = [c.item.seq for c in ranked[: config.max_entries + 5] if isinstance(c.item, Said)]
         return self.history.previous(group, seqs)
 
+    def marks_due(self, result: RecallResult, now: datetime) -> bool:
+        """Whether :meth:`mark_used` would write anything for ``result`` at ``now``."""
+        with self._marking:
+            return any(self._due(snippet.id, now) for snippet in result.snippets)
+
+    def _due(self, entry_id: int, now: datetime) -> bool:
+        last = self._marked.get(entry_id)
+        return last is None or not timedelta(0) <= now - last < MARK_EVERY
+
     def mark_used(self, result: RecallResult, now: datetime) -> None:
         """Record that ``result``'s memories were shown to an agent at ``now``: to the minute
         (a memory this process recorded less than :data:`MARK_EVERY` ago is not written
         again; with many groups the same memories are recalled turn after turn)."""
         with self._marking:
-            due = []
-            for snippet in result.snippets:
-                last = self._marked.get(snippet.id)
-                if last is None or not timedelta(0) <= now - last < MARK_EVERY:
-                    due.append(snippet.id)
+            due = [s.id for s in result.snippets if self._due(s.id, now)]
         if not due:
             return
         self.memory.mark_used(due, now)
