@@ -281,6 +281,8 @@ class ResidentMemory:
         return fast if fast is not None else conn.execute(_BY_IDS, {"ids": ids}).mappings()
 
     def _let_go(self, keep: set[Scope]) -> None:
+        if self._held <= self.max_entries:
+            return
         for scope in list(self._scopes):
             if self._held <= self.max_entries:
                 return
