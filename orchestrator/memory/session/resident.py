@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +42,9 @@ _K1 = 1.2
 _B = 0.75
 _MIN_IDF = 1e-6  # as FTS5's bm25(): a word in most entries still counts a little
 MAX_ENTRIES = 200_000
-MAX_SCOPE = 5_000  # a scope with more active entries is searched in the full-text index
+# A scope with more active entries is searched in the full-text index: loading one costs about
+# 25 us of CPU per entry, paid by the turn that first searches it.
+MAX_SCOPE = 300
 RECOUNT_S = 60.0
 
 Scope = tuple[str, str]
@@ -50,6 +52,10 @@ Scope = tuple[str, str]
 _UNREAD = ("norm", "norm_hash", "search_body", "search_meta")
 _COLUMNS = [c for c in ENTRIES.c if c.name not in _UNREAD]
 _ROWS = SqliteRows(_COLUMNS)
+_ID = _ROWS.names.index("id")
+_SCOPE_SQL = (
+    "memory_entries.scope = ? AND memory_entries.scope_id = ? AND memory_entries.status = 'active'"
+)
 _IN_SCOPE = select(*_COLUMNS).where(
     ENTRIES.c.scope == bindparam("scope"), ENTRIES.c.scope_id == bindparam("scope_id"), IS_ACTIVE
 )
@@ -76,20 +82,36 @@ class Found:
 
 @dataclass(slots=True)
 class _Entry:
-    record: MemoryRecord
+    id: int
     freqs: dict[str, float]  # each word's count, a metadata word counting half
     length: int  # how many words it has
+    raw: tuple[Any, ...] | None = None  # the row as read, until it is needed as a record
+    made: MemoryRecord | None = None
+
+    def record(self) -> MemoryRecord:
+        """The entry as a record (read from its row the first time it is needed: most
+        entries of a scope never are)."""
+        if self.made is None:
+            self.made = to_record(_ROWS.convert(self.raw or ()))
+            self.raw = None
+        return self.made
+
+
+def _counted(entry_id: int, body: str, meta: str, **row: Any) -> _Entry:
+    """An entry with the words of its content (``body``) and of its metadata counted."""
+    body_words, meta_words = fts.tokens(body), fts.tokens(meta)
+    freqs: dict[str, float] = {
+        word: count * fts.BODY_WEIGHT for word, count in Counter(body_words).items()
+    }
+    for word in meta_words:
+        freqs[word] = freqs.get(word, 0.0) + fts.META_WEIGHT
+    length = len(body_words) + len(meta_words) + 1
+    return _Entry(id=entry_id, freqs=freqs, length=length, **row)
 
 
 def _entry(record: MemoryRecord) -> _Entry:
-    body = fts.tokens(record.content)
-    meta = fts.tokens(meta_text(record.type, record.key, record.tags, record.extra))
-    freqs: dict[str, float] = {}
-    for word in body:
-        freqs[word] = freqs.get(word, 0.0) + fts.BODY_WEIGHT
-    for word in meta:
-        freqs[word] = freqs.get(word, 0.0) + fts.META_WEIGHT
-    return _Entry(record=record, freqs=freqs, length=len(body) + len(meta) + 1)
+    meta = meta_text(record.type, record.key, record.tags, record.extra)
+    return _counted(record.id, record.content, meta, made=record)
 
 
 @dataclass(slots=True)
@@ -100,11 +122,16 @@ class _Scope:
     length: int = 0
 
     def add(self, entry: _Entry) -> None:
-        entry_id = entry.record.id
+        entry_id = entry.id
         self.entries[entry_id] = entry
         self.length += entry.length
+        postings = self.postings
         for word in entry.freqs:
-            self.postings.setdefault(word, set()).add(entry_id)
+            ids = postings.get(word)
+            if ids is None:
+                postings[word] = {entry_id}
+            else:
+                ids.add(entry_id)
 
     def remove(self, entry_id: int) -> None:
         entry = self.entries.pop(entry_id, None)
@@ -169,7 +196,7 @@ class ResidentMemory:
                 self._scopes.move_to_end(scope)
             hits = _rank(terms, held, limit) if limit > 0 else []
             pinned = sorted(
-                (s.entries[i].record for s in held for i in s.pinned if i in s.entries),
+                (s.entries[i].record() for s in held for i in s.pinned if i in s.entries),
                 key=lambda record: -record.id,
             )
             self._let_go(keep=set(wanted))
@@ -261,14 +288,13 @@ class ResidentMemory:
             return held
         held = _Scope()
         params = {"scope": scope[0], "scope_id": scope[1]}
-        rows = _ROWS.where(
-            conn,
-            "memory_entries.scope = ? AND memory_entries.scope_id = ? "
-            "AND memory_entries.status = 'active'",
-            scope,
-        )
-        for row in rows if rows is not None else conn.execute(_IN_SCOPE, params).mappings():
-            held.add(_entry(to_record(row)))
+        raw = _ROWS.raw(conn, _SCOPE_SQL, scope, extra=("search_body", "search_meta"))
+        if raw is not None:  # SQLite: the rows' index texts counted, the rows kept as read
+            for row in raw:
+                held.add(_counted(int(row[_ID]), row[-2], row[-1], raw=row))
+        else:
+            for mapped in conn.execute(_IN_SCOPE, params).mappings():
+                held.add(_entry(to_record(mapped)))
         held.pinned = {
             int(i) for (i,) in conn.execute(_PINNED_IN_SCOPE, params) if int(i) in held.entries
         }
@@ -322,4 +348,4 @@ def _rank(
                 scores[entry_id] = scores.get(entry_id, 0.0) + score
                 entries[entry_id] = entry
     best = sorted(scores, key=lambda i: (-scores[i], -i))[:limit]
-    return [(entries[i].record, scores[i]) for i in best]
+    return [(entries[i].record(), scores[i]) for i in best]

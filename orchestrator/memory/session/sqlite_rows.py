@@ -47,14 +47,6 @@ class SqliteRows:
         marks = ",".join("?" * len(ids))
         return self._rows(conn, f"{self._select} WHERE memory_entries.id IN ({marks})", ids)
 
-    def where(
-        self, conn: Connection, condition: str, params: Sequence[Any]
-    ) -> list[dict[str, Any]] | None:
-        """The rows that meet ``condition`` (SQL with ``?`` placeholders; None: not SQLite)."""
-        if conn.dialect.name != "sqlite":
-            return None
-        return self._rows(conn, f"{self._select} WHERE {condition}", params)
-
     def pinned(
         self, conn: Connection, scopes: Sequence[tuple[str, str]]
     ) -> list[dict[str, Any]] | None:
@@ -73,18 +65,34 @@ class SqliteRows:
         )
         return self._rows(conn, sql, [value for scope in scopes for value in scope])
 
+    def raw(
+        self, conn: Connection, condition: str, params: Sequence[Any], extra: Sequence[str] = ()
+    ) -> list[tuple[Any, ...]] | None:
+        """The rows that meet ``condition`` as the driver gives them: the columns, then the
+        ``extra`` ones; :meth:`convert` reads one (None: not SQLite)."""
+        if conn.dialect.name != "sqlite":
+            return None
+        more = "".join(f', memory_entries."{name}"' for name in extra)
+        select = self._select.replace(" FROM memory_entries", f"{more} FROM memory_entries")
+        return list(_driver(conn).execute(f"{select} WHERE {condition}", tuple(params)))
+
+    def convert(self, values: Sequence[Any]) -> dict[str, Any]:
+        """A raw row (its first columns, those given) as SQLAlchemy would give it."""
+        row = list(values[: len(self.names)])
+        for i in self._datetimes:
+            if isinstance(row[i], str):  # stored in UTC, without its zone
+                row[i] = datetime.fromisoformat(row[i]).replace(tzinfo=UTC)
+        for i in self._json:
+            if isinstance(row[i], str):
+                row[i] = json.loads(row[i])
+        return dict(zip(self.names, row, strict=True))
+
     def _rows(self, conn: Connection, sql: str, params: Sequence[Any]) -> list[dict[str, Any]]:
-        driver = conn.connection.driver_connection
-        if driver is None:  # a connection SQLAlchemy has let go of: none here
-            raise RuntimeError("no database connection")
-        rows = []
-        for values in driver.execute(sql, tuple(params)):
-            row = list(values)
-            for i in self._datetimes:
-                if isinstance(row[i], str):  # stored in UTC, without its zone
-                    row[i] = datetime.fromisoformat(row[i]).replace(tzinfo=UTC)
-            for i in self._json:
-                if isinstance(row[i], str):
-                    row[i] = json.loads(row[i])
-            rows.append(dict(zip(self.names, row, strict=True)))
-        return rows
+        return [self.convert(values) for values in _driver(conn).execute(sql, tuple(params))]
+
+
+def _driver(conn: Connection) -> Any:
+    driver = conn.connection.driver_connection
+    if driver is None:  # a connection SQLAlchemy has let go of: none here
+        raise RuntimeError("no database connection")
+    return driver
