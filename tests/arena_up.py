@@ -12,14 +12,25 @@ import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import redis
 from click.testing import CliRunner, Result
 
 from orchestrator.cli.main import main
+from orchestrator.core.wire import outbox_stream
 from tests.arena_helpers import REPO, write_team
 from tests.ports import free_port
 from tests.waiting import block_until
 
-__all__ = ["Arena", "acting_agent", "alive", "arenas", "processes_on"]
+__all__ = [
+    "Arena",
+    "acting_agent",
+    "alive",
+    "answered",
+    "arenas",
+    "check_answered_once_in_order",
+    "post_messages",
+    "processes_on",
+]
 
 
 def acting_agent(
@@ -151,3 +162,37 @@ def arenas(tmp_path: Path) -> Iterator[Arena]:
         yield runs
     finally:
         runs.close()
+
+
+def post_messages(
+    url: str, groups: Sequence[str], count: int, start: int = 0
+) -> dict[str, list[str]]:
+    """Post messages ``n{start}`` … straight to the inbox, message n in ``groups[n % len]``;
+    their entry ids by group, in order."""
+    posted: dict[str, list[str]] = {}
+    with redis.Redis.from_url(url, decode_responses=True) as client:
+        for n in range(start, start + count):
+            group = groups[n % len(groups)]
+            entry = client.xadd("arena:inbox", {"group": group, "sender": "alex", "text": f"n{n}"})
+            posted.setdefault(group, []).append(entry)
+    return posted
+
+
+def answered(url: str, groups: Sequence[str]) -> int:
+    """How many messages of ``groups`` have their ``done`` item."""
+    with redis.Redis.from_url(url) as client:
+        return sum(
+            1
+            for group in groups
+            for _id, fields in client.xrange(outbox_stream(group))
+            if fields[b"type"] == b"done"
+        )
+
+
+def check_answered_once_in_order(url: str, posted: dict[str, list[str]]) -> None:
+    """Each posted message has one reply and one ``done`` item, in posting order per group."""
+    with redis.Redis.from_url(url, decode_responses=True) as client:
+        for group, ids in posted.items():
+            items = [fields for _id, fields in client.xrange(outbox_stream(group))]
+            assert [i["in_reply_to"] for i in items if i["type"] == "reply"] == ids, group
+            assert [i["in_reply_to"] for i in items if i["type"] == "done"] == ids, group

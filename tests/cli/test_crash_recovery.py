@@ -25,9 +25,16 @@ from orchestrator.adapters.redis_server import RedisServer
 from orchestrator.background.queue import queue
 from orchestrator.cli.main import main
 from orchestrator.client import ArenaClient
-from orchestrator.core.wire import outbox_stream
 from tests.arena_helpers import zombies_of
-from tests.arena_up import Arena, alive, arenas, processes_on
+from tests.arena_up import (
+    Arena,
+    alive,
+    answered,
+    arenas,
+    check_answered_once_in_order,
+    post_messages,
+    processes_on,
+)
 from tests.waiting import block_until
 
 pytestmark = [
@@ -46,34 +53,6 @@ def arena(tmp_path: Path) -> Iterator[Arena]:
 GROUPS = [f"crash{n}" for n in range(4)]
 
 
-def _post(url: str, count: int) -> dict[str, list[str]]:
-    posted: dict[str, list[str]] = {}
-    with redis.Redis.from_url(url, decode_responses=True) as client:
-        for n in range(count):
-            group = GROUPS[n % len(GROUPS)]
-            entry = client.xadd("arena:inbox", {"group": group, "sender": "alex", "text": f"n{n}"})
-            posted.setdefault(group, []).append(entry)
-    return posted
-
-
-def _answered(url: str) -> int:
-    with redis.Redis.from_url(url) as client:
-        dones = 0
-        for group in GROUPS:
-            dones += sum(
-                1 for _id, f in client.xrange(outbox_stream(group)) if f[b"type"] == b"done"
-            )
-        return dones
-
-
-def _check_each_answered_once_in_order(url: str, posted: dict[str, list[str]]) -> None:
-    with redis.Redis.from_url(url, decode_responses=True) as client:
-        for group, ids in posted.items():
-            items = [f for _id, f in client.xrange(outbox_stream(group))]
-            assert [i["in_reply_to"] for i in items if i["type"] == "reply"] == ids, group
-            assert [i["in_reply_to"] for i in items if i["type"] == "done"] == ids, group
-
-
 def _stop(proc: subprocess.Popen[bytes]) -> int:
     proc.send_signal(signal.SIGTERM)
     return proc.wait(timeout=60)
@@ -89,8 +68,8 @@ def test_killed_arena_up_takes_its_children_along_and_a_restart_answers_everythi
     assert children["up"] == first.pid
     assert isinstance(children["redis"], int)
     assert children["workers"]
-    posted = _post(arena.url, 200)
-    block_until(lambda: _answered(arena.url) >= 10, timeout_s=120, what="the first answers")
+    posted = post_messages(arena.url, GROUPS, 200)
+    block_until(lambda: answered(arena.url, GROUPS) >= 10, timeout_s=120, what="the first answers")
     os.kill(first.pid, signal.SIGKILL)
     first.wait()
     pids = [children["redis"], *children["workers"]]  # type: ignore[list-item]
@@ -100,8 +79,8 @@ def test_killed_arena_up_takes_its_children_along_and_a_restart_answers_everythi
     )
 
     second = arena.start()
-    block_until(lambda: _answered(arena.url) >= 200, timeout_s=300, what="every answer")
-    _check_each_answered_once_in_order(arena.url, posted)
+    block_until(lambda: answered(arena.url, GROUPS) >= 200, timeout_s=300, what="every answer")
+    check_answered_once_in_order(arena.url, posted)
 
     def workers() -> list[object]:
         status = CliRunner().invoke(main, ["status", "--json"], env=arena.env)

@@ -13,8 +13,16 @@ from pathlib import Path
 import pytest
 import redis
 
-from orchestrator.core.wire import PARTITIONS, lease_key, outbox_stream
-from tests.arena_up import Arena, alive, arenas, processes_on
+from orchestrator.core.wire import PARTITIONS, lease_key
+from tests.arena_up import (
+    Arena,
+    alive,
+    answered,
+    arenas,
+    check_answered_once_in_order,
+    post_messages,
+    processes_on,
+)
 from tests.waiting import block_until
 
 pytestmark = [
@@ -47,34 +55,6 @@ def _owners(url: str) -> set[str]:
     return {name for name in names if name}
 
 
-def _post(url: str, count: int, start: int = 0) -> dict[str, list[str]]:
-    posted: dict[str, list[str]] = {}
-    with redis.Redis.from_url(url, decode_responses=True) as client:
-        for n in range(start, start + count):
-            group = GROUPS[n % len(GROUPS)]
-            entry = client.xadd("arena:inbox", {"group": group, "sender": "alex", "text": f"n{n}"})
-            posted.setdefault(group, []).append(entry)
-    return posted
-
-
-def _answered(url: str) -> int:
-    with redis.Redis.from_url(url) as client:
-        return sum(
-            1
-            for group in GROUPS
-            for _id, fields in client.xrange(outbox_stream(group))
-            if fields[b"type"] == b"done"
-        )
-
-
-def _each_answered_once_in_order(url: str, posted: dict[str, list[str]]) -> None:
-    with redis.Redis.from_url(url, decode_responses=True) as client:
-        for group, ids in posted.items():
-            items = [fields for _id, fields in client.xrange(outbox_stream(group))]
-            assert [i["in_reply_to"] for i in items if i["type"] == "reply"] == ids, group
-            assert [i["in_reply_to"] for i in items if i["type"] == "done"] == ids, group
-
-
 def test_two_daemons_share_the_groups_and_one_killed_is_started_again(arena: Arena):
     """With ARENA_DAEMONS=2 a second daemon runs beside `arena up`'s own and holds part of the
     partitions; killed with -9 mid-stream it is started again under the same name, and all 300
@@ -84,18 +64,18 @@ def test_two_daemons_share_the_groups_and_one_killed_is_started_again(arena: Are
     (child,) = _daemons(arena)
     assert child in arena.record()["workers"]  # type: ignore[operator]
     block_until(lambda: len(_owners(arena.url)) == 2, timeout_s=60, what="two lease holders")
-    posted = _post(arena.url, 200)
-    block_until(lambda: _answered(arena.url) >= 20, timeout_s=120, what="the first answers")
+    posted = post_messages(arena.url, GROUPS, 200)
+    block_until(lambda: answered(arena.url, GROUPS) >= 20, timeout_s=120, what="the first answers")
     os.kill(child, signal.SIGKILL)
     block_until(
         lambda: [pid for pid in _daemons(arena) if pid != child],
         timeout_s=60,
         what="another daemon started",
     )
-    for group, ids in _post(arena.url, 100, start=200).items():
+    for group, ids in post_messages(arena.url, GROUPS, 100, start=200).items():
         posted.setdefault(group, []).extend(ids)
-    block_until(lambda: _answered(arena.url) >= 300, timeout_s=300, what="every answer")
-    _each_answered_once_in_order(arena.url, posted)
+    block_until(lambda: answered(arena.url, GROUPS) >= 300, timeout_s=300, what="every answer")
+    check_answered_once_in_order(arena.url, posted)
     block_until(lambda: len(_owners(arena.url)) == 2, timeout_s=60, what="two lease holders")
     log = arena.log(0).read_text()
     assert f"daemon {child} exited with code -9; starting another" in log
