@@ -499,6 +499,7 @@ def test_daily_caps_example(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)  # real Claude Code runs: each wait allows 120 s on a busy machine
 def test_agents_that_act(stack: Stack) -> None:
     """The developer's run writes and commits hello.py in the shared project and hands it to
     the tester, whose run runs it: history shows both replies, git the developer's commit."""
@@ -535,6 +536,7 @@ def test_agents_that_act(stack: Stack) -> None:
     assert "+- [note] [run done] Created hello.py: it prints hello; changed hello.py" in shown
 
 
+@pytest.mark.timeout(300)  # real Claude Code runs: each wait allows 120 s on a busy machine
 def test_approvals_example(stack: Stack) -> None:
     """The developer asks before `rm -rf build`; denied with a note it asks for the .o files
     only; approved, that runs, and `run show` audits both decisions."""

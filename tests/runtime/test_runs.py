@@ -33,9 +33,14 @@ from tests.arena_up import Arena, acting_agent, alive, arenas
 from tests.threads import loop_in_thread
 from tests.waiting import block_until
 
-pytestmark = pytest.mark.skipif(
-    bundled_cli() is None, reason="claude-agent-sdk is not installed: no claude CLI to run"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        bundled_cli() is None, reason="claude-agent-sdk is not installed: no claude CLI to run"
+    ),
+    # Real `arena up` and real Claude Code runs: each wait below allows 120 s on a busy
+    # machine, more than the suite's 60 s per test.
+    pytest.mark.timeout(300),
+]
 
 
 @pytest.fixture
