@@ -202,11 +202,6 @@ class ResidentMemory:
             self._let_go(keep=set(wanted))
         return Found(hits=hits, pinned=pinned)
 
-    def clear(self) -> None:
-        """Let go of everything held (it is read again when searched)."""
-        with self._lock:
-            self._forget_all()
-
     @property
     def held(self) -> int:
         """How many entries are held."""
