@@ -193,7 +193,7 @@ async def test_two_daemons_share_the_caps(
 ):
     """Two daemon processes answering 40 messages in 20 groups under one overall cap of 3,000
     tokens: together they count no more than the cap, the rest are told, and the 80 % warning
-    comes once."""
+    and the used-up notice come once at most (at least one of them)."""
     settings = make_settings(tmp_path, embedded_redis_url, embedded_mqtt_url, None)
     logs = [tmp_path / "alpha.log", tmp_path / "beta.log"]
     # Leases long enough that a busy machine's pauses do not cost one.
@@ -227,8 +227,13 @@ async def test_two_daemons_share_the_caps(
     assert counts["reply"] > 0
     assert counts["notice"] > 0
     assert counts["reply"] + counts["notice"] == 40
-    assert counts["warning"] == 1  # 80 % of the cap is told once, whichever daemon saw it
-    assert counts["used_up"] <= 1  # and used up at most once
+    # 80 % of the cap is told at most once, whichever daemon saw it, and used up at most once;
+    # at least one of them. A settled call is what looks at the counters: when turns admitted
+    # meanwhile (reserved, not yet settled) took the cap from under 80 % to its end, the first
+    # look finds it used up, and only that is told.
+    assert counts["warning"] <= 1
+    assert counts["used_up"] <= 1
+    assert counts["warning"] + counts["used_up"] >= 1
     with redis.Redis.from_url(embedded_redis_url, decode_responses=True) as client:
         (key,) = client.keys("arena:spend:*")
         counters = {k: int(v) for k, v in client.hgetall(key).items() if ":" in k}
