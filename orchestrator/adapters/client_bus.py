@@ -30,6 +30,11 @@ from orchestrator.errors import BusError, BusUnavailable, ConfigError
 __all__ = ["ClientBus"]
 
 CONNECT_TIMEOUT_S = 5.0
+# A read that gets no answer at all in this long (a server that stopped answering on a
+# connection it kept open) fails as Redis unavailable, instead of waiting for ever; a blocking
+# read is kept well under it.
+READ_TIMEOUT_S = 10.0
+_MOST_BLOCK_MS = 10_000
 _BATCH = 100  # entries of each stream per read, when following the steps too
 
 
@@ -40,13 +45,16 @@ def _text(value: bytes | str) -> str:
 class ClientBus:
     """One blocking connection pool to the Redis at ``url``; ``hint`` says how to start it."""
 
-    def __init__(self, url: str, hint: str = "") -> None:
+    def __init__(self, url: str, hint: str = "", *, read_timeout_s: float = READ_TIMEOUT_S) -> None:
         """Raises:
         ConfigError: the URL is not valid."""
         self.url = url
         self._hint = hint
+        self._most_block_ms = min(_MOST_BLOCK_MS, int(read_timeout_s * 1000 / 3))
         try:
-            self._redis = redis.Redis.from_url(url, socket_connect_timeout=CONNECT_TIMEOUT_S)
+            self._redis = redis.Redis.from_url(
+                url, socket_connect_timeout=CONNECT_TIMEOUT_S, socket_timeout=read_timeout_s
+            )
         except ValueError as exc:  # a port that is not a number, a bad query argument, ...
             # redis-py's text may quote the URL: never show it.
             problem = f"not a valid Redis URL ({exc.__class__.__name__})"
@@ -106,7 +114,8 @@ class ClientBus:
         """The group's outbound items after entry ``after``, waiting up to ``block_ms`` for
         the first (none when none came)."""
         with self._translated():
-            response = self._redis.xread({outbox_stream(group): after}, block=block_ms) or []
+            block = min(block_ms, self._most_block_ms) if block_ms > 0 else self._most_block_ms
+            response = self._redis.xread({outbox_stream(group): after}, block=block) or []
         return [
             (_text(entry_id), Outbound.from_fields({_text(k): _text(v) for k, v in fields.items()}))
             for _stream, items in cast(list[Any], response)
@@ -120,7 +129,8 @@ class ClientBus:
         outbox, steps = outbox_stream(group), steps_stream(group)
         streams: dict[Any, Any] = {outbox: after, steps: steps_after}
         with self._translated():
-            response = self._redis.xread(streams, count=_BATCH, block=block_ms) or []
+            block = min(block_ms, self._most_block_ms) if block_ms > 0 else self._most_block_ms
+            response = self._redis.xread(streams, count=_BATCH, block=block) or []
         posted: list[tuple[str, Outbound]] = []
         stepped: list[tuple[str, Step]] = []
         for name, items in cast(list[Any], response):
