@@ -28,6 +28,7 @@ from orchestrator.memory.approvals import ApprovalRecord, ApprovalStore, Decided
 from orchestrator.memory.runs import RunRecord, RunStore
 
 if TYPE_CHECKING:
+    from orchestrator.adapters.redis_client import Connection
     from orchestrator.runtime.wiring import Wiring
     from orchestrator.settings import Settings
 
@@ -36,6 +37,7 @@ __all__ = [
     "Approvals",
     "Verdict",
     "approval_step",
+    "approvals_for",
     "opened",
     "resume_job_id",
     "wake_now",
@@ -219,6 +221,33 @@ def approval_step(record: ApprovalRecord) -> Step:
     )
 
 
+def approvals_for(
+    settings: Settings, wiring: Wiring, queue: Connection, announce: Announce
+) -> Approvals:
+    """The decisions on ``wiring``'s requests, as the owner of ``settings`` makes them: a
+    decision is announced with ``announce`` and wakes a run that stopped waiting with a job on
+    the ``runs`` queue of ``queue``."""
+    from orchestrator.background.queue import enqueue_run
+    from orchestrator.core.validation import agent_names
+    from orchestrator.runtime.acting import run_job_id, run_timeout_s
+
+    timeout_s = run_timeout_s(wiring.team.agents)
+
+    async def wake(run: RunRecord, approval_id: str) -> None:
+        job = resume_job_id(run_job_id(run.id), approval_id)
+        await asyncio.to_thread(enqueue_run, queue, run.id, job, timeout_s)
+
+    return Approvals(
+        wiring.approvals,
+        wiring.runs,
+        owner=settings.owner,
+        agents=agent_names(wiring.team.agents),
+        wake=wake,
+        clock=lambda: datetime.now(UTC),
+        announce=announce,
+    )
+
+
 @contextlib.asynccontextmanager
 async def opened(settings: Settings, wiring: Wiring) -> AsyncIterator[Approvals]:
     """Decisions as the CLI and the console make them: a decision is shown on the run's card
@@ -227,13 +256,9 @@ async def opened(settings: Settings, wiring: Wiring) -> AsyncIterator[Approvals]
     from orchestrator.adapters.mqtt_broker import publisher_url
     from orchestrator.adapters.redis_client import connect, connect_async
     from orchestrator.adapters.steps import StepPublisher
-    from orchestrator.background.queue import enqueue_run
-    from orchestrator.core.validation import agent_names
-    from orchestrator.runtime.acting import run_job_id, run_timeout_s
 
     redis = connect_async(settings.effective_redis_url)
     queue = connect(settings.effective_redis_url)
-    timeout_s = run_timeout_s(wiring.team.agents)
     mqtt_url = publisher_url(settings)
 
     async def announce(record: ApprovalRecord) -> None:
@@ -242,20 +267,8 @@ async def opened(settings: Settings, wiring: Wiring) -> AsyncIterator[Approvals]
         async with StepPublisher(redis, mqtt_url, flush_s=1.0) as steps:
             await steps.publish(record.group, approval_step(record))
 
-    async def wake(run: RunRecord, approval_id: str) -> None:
-        job = resume_job_id(run_job_id(run.id), approval_id)
-        await asyncio.to_thread(enqueue_run, queue, run.id, job, timeout_s)
-
     try:
-        yield Approvals(
-            wiring.approvals,
-            wiring.runs,
-            owner=settings.owner,
-            agents=agent_names(wiring.team.agents),
-            wake=wake,
-            clock=lambda: datetime.now(UTC),
-            announce=announce,
-        )
+        yield approvals_for(settings, wiring, queue, announce)
     finally:
         await redis.aclose()
         queue.close()

@@ -32,16 +32,15 @@ from orchestrator.caps.guard import make_guard
 from orchestrator.caps.ledger import publish_caps
 from orchestrator.core.coding import run_ended_fields
 from orchestrator.core.turns import LLM
-from orchestrator.core.validation import agent_names
 from orchestrator.core.wire import inbox_stream
 from orchestrator.errors import ConfigError, OrchestratorError
 from orchestrator.memory.approvals import ApprovalRecord
 from orchestrator.memory.conversation.indexing import BackgroundIndexing
 from orchestrator.memory.conversation.recent import RecentMessages
 from orchestrator.memory.db import make_engine
-from orchestrator.memory.runs import RunRecord, RunStore
+from orchestrator.memory.runs import RunStore
 from orchestrator.runtime.acting import Acting, run_job_id, run_timeout_s
-from orchestrator.runtime.approving import Approvals, approval_step, resume_job_id
+from orchestrator.runtime.approving import Approvals, approval_step, approvals_for
 from orchestrator.runtime.briefing import save_drift
 from orchestrator.runtime.consumer import Consumer
 from orchestrator.runtime.coordinator import Coordinator
@@ -93,25 +92,12 @@ def _approvals(
 ) -> Approvals:
     """Decisions as the daemon makes them: ``/approve`` typed in a group, expiries, orphans
     (shown on the run's card through the steps stream; a waiting run woken by a job)."""
-    timeout_s = run_timeout_s(wiring.team.agents)
     steps = StepPublisher(redis, None)
-
-    async def wake(run: RunRecord, approval_id: str) -> None:
-        job = resume_job_id(run_job_id(run.id), approval_id)
-        await asyncio.to_thread(enqueue_run, queue, run.id, job, timeout_s)
 
     async def announce(record: ApprovalRecord) -> None:
         await steps.publish(record.group, approval_step(record))
 
-    return Approvals(
-        wiring.approvals,
-        wiring.runs,
-        owner=settings.owner,
-        agents=agent_names(wiring.team.agents),
-        wake=wake,
-        clock=_utcnow,
-        announce=announce,
-    )
+    return approvals_for(settings, wiring, queue, announce)
 
 
 REAP_EVERY_S = 5.0
