@@ -158,40 +158,55 @@ def main(argv: list[str]) -> int:
             with open(partial, "w", encoding="ascii") as out:
                 out.write(f"{os.getpid()}\n")
             os.replace(partial, pidfile)
+    # The signals are taken before the program starts: one that came while it was starting
+    # would otherwise end this process alone and leave the group running.
+    group = _Group()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, group.stop)
+    signal.signal(signal.SIGALRM, group.kill)
     try:
         child = subprocess.Popen(argv, start_new_session=True, env=env, preexec_fn=_orphaned)
     except OSError as exc:
         sys.stderr.write(f"cannot start {argv[0]}: {exc.strerror or exc}\n")
-        return 127
-    return _supervise(child)
+        return 127 if not group.stopping else 128 + group.stopping[0]
+    return _supervise(child, group)
 
 
-def _supervise(child: subprocess.Popen[bytes]) -> int:
-    """Wait for ``child``, passing signals on to its group; end the group after it."""
-    stopping: list[int] = []
+class _Group:
+    """The program's process group once it started, and the signals asking it to stop."""
 
-    def stop(signum: int, _frame: FrameType | None) -> None:
-        if not stopping:
+    def __init__(self) -> None:
+        self.pgid: int | None = None
+        self.stopping: list[int] = []
+
+    def stop(self, signum: int, _frame: FrameType | None) -> None:
+        if not self.stopping:
             # Whatever ignores SIGTERM is killed when the grace period ends (SIGALRM).
             signal.setitimer(signal.ITIMER_REAL, GRACE_S)
-        stopping.append(signum)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.pid, signal.SIGTERM)
+        self.stopping.append(signum)
+        self.send(signal.SIGTERM)
 
-    def kill(_signum: int, _frame: FrameType | None) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.pid, signal.SIGKILL)
+    def kill(self, _signum: int, _frame: FrameType | None) -> None:
+        self.send(signal.SIGKILL)
 
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, stop)
-    signal.signal(signal.SIGALRM, kill)
+    def send(self, signum: int) -> None:
+        if self.pgid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.pgid, signum)
+
+
+def _supervise(child: subprocess.Popen[bytes], group: _Group) -> int:
+    """Wait for ``child``, passing signals on to its group; end the group after it."""
+    group.pgid = child.pid
+    if group.stopping:  # asked to stop while it was starting
+        group.send(signal.SIGTERM)
     status = child.wait()
     signal.setitimer(signal.ITIMER_REAL, 0)
     end_group(child.pid)  # whatever it left running
     if status < 0:
         return 128 - status
-    if stopping and status == 0:
-        return 128 + stopping[0]
+    if group.stopping and status == 0:
+        return 128 + group.stopping[0]
     return status
 
 

@@ -18,7 +18,6 @@ from orchestrator.caps.limits import OverCap
 from orchestrator.core.context.build import build_context
 from orchestrator.core.context.report import (
     ContextReport,
-    LeftOutCandidate,
     RecalledSnippet,
     RecallReport,
 )
@@ -317,9 +316,7 @@ def _recall_meta(result: RecallResult) -> RecallReport:
             RecalledSnippet(id=s.id, score=round(s.score, 3), trust=s.trust)
             for s in result.snippets
         ),
-        dropped=tuple(
-            LeftOutCandidate(id=d.id, layer=d.layer, reason=d.reason) for d in result.dropped
-        ),
+        dropped=result.dropped,
     )
 
 

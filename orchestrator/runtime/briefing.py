@@ -24,6 +24,7 @@ from typing import Protocol
 
 from orchestrator.core.context.build import Layers, PastMessage
 from orchestrator.core.context.tokens import DriftCorrector, TokenCounter
+from orchestrator.core.kept import Kept
 from orchestrator.core.models import AgentSpec, ChatMessage
 from orchestrator.files import TextFiles, write_atomic
 from orchestrator.memory.conversation.store import StoredMessage
@@ -41,6 +42,7 @@ logger = logging.getLogger(__name__)
 
 INLINE_CPU_S = 0.002  # a reading that took less is done on the event loop next time
 _GROUPS_TIMED = 8192
+_PAST_KEPT = 32768
 
 _SOURCE_RE = re.compile(r"\(source: ([a-z0-9][a-z0-9_-]{0,63})/[^()]*\)\s*$")
 
@@ -96,6 +98,7 @@ class Briefing:
         self.personal = personal
         self.recaller = recaller
         self.counter = counter
+        self._past: Kept[StoredMessage, PastMessage] = Kept(_PAST_KEPT)
         self._cpu: dict[str, float] = {}  # each group's last reading's CPU time, in s
         self.cpu_clock = cpu_clock  # the CPU time of the calling thread
 
@@ -172,13 +175,16 @@ class Briefing:
         return "\n".join(lines)
 
     def _history(self, stored: list[StoredMessage]) -> list[PastMessage]:
-        return [
-            PastMessage(
-                message=s.message,
-                tokens=s.tokens if s.tokens is not None else self.counter.count(s.message.text),
-            )
-            for s in stored
-        ]
+        # The same stored objects come back turn after turn from the cache of recent
+        # messages: each one's PastMessage is kept by the object (orchestrator.core.kept).
+        kept, history = self._past, []
+        for s in stored:
+            past = kept.find(s, None)
+            if past is None:
+                tokens = s.tokens if s.tokens is not None else self.counter.count(s.message.text)
+                past = kept.keep(s, None, PastMessage(message=s.message, tokens=tokens))
+            history.append(past)
+        return history
 
     def _recall(
         self,

@@ -158,7 +158,10 @@ def build_context(
         history_messages=len(plan.history),
         citations=cited,
         recall_dropped=tuple(
-            LeftOutCandidate(id=d.id, layer=d.layer, reason=d.reason) for d in layers.left_out
+            d
+            if type(d) is LeftOutCandidate
+            else LeftOutCandidate(id=d.id, layer=d.layer, reason=d.reason)
+            for d in layers.left_out
         ),
     )
     request = LLMRequest(

@@ -25,21 +25,29 @@ __all__ = [
 ]
 
 
+_KEYS: dict[type, tuple[str, ...]] = {}
+
+
 def _keys(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(cls) if f.name != "recorded")
+    keys = _KEYS.get(cls)
+    if keys is None:
+        keys = _KEYS[cls] = tuple(f.name for f in fields(cls) if f.name != "recorded")
+    return keys
 
 
 def _stored(value: Any, recorded: tuple[str, ...] | None) -> dict[str, Any]:
     """The stored form of a dataclass: its recorded keys (None: all), in field order."""
     keys = _keys(type(value))
-    return {k: _json(getattr(value, k)) for k in keys if recorded is None or k in recorded}
+    if recorded is not None:
+        keys = tuple(k for k in keys if k in recorded)
+    return {k: _json(getattr(value, k)) for k in keys}
 
 
 def _json(value: object) -> object:
-    if isinstance(value, tuple):
-        return [_json(v) for v in value]
-    if isinstance(value, LayerTokens | CitedSource | LeftOutCandidate | RecalledSnippet):
-        return value.as_json()
+    if type(value) is tuple:
+        return [v.as_json() if type(v) in _PARTS else v for v in value]
+    if type(value) in _PARTS:
+        return value.as_json()  # type: ignore[attr-defined]
     return value
 
 
@@ -256,3 +264,6 @@ class RecallReport:
             dropped=tuple(LeftOutCandidate.from_json(d) for d in _list(data.get("dropped"))),
             recorded=tuple(k for k in _keys(cls) if k in data),
         )
+
+
+_PARTS = frozenset({LayerTokens, CitedSource, LeftOutCandidate, RecalledSnippet})

@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 
 from orchestrator.core.context.plan import HistoryItem
 from orchestrator.core.context.tokens import TokenCounter
+from orchestrator.core.kept import Kept
 from orchestrator.core.markers import neutralise
 from orchestrator.core.models import ChatMessage, MessageKind
 
@@ -48,13 +49,13 @@ class Transcript:
     ``size`` of them, by this object (one per daemon, built where the daemon is wired).
     """
 
-    def __init__(self, counter: TokenCounter, tz: str, *, size: int = 16384) -> None:
+    def __init__(self, counter: TokenCounter, tz: str, *, size: int = 32768) -> None:
         self.counter = counter
         self.tz = tz
         self._zone = ZoneInfo(tz)
         self._stamp = lru_cache(maxsize=size)(self._stamp_of)
-        self._own = lru_cache(maxsize=max(1, size // 4))(_own_reply)
-        self._labelled = lru_cache(maxsize=size)(self._label)
+        # Each message's item and day, by the message object (see orchestrator.core.kept).
+        self._items: Kept[ChatMessage, tuple[HistoryItem, str]] = Kept(size)
 
     def items(
         self, agent_id: str, history: Sequence[PastMessage], trigger: ChatMessage
@@ -65,27 +66,46 @@ class Transcript:
         roles: dict[str, str] = {}
         trigger_tokens = None
         day = ""
+        trigger_id = trigger.id
         for past in history:
             message = past.message
-            if message.id == trigger.id:
+            if message.id == trigger_id:
                 if trigger_tokens is None:
                     trigger_tokens = past.tokens
                 continue
-            this_day = self._stamp(message.created_at)[:10]
             # Its own replies unlabelled (a dated label there would teach the model to start
             # its replies with one), everything else labelled with its time and sender.
-            if message.kind is MessageKind.AGENT and message.sender == agent_id:
-                item = self._own(message, past.tokens)
+            if message.sender == agent_id and message.kind is MessageKind.AGENT:
+                item, _ = self._item(message, past.tokens, _OWN)
+                roles[item.id] = "assistant"
             else:
-                item = self._labelled(message, past.tokens, this_day != day)
-                day = this_day
+                item, this_day = self._item(message, past.tokens, _UNDATED)
+                if this_day != day:
+                    item, _ = self._item(message, past.tokens, _DATED)
+                    day = this_day
+                roles[item.id] = "user"
             items.append(item)
-            roles[item.id] = "assistant" if item.own_reply else "user"
         base = trigger_tokens if trigger_tokens is not None else self.counter.count(trigger.text)
-        dated = self._stamp(trigger.created_at)[:10] != day
-        items.append(self._labelled(trigger, base, dated))
-        roles[trigger.id] = "user"
+        item, this_day = self._item(trigger, base, _UNDATED)
+        if this_day != day:
+            item, _ = self._item(trigger, base, _DATED)
+        items.append(item)
+        roles[trigger_id] = "user"
         return items, roles
+
+    def _item(self, message: ChatMessage, tokens: int, form: int) -> tuple[HistoryItem, str]:
+        """``message``'s item in ``form`` (its own reply, labelled with or without its date),
+        and its day."""
+        key = (tokens, form)
+        kept = self._items.find(message, key)
+        if kept is not None:
+            return kept
+        day = self._stamp(message.created_at)[:10]
+        if form == _OWN:
+            item = _own_reply(message, tokens)
+        else:
+            item = self._label(message, tokens, form == _DATED)
+        return self._items.keep(message, key, (item, day))
 
     def _stamp_of(self, moment: datetime) -> str:
         return moment.astimezone(self._zone).strftime("%Y-%m-%d %H:%M")
@@ -105,6 +125,9 @@ class Transcript:
             date="" if dated else when[:10] + " ",
             date_tokens=0 if dated else self.counter.count(_prefix(message, when)) - label_tokens,
         )
+
+
+_OWN, _UNDATED, _DATED = 0, 1, 2
 
 
 def _own_reply(message: ChatMessage, tokens: int) -> HistoryItem:

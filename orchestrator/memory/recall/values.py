@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from orchestrator.core.context.report import LeftOutCandidate
 from orchestrator.errors import ValidationError
 from orchestrator.memory.conversation.index import Said
 from orchestrator.memory.session.records import Citation
@@ -16,6 +17,10 @@ __all__ = ["Dropped", "Layer", "RecallConfig", "RecallResult", "RecalledMessage"
 Layer = Literal[
     "relevance_floor", "untrusted", "require_source", "repeat", "max_entries", "char_budget"
 ]
+
+# A candidate a layer left out, and why: a memory (its id) or a message (its id), its
+# ``layer`` one of :data:`Layer`. It is the cost report's own record of it, as it is kept.
+Dropped = LeftOutCandidate
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,15 +60,6 @@ class Snippet:
     created_at: datetime
     scope: str
     pinned: bool = False
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Dropped:
-    """A candidate a layer left out, and why: a memory (its id) or a message (its id)."""
-
-    id: int | str
-    layer: Layer
-    reason: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

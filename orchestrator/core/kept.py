@@ -1,0 +1,59 @@
+"""What was made from an object, kept by the object's identity between turns.
+
+A turn goes over its group's recent messages again and again, and the daemon's cache of them
+hands back the very same objects each time: what is made from one (its labelled item, its
+token count) is kept under ``id(object)`` beside the object itself, so that a lookup costs no
+hashing of the object and can never answer for another object that took the id of one let go
+(the entry holds its object, which keeps it alive).
+
+Kept in two generations: when the young one is full it becomes the old one and the oldest
+is let go; an entry found in the old one moves to the young. Whatever was used since the last
+turnover survives it, so a working set smaller than ``size`` is never read again, and memory is
+bounded by twice ``size`` entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+__all__ = ["Kept"]
+
+_O = TypeVar("_O")
+_V = TypeVar("_V")
+
+
+class Kept(Generic[_O, _V]):
+    """Values made from objects, by the object's identity and a small key."""
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError("size must be at least 1")
+        self.size = size
+        self._young: dict[tuple[int, Hashable], tuple[_O, _V]] = {}
+        self._old: dict[tuple[int, Hashable], tuple[_O, _V]] = {}
+
+    def __len__(self) -> int:
+        return len(self._young) + len(self._old)
+
+    def find(self, obj: _O, key: Hashable) -> _V | None:
+        """The value kept for ``obj`` under ``key``, if any."""
+        at = (id(obj), key)
+        entry = self._young.get(at)
+        if entry is not None and entry[0] is obj:
+            return entry[1]
+        entry = self._old.get(at)
+        if entry is None or entry[0] is not obj:
+            return None
+        self._put(at, entry)
+        return entry[1]
+
+    def keep(self, obj: _O, key: Hashable, value: _V) -> _V:
+        """Keep ``value`` for ``obj`` under ``key``; returns it."""
+        self._put((id(obj), key), (obj, value))
+        return value
+
+    def _put(self, at: tuple[int, Hashable], entry: tuple[_O, _V]) -> None:
+        if len(self._young) >= self.size:
+            self._old, self._young = self._young, {}
+        self._young[at] = entry

@@ -1,0 +1,230 @@
+"""The CPU one message costs the daemon's pipeline, in this process, without Redis or MQTT.
+
+    python tests/bench/turn_cpu.py [--messages 2000] [--groups 200] [--agents 4]
+        [--rounds 5] [--collector daemon|python] [--json OUT]
+
+The realistic workload of ``throughput.py --realistic`` (20 stored messages, 50 session
+memories, 2 of them pinned, per group; personal logs of today), stored the same way; then the
+daemon's :class:`Pipeline` (wired as ``arena daemon`` wires it: the cache of recent messages,
+the memory writer, the offline model) answers ``--messages`` person's messages spread over the
+groups, each mentioning one agent, in waves of one message per group at once (as the daemon
+has them in flight, its writes batched across groups), ``--rounds`` times over fresh copies of
+the data. What is published goes to lists in memory: the figure leaves out the Redis stream,
+MQTT and the batching across groups, which ``throughput.py`` measures end to end.
+
+The garbage collector is settled as the daemon settles it (``--collector python``: Python's
+own settings); the table says how much of the CPU it took. Process CPU time per message moves
+less than the end-to-end rate on a noisy machine; the least of the rounds is the figure.
+Prints a table, writes JSON with ``--json``, and ends with ``cpu_us_per_message=…``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from throughput import (  # noqa: E402  (the bench's own setup, shared)
+    PERSON_TEXTS,
+    REALISTIC_MEMORIES,
+    _fill_history,
+    _fill_logs,
+    _fill_memories,
+    _write_agents,
+)
+
+from orchestrator.adapters.providers import build_llm  # noqa: E402
+from orchestrator.cli.serve import settle_collector  # noqa: E402
+from orchestrator.core.models import ChatMessage, MessageKind  # noqa: E402
+from orchestrator.core.wire import Outbound  # noqa: E402
+from orchestrator.memory.conversation.recent import RecentMessages  # noqa: E402
+from orchestrator.memory.db import make_engine  # noqa: E402
+from orchestrator.runtime.pipeline import Pipeline  # noqa: E402
+from orchestrator.runtime.wiring import Wiring  # noqa: E402
+from orchestrator.settings import load_settings  # noqa: E402
+
+HISTORY = 20  # stored messages per group, as throughput.py --realistic --history 20
+
+
+class _Outbox:
+    def __init__(self) -> None:
+        self.items = 0
+
+    async def publish_all(self, items: Sequence[Outbound]) -> int:
+        self.items += len(items)
+        return len(items)
+
+
+class _Events:
+    def __init__(self) -> None:
+        self.events = 0
+
+    def publish(self, topic: str, payload: bytes) -> None:
+        self.events += 1
+
+
+def _prepare(folder: Path, groups: list[str], agents: int) -> None:
+    (folder / "data").mkdir()
+    _write_agents(folder, agents)
+    _fill_history(folder / "data" / "arena.db", groups, HISTORY, agents)
+    _fill_memories(folder / "data" / "arena.db", groups, agents)
+    _fill_logs(folder / "workspaces", agents)
+
+
+async def _answer_all(
+    folder: Path, groups: list[str], agents: int, messages: int, collector: str
+) -> tuple[float, float]:
+    """Answer ``messages`` messages; the process CPU seconds it took (the first message of
+    each group, which reads the group from the database, outside the clock), and the part of
+    them the garbage collector took."""
+    if collector == "daemon":
+        settle_collector()
+    settings = load_settings(
+        agents_dir=folder / "agents",
+        workspaces_dir=folder / "workspaces",
+        data_dir=folder / "data",
+        prompts_dir=REPO / "prompts",
+    )
+    engine = make_engine(f"sqlite:///{folder / 'data' / 'arena.db'}")
+    wiring = Wiring(settings, engine)
+    recent = RecentMessages(wiring.history, settings.history_limit, verify=False)
+    pipeline = Pipeline(
+        team=wiring.team,
+        store=wiring.history,
+        outbox=_Outbox(),
+        events=_Events(),
+        llm=build_llm(settings),
+        prompts=wiring.prompts,
+        briefing=wiring.briefing(recent),
+        tuning=wiring.tuning,
+        transcript=wiring.transcript,
+        hop_limit=settings.hop_limit,
+        memory=wiring.writer,
+        tools=wiring.tools,
+        max_tool_steps=settings.max_tool_steps,
+        recent=recent,
+    )
+    start = datetime.now(UTC)
+
+    def message(n: int) -> ChatMessage:
+        group = groups[n % len(groups)]
+        text = PERSON_TEXTS[n % len(PERSON_TEXTS)]
+        return ChatMessage(
+            id=f"turn-{n}",
+            group=group,
+            sender="alex",
+            kind=MessageKind.HUMAN,
+            text=f"@agent{n % agents} {text}",
+            created_at=start + timedelta(milliseconds=n),
+        )
+
+    async def wave(first: int, count: int) -> None:
+        # One message per group at once, as the daemon has them in flight: its writes are
+        # batched across groups as the daemon's are.
+        await asyncio.gather(*(pipeline.handle(message(n)) for n in range(first, first + count)))
+
+    collecting = [0.0, 0.0]  # the collector's CPU so far, and when it last started
+
+    def timed(phase: str, _info: dict[str, Any]) -> None:
+        if phase == "start":
+            collecting[1] = time.thread_time()
+        else:
+            collecting[0] += time.thread_time() - collecting[1]
+
+    try:
+        await wave(0, len(groups))  # each group read once, outside the clock
+        gc.callbacks.append(timed)
+        began = time.process_time()
+        for first in range(len(groups), len(groups) + messages, len(groups)):
+            await wave(first, min(len(groups), len(groups) + messages - first))
+        return time.process_time() - began, collecting[0]
+    finally:
+        if timed in gc.callbacks:
+            gc.callbacks.remove(timed)
+        engine.dispose()
+
+
+def measure(messages: int, groups: int, agents: int, rounds: int, collector: str) -> dict[str, Any]:
+    names = [f"g{n}" for n in range(groups)]
+    with tempfile.TemporaryDirectory(prefix="arena-turn-cpu-") as tmp:
+        seed = Path(tmp) / "seed"
+        seed.mkdir()
+        _prepare(seed, names, agents)
+        per_message: list[float] = []
+        collected: list[float] = []
+        for r in range(rounds):
+            folder = Path(tmp) / f"round{r}"
+            shutil.copytree(seed, folder)
+            cpu, gc_cpu = asyncio.run(_answer_all(folder, names, agents, messages, collector))
+            per_message.append(cpu / messages * 1e6)
+            collected.append(gc_cpu / messages * 1e6)
+            print(
+                f"round {r + 1}/{rounds}: {per_message[-1]:.0f} us/message, "
+                f"{collected[-1]:.0f} of them collecting garbage",
+                file=sys.stderr,
+            )
+            shutil.rmtree(folder)
+    return {
+        "messages": messages,
+        "groups": groups,
+        "agents": agents,
+        "memories_per_group": REALISTIC_MEMORIES,
+        "history_per_group": HISTORY,
+        "collector": collector,
+        "rounds_us": [round(v, 1) for v in per_message],
+        "rounds_gc_us": [round(v, 1) for v in collected],
+        "cpu_us_min": round(min(per_message), 1),
+        "cpu_us_median": round(statistics.median(per_message), 1),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=2000)
+    parser.add_argument("--groups", type=int, default=200)
+    parser.add_argument("--agents", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--collector",
+        choices=["daemon", "python"],
+        default="daemon",
+        help="the garbage collector as the daemon settles it (default) or Python's own",
+    )
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    if min(args.messages, args.groups, args.agents, args.rounds) < 1:
+        parser.error("--messages, --groups, --agents and --rounds must be at least 1")
+    report = measure(args.messages, args.groups, args.agents, args.rounds, args.collector)
+    gc_us = statistics.median(report["rounds_gc_us"])
+    print("turn CPU, realistic workload, pipeline in process (no Redis, no MQTT)")
+    print(
+        f"{'messages':>9} {'groups':>7} {'agents':>7} {'collector':>9} {'min_us':>8} "
+        f"{'median_us':>10} {'gc_us':>7}"
+    )
+    print(
+        f"{report['messages']:>9} {report['groups']:>7} {report['agents']:>7} "
+        f"{report['collector']:>9} {report['cpu_us_min']:>8.0f} "
+        f"{report['cpu_us_median']:>10.0f} {gc_us:>7.0f}"
+    )
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print(f"cpu_us_per_message={report['cpu_us_min']:.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
