@@ -9,6 +9,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 from orchestrator.adapters.bus import Bus
 from orchestrator.adapters.events import MqttPublisher
@@ -44,13 +45,14 @@ from orchestrator.runtime.approving import Approvals, approval_step, approvals_f
 from orchestrator.runtime.briefing import save_drift
 from orchestrator.runtime.consumer import Consumer
 from orchestrator.runtime.coordinator import Coordinator
+from orchestrator.runtime.outlets import EventSink, Outbox
 from orchestrator.runtime.pipeline import Pipeline
 from orchestrator.runtime.team import load_team
 from orchestrator.runtime.triggers import SummaryTrigger
 from orchestrator.runtime.wiring import Wiring
 from orchestrator.settings import Settings
 
-__all__ = ["ensure_data_dir", "run"]
+__all__ = ["build_pipeline", "ensure_data_dir", "run"]
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +100,39 @@ def _approvals(
         await steps.publish(record.group, approval_step(record))
 
     return approvals_for(settings, wiring, queue, announce)
+
+
+def build_pipeline(
+    wiring: Wiring,
+    *,
+    outbox: Outbox,
+    events: EventSink,
+    llm: LLM,
+    recent: RecentMessages | None = None,
+    **outlets: Any,
+) -> Pipeline:
+    """The daemon's pipeline over ``wiring``'s team, stores and settings: replies go to
+    ``outbox`` and ``events``, a group's recent messages come from ``recent`` (the daemon's
+    cache); ``outlets`` are the pipeline's other optional parts (caps, metrics, dead letters,
+    acting, ...). ``tests/bench/turn_cpu.py`` builds its pipeline here too."""
+    settings = wiring.settings
+    return Pipeline(
+        team=wiring.team,
+        store=wiring.history,
+        outbox=outbox,
+        events=events,
+        llm=llm,
+        prompts=wiring.prompts,
+        briefing=wiring.briefing(recent),
+        tuning=wiring.tuning,
+        transcript=wiring.transcript,
+        hop_limit=settings.hop_limit,
+        memory=wiring.writer,
+        tools=wiring.tools,
+        max_tool_steps=settings.max_tool_steps,
+        recent=recent,
+        **outlets,
+    )
 
 
 REAP_EVERY_S = 5.0
@@ -174,26 +209,17 @@ async def run(
     acting, runs_queue = _acting(settings, wiring)
     # `/approve` typed in a group decides; a waiting run is woken by a job on the runs queue.
     approvals = _approvals(settings, wiring, runs_queue, redis) if runs_queue is not None else None
-    pipeline = Pipeline(
-        team=team,
-        store=store,
+    pipeline = build_pipeline(
+        wiring,
         outbox=bus,
         events=publisher,
         llm=provider,
-        prompts=wiring.prompts,
-        briefing=wiring.briefing(recent),
-        tuning=wiring.tuning,
-        transcript=wiring.transcript,
-        hop_limit=settings.hop_limit,
-        memory=wiring.writer,
-        tools=wiring.tools,
-        max_tool_steps=settings.max_tool_steps,
+        recent=recent,
         acting=acting,
         counters=bus,
         drift=drift,
         summaries=summaries,
         dead_letters=bus,
-        recent=recent,
         metrics=metrics,
         caps=caps,
         approvals=approvals,

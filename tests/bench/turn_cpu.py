@@ -5,12 +5,12 @@
 
 The realistic workload of ``throughput.py --realistic`` (20 stored messages, 50 session
 memories, 2 of them pinned, per group; personal logs of today), stored the same way; then the
-daemon's :class:`Pipeline` (wired as ``arena daemon`` wires it: the cache of recent messages,
-the memory writer, the offline model) answers ``--messages`` person's messages spread over the
-groups, each mentioning one agent, in waves of one message per group at once (as the daemon
-has them in flight, its writes batched across groups), ``--rounds`` times over fresh copies of
-the data. What is published goes to lists in memory: the figure leaves out the Redis stream,
-MQTT and the batching across groups, which ``throughput.py`` measures end to end.
+daemon's pipeline, wired as ``arena daemon`` wires it (``runtime.daemon.build_pipeline``: the
+cache of recent messages, the memory writer; the offline model), answers ``--messages``
+person's messages spread over the groups, each mentioning one agent, in waves of one message
+per group at once (as the daemon has them in flight, its writes batched across groups),
+``--rounds`` times over fresh copies of the data. What is published goes to lists in memory:
+the figure leaves out the Redis streams and MQTT, which ``throughput.py`` measures end to end.
 
 The garbage collector is settled as the daemon settles it (``--collector python``: Python's
 own settings); the table says how much of the CPU it took. Process CPU time per message moves
@@ -53,7 +53,7 @@ from orchestrator.core.models import ChatMessage, MessageKind  # noqa: E402
 from orchestrator.core.wire import Outbound  # noqa: E402
 from orchestrator.memory.conversation.recent import RecentMessages  # noqa: E402
 from orchestrator.memory.db import make_engine  # noqa: E402
-from orchestrator.runtime.pipeline import Pipeline  # noqa: E402
+from orchestrator.runtime.daemon import build_pipeline  # noqa: E402
 from orchestrator.runtime.wiring import Wiring  # noqa: E402
 from orchestrator.settings import load_settings  # noqa: E402
 
@@ -102,21 +102,8 @@ async def _answer_all(
     engine = make_engine(f"sqlite:///{folder / 'data' / 'arena.db'}")
     wiring = Wiring(settings, engine)
     recent = RecentMessages(wiring.history, settings.history_limit, verify=False)
-    pipeline = Pipeline(
-        team=wiring.team,
-        store=wiring.history,
-        outbox=_Outbox(),
-        events=_Events(),
-        llm=build_llm(settings),
-        prompts=wiring.prompts,
-        briefing=wiring.briefing(recent),
-        tuning=wiring.tuning,
-        transcript=wiring.transcript,
-        hop_limit=settings.hop_limit,
-        memory=wiring.writer,
-        tools=wiring.tools,
-        max_tool_steps=settings.max_tool_steps,
-        recent=recent,
+    pipeline = build_pipeline(
+        wiring, outbox=_Outbox(), events=_Events(), llm=build_llm(settings), recent=recent
     )
     start = datetime.now(UTC)
 
