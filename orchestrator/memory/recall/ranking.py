@@ -26,6 +26,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Literal
 
+from orchestrator.core.kept import Kept
 from orchestrator.memory.conversation.index import Said
 from orchestrator.memory.session import fts
 from orchestrator.memory.session.records import MemoryRecord, meta_text
@@ -176,14 +177,26 @@ def _coverage(terms: Sequence[tuple[str, str]], record: MemoryRecord) -> float:
     metadata."""
     if not terms:
         return 0.0
-    content = _words(record.content)
-    meta = _words(meta_text(record.type, record.key, record.tags, record.extra))
+    content, meta = _record_words(record)
     found = sum(
         1
         for term, stem in terms
         if stem in content or term in content or stem in meta or term in meta
     )
     return found / len(terms)
+
+
+def _record_words(record: MemoryRecord) -> tuple[frozenset[str], frozenset[str]]:
+    """The words of an entry's content and of its metadata, kept with the record object (the
+    entries held in memory come back as the same records turn after turn)."""
+    words = _RECORD_WORDS.find(record, None)
+    if words is None:
+        meta = meta_text(record.type, record.key, record.tags, record.extra)
+        words = _RECORD_WORDS.keep(record, None, (_words(record.content), _words(meta)))
+    return words
+
+
+_RECORD_WORDS: Kept[MemoryRecord, tuple[frozenset[str], frozenset[str]]] = Kept(8192)
 
 
 def authors_of(record: MemoryRecord) -> frozenset[str]:
