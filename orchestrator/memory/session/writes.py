@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, case, insert, literal, select, update
+from sqlalchemy import bindparam, case, insert, literal, or_, select, update
 from sqlalchemy.engine import Connection
 
 from orchestrator.memory.session.embeddings import DUPLICATE_SIMILARITY, cosine, unpack
@@ -43,6 +43,23 @@ _SAME_TEXT = select(_T.c.id).where(_ACTIVE_IN_SCOPE, _T.c.norm_hash == bindparam
 _SAME_KEY = select(_T).where(_ACTIVE_IN_SCOPE, _T.c.key == bindparam("key"))
 _INSERT = insert(_T)
 _BY_ID = select(_T).where(_T.c.id == bindparam("id"))
+_OFFERED = bindparam("offered", type_=_T.c.confidence.type)
+_BEST = case((_T.c.confidence >= _OFFERED, _T.c.confidence), else_=_OFFERED)
+_REINFORCE = (
+    update(_T)
+    .where(_T.c.id == bindparam("entry_id"), _T.c.status == "active")
+    .values(
+        count=_T.c.count + 1,
+        confidence=case(
+            (_BEST + _REINFORCE_STEP > 1.0, literal(1.0)), else_=_BEST + _REINFORCE_STEP
+        ),
+        verified=or_(_T.c.verified, bindparam("verified_now", type_=_T.c.verified.type)),
+        last_seen_at=bindparam("seen_at", type_=_T.c.last_seen_at.type),
+        updated_at=bindparam("seen_at", type_=_T.c.updated_at.type),
+        extra=bindparam("new_extra", type_=_T.c.extra.type),
+    )
+    .returning(*_T.c)
+)
 
 
 class Retry(Exception):
@@ -133,28 +150,22 @@ def _reinforce(conn: Connection, entry_id: int, new: NewMemory) -> MemoryRecord:
     if new.source_message_id is not None and new.source_message_id in seen:
         # The same message again (a turn replayed after a crash): nothing new learnt.
         return current
-    now = db_time(new.now)
-    stored = _T.c.confidence
-    best = case((stored >= new.confidence, stored), else_=literal(new.confidence))
-    changes: dict[str, Any] = {
-        "count": _T.c.count + 1,
-        "last_seen_at": now,
-        "updated_at": now,
-        "confidence": case(
-            (best + _REINFORCE_STEP > 1.0, literal(1.0)), else_=best + _REINFORCE_STEP
-        ),
-    }
-    if new.verified:
-        changes["verified"] = True
+    extra = dict(current.extra)
     if new.source_message_id is not None:
-        sources = [*current.extra.get("reinforced_by", []), new.source_message_id]
-        changes["extra"] = {**current.extra, "reinforced_by": sources[-50:]}
-    done = conn.execute(
-        update(_T).where(_T.c.id == entry_id, _T.c.status == "active").values(**changes)
-    )
-    if done.rowcount != 1:
+        extra["reinforced_by"] = [*seen[1:], new.source_message_id][-50:]
+    params = {
+        "entry_id": entry_id,
+        "seen_at": db_time(new.now),
+        "offered": new.confidence,
+        "verified_now": new.verified,
+        "new_extra": extra,
+    }
+    # The count and confidence are worked out by the database, so that concurrent
+    # reinforcements of one entry each count (the row is locked by the first).
+    row = conn.execute(_REINFORCE, params).mappings().first()
+    if row is None:
         raise Retry
-    return _get(conn, entry_id)
+    return to_record(row)
 
 
 def _supersede(conn: Connection, entry_id: int, now: datetime) -> MemoryRecord:
