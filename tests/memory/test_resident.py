@@ -3,6 +3,7 @@ with every change, whoever made it (another process, a script with its own SQL).
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -14,7 +15,7 @@ from orchestrator.memory.corrections import Corrections
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.gate.rules import GateConfig
 from orchestrator.memory.recall.recaller import RecallConfig, Recaller
-from orchestrator.memory.session import fts
+from orchestrator.memory.session import fts, scope_log
 from orchestrator.memory.session.resident import ResidentMemory
 from orchestrator.memory.session.store import NewMemory, SessionMemory
 from tests.databases import on_each_database
@@ -200,3 +201,22 @@ def test_a_scope_too_large_to_hold_is_searched_in_the_index(engine):
     found = memory.resident.find(["deploy"], ALPHA, 10)
     assert found is not None
     assert [r.content for r, _ in found.hits] == ["Deploys need two approvals"]
+
+
+def test_reads_the_log_after_its_own_writes_and_now_and_then_for_others(engine):
+    """A write committed in this process is seen by the next search at once; one made with a
+    connection of another program is seen once :data:`scope_log.POLL_S` has passed (the log
+    is not read at every search)."""
+    now = [0.0]
+    memory = SessionMemory(engine)
+    memory.resident = ResidentMemory(engine, clock=lambda: now[0])
+    assert find(memory.resident, "deploy") == ([], [])
+    memory.write(new("Deploys need two approvals"))
+    assert find(memory.resident, "deploy")[0] == ["Deploys need two approvals"]
+    outside = sqlite3.connect(engine.url.database or "")
+    with outside:  # not through SQLAlchemy: as another program would
+        outside.execute("UPDATE memory_entries SET status = 'archived'")
+    outside.close()
+    assert find(memory.resident, "deploy")[0] == ["Deploys need two approvals"]
+    now[0] += scope_log.POLL_S
+    assert find(memory.resident, "deploy")[0] == []

@@ -4,9 +4,12 @@ Every turn searches its group's session memory, its agent's personal memory and 
 and reads their pinned entries. Asking the database each time cost more than everything else
 a turn does (a ranked full-text query over the whole index, then the rows it found, then the
 pins); yet these entries change far less often than they are read. So a process keeps each
-scope it searched: its active entries, their words and which are pinned. Before each search it
+scope it searched: its active entries, their words and which are pinned. Before a search it
 reads the changes made since (:mod:`orchestrator.memory.session.scope_log`, written by the
-database's triggers, so every writer is seen) and applies them; a scope is loaded whole the
+database's triggers, so every writer is seen) and applies them: when this process has written
+to memory since it last read them, else at most every :data:`scope_log.POLL_S` (another
+process's writes; with hundreds of turns a second, that read was a tenth of a turn's
+CPU). A scope is loaded whole the
 first time it is searched. A scope of more than :data:`MAX_SCOPE` active entries is not held:
 recall searches the full-text index for it (:meth:`ResidentMemory.find` says so).
 
@@ -170,6 +173,8 @@ class ResidentMemory:
         self._scopes: OrderedDict[Scope, _Scope] = OrderedDict()
         self._held = 0
         self._last: int | None = None  # the last change applied (None: nothing read yet)
+        self._asked = float("-inf")  # when the log was last read
+        self._written = -1  # this process's writes then (scope_log.written)
         self._applied: set[int] = set()  # PostgreSQL: seqs applied near the last one
         self._lock = threading.Lock()
 
@@ -210,6 +215,10 @@ class ResidentMemory:
     # Keeping current -----------------------------------------------------------------------
 
     def _catch_up(self) -> None:
+        written, now = scope_log.written(), self._clock()
+        if written == self._written and now - self._asked < scope_log.POLL_S:
+            return  # nothing written here since, and asked a moment ago
+        self._written, self._asked = written, now
         if self._last is None:
             self._forget_all()
             self._last = scope_log.newest(self._reader)

@@ -6,7 +6,10 @@ The database writes it itself. Triggers add a row ``(seq, scope, scope_id, entry
 alone is not one: recall writes it and nothing reads it back) and for every pin added or
 removed, so every writer is seen: a daemon's turns, the console, ``arena memory``, a worker, a
 script with its own SQL. A reader remembers the last ``seq`` it has seen and asks for the rows
-after it: one indexed read of no rows when nothing changed. Only the newest
+after it: one indexed read of no rows when nothing changed. A reader need not ask at every
+turn: :func:`written` changes after each write to memory this process commits (through any
+engine), and what another process wrote is seen when the reader next asks (at most
+:data:`POLL_S` later). Only the newest
 :data:`KEPT_ROWS` rows are kept; a reader that fell further behind (:meth:`ScopeLog.changes`
 says so) reads everything again.
 
@@ -17,12 +20,14 @@ ones they applied.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Column, Integer, event, text
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.pool import Pool
 from sqlmodel import Field, SQLModel
 
 from orchestrator.memory import audit as _audit  # noqa: F401  (memory_pins, for the triggers)
@@ -32,16 +37,20 @@ from orchestrator.memory.session.fts import postgres_needs_install, sqlite_needs
 
 __all__ = [
     "KEPT_ROWS",
+    "NOT_A_CHANGE",
     "POSTGRES_LOOKBACK",
     "Change",
     "Changes",
     "ScopeLogRow",
     "changes",
     "newest",
+    "written",
 ]
 
 KEPT_ROWS = 10_000
 POSTGRES_LOOKBACK = 256
+# How stale a reader may be about another process's writes (this process's own are seen at once).
+POLL_S = 0.1
 
 
 class ScopeLogRow(SQLModel, table=True):
@@ -214,3 +223,54 @@ def changes(reader: QuickReader, last: int, applied: set[int], *, lookback: int 
     oldest = reader.rows(_OLDEST)[0][0]
     lost = last > 0 and oldest is not None and int(oldest) > last + 1
     return Changes(rows=found, lost=lost, last=max(last, found[-1].seq))
+
+
+# This process's writes ----------------------------------------------------------------------
+
+_TABLES = ("memory_entries", "memory_pins")
+_WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
+_FLAG = "arena_memory_written"
+# The execution options of a statement the log ignores (it writes only ``last_used_at``).
+NOT_A_CHANGE = {"arena_not_a_change": True}
+_counter = itertools.count(1)
+_written = 0
+
+
+def written() -> int:
+    """A number that changes after this process commits a write to memory entries or pins,
+    whichever engine and thread made it (compare it with the one seen at the last read)."""
+    return _written
+
+
+def _bump() -> None:
+    global _written
+    _written = next(_counter)
+
+
+@event.listens_for(Engine, "after_cursor_execute")
+def _note(
+    conn: Connection,
+    _cursor: Any,
+    statement: str,
+    _parameters: Any,
+    context: Any,
+    _executemany: bool,
+) -> None:
+    if context is not None and context.execution_options.get("arena_not_a_change"):
+        return
+    if statement.lstrip()[:7].upper().startswith(_WRITES) and any(
+        table in statement for table in _TABLES
+    ):
+        conn.info[_FLAG] = True
+
+
+@event.listens_for(Engine, "commit")
+def _committing(conn: Connection) -> None:
+    if conn.info.get(_FLAG):
+        _bump()  # and again when the connection is given back, once the commit is done
+
+
+@event.listens_for(Pool, "checkin")
+def _given_back(_dbapi_connection: Any, record: Any) -> None:
+    if record is not None and record.info.pop(_FLAG, False):
+        _bump()

@@ -24,7 +24,7 @@ from sqlalchemy.exc import IntegrityError
 
 from orchestrator.errors import ServiceError, ValidationError
 from orchestrator.memory.audit import PINS
-from orchestrator.memory.session import fts
+from orchestrator.memory.session import fts, scope_log
 from orchestrator.memory.session.embeddings import Embedder, cosine, pack, unpack
 from orchestrator.memory.session.entries import (
     ENTRIES,
@@ -74,6 +74,7 @@ _MARK_USED = (
     update(_T)
     .where(_T.c.id.in_(bindparam("ids", expanding=True)))
     .values(last_used_at=bindparam("now"))
+    .execution_options(**scope_log.NOT_A_CHANGE)  # the log ignores last_used_at
 )
 
 
