@@ -2,21 +2,54 @@
 
 A template edited while the daemon runs is used from the next turn on: the folder is looked at
 (one ``stat`` per template) at most once a second, not at every render.
+
+:meth:`Prompts.render_kept` gives the text rendered before from the same values again (the
+system prompt's stable prefix is rendered twice a turn from values that change only when the
+team or an identity does). The values are those of every name the template and what it
+includes read; an object among them counts by identity, so only immutable ones (frozen
+dataclasses) may be given to it; anything else is rendered afresh.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import threading
 import time
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
 
 import jinja2
+import jinja2.meta
 
 from orchestrator.errors import TemplateError
 
 __all__ = ["Prompts"]
+
+_KEPT = 4096  # rendered texts kept by render_kept (a system prompt per agent and group)
+_SCALARS = (str, int, float, bool, type(None))
+
+
+class _Unkeyable(Exception):
+    """A value render_kept cannot tell apart from another by a key."""
+
+
+def _freeze(value: Any, alive: list[Any]) -> Hashable:
+    """A key standing for ``value`` as a template sees it (objects kept alive in ``alive``, so
+    that their identity is not reused while the key is kept)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, _SCALARS):
+        return (type(value), value)
+    if isinstance(value, (tuple, list)):
+        return (tuple, tuple(_freeze(item, alive) for item in value))
+    params = getattr(value, "__dataclass_params__", None)
+    if dataclasses.is_dataclass(value) and params is not None and params.frozen:
+        alive.append(value)
+        return (object, id(value))
+    raise _Unkeyable
 
 
 class Prompts:
@@ -36,6 +69,9 @@ class Prompts:
         )
         self._looked = float("-inf")
         self._seen: tuple[tuple[str, int], ...] = ()
+        self._reads: dict[str, tuple[str, ...] | None] = {}  # names each template reads
+        self._kept: OrderedDict[Hashable, tuple[str, list[Any]]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def names(self) -> list[str]:
         """Every template in the folder, sorted."""
@@ -52,12 +88,76 @@ class Prompts:
         self._look()
         try:
             return self._env.get_template(name).render(**variables)
-        except jinja2.TemplateNotFound:
-            raise TemplateError(name, f"not found in {self.folder}") from None
-        except jinja2.TemplateSyntaxError as exc:
-            raise TemplateError(name, f"line {exc.lineno}: {exc.message}") from None
-        except jinja2.UndefinedError as exc:
-            raise TemplateError(name, f"undefined variable: {exc.message}") from None
+        except jinja2.TemplateError as exc:
+            raise self._error(name, exc) from None
+
+    def render_kept(self, name: str, **variables: Any) -> str:
+        """:meth:`render`, or the text rendered before from the same values of every name the
+        template reads (see the module docstring).
+
+        Raises:
+            TemplateError: as :meth:`render`.
+        """
+        self._look()
+        alive: list[Any] = []
+        try:
+            key = self._key(name, variables, alive)
+            with self._lock:
+                kept = self._kept.get(key) if key is not None else None
+                if kept is not None:
+                    self._kept.move_to_end(key)
+                    return kept[0]
+            text = self._env.get_template(name).render(**variables)
+        except jinja2.TemplateError as exc:
+            raise self._error(name, exc) from None
+        if key is not None:
+            with self._lock:
+                self._kept[key] = (text, alive)
+                if len(self._kept) > _KEPT:
+                    self._kept.popitem(last=False)
+        return text
+
+    def _key(self, name: str, variables: dict[str, Any], alive: list[Any]) -> Hashable | None:
+        reads = self._names(name)
+        if reads is None:
+            return None
+        try:
+            return (name, *(_freeze(variables[n], alive) if n in variables else () for n in reads))
+        except _Unkeyable:
+            return None
+
+    def _names(self, name: str) -> tuple[str, ...] | None:
+        """The names ``name`` and the templates it includes read; None when it includes,
+        imports or extends one named by a value."""
+        if name not in self._reads:
+            self._reads[name] = self._find_names(name, set())
+        return self._reads[name]
+
+    def _find_names(self, name: str, seen: set[str]) -> tuple[str, ...] | None:
+        seen.add(name)
+        loader = self._env.loader
+        assert loader is not None  # made with one
+        source = loader.get_source(self._env, name)[0]
+        tree = self._env.parse(source)
+        names = set(jinja2.meta.find_undeclared_variables(tree))
+        for other in jinja2.meta.find_referenced_templates(tree):
+            if other is None:
+                return None
+            if other not in seen:
+                found = self._find_names(other, seen)
+                if found is None:
+                    return None
+                names.update(found)
+        return tuple(sorted(names))
+
+    def _error(self, name: str, exc: jinja2.TemplateError) -> TemplateError:
+        if isinstance(exc, jinja2.TemplateNotFound):
+            return TemplateError(name, f"not found in {self.folder}")
+        if isinstance(exc, jinja2.TemplateSyntaxError):
+            return TemplateError(name, f"line {exc.lineno}: {exc.message}")
+        if isinstance(exc, jinja2.UndefinedError):
+            return TemplateError(name, f"undefined variable: {exc.message}")
+        raise exc
 
     def _look(self) -> None:
         """Forget the compiled templates when a file of the folder changed (checked at most
@@ -76,3 +176,5 @@ class Prompts:
             self._seen = seen
             if self._env.cache is not None:
                 self._env.cache.clear()
+            self._reads.clear()
+            self._kept.clear()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -45,3 +46,39 @@ def test_template_errors_are_reported(tmp_path: Path):
     _write(tmp_path, "hello {{ broken", name="b.j2")
     with pytest.raises(TemplateError, match="line 1"):
         prompts.render("b.j2")
+
+
+@dataclass(frozen=True)
+class _Member:
+    name: str
+
+
+@dataclass
+class _Mutable:
+    name: str
+
+
+def test_a_kept_render_is_given_again_only_for_the_same_values(tmp_path: Path):
+    """``render_kept`` renders again when a value the template or its include reads changes,
+    a frozen object counting by identity; values it does not read are not looked at; a
+    mutable object is never kept; an edited template is rendered anew."""
+    _write(tmp_path, "{{ who.name }} in {{ group }}: {% include 'part.j2' %}")
+    _write(tmp_path, "{% for m in team %}{{ m.name }} {% endfor %}", name="part.j2")
+    now = [100.0]
+    prompts = Prompts(tmp_path, clock=lambda: now[0])
+    ada, bob = _Member("ada"), _Member("bob")
+    first = prompts.render_kept("t.j2", who=ada, group="g", team=(ada, bob), unread=1)
+    assert first == "ada in g: ada bob "
+    assert prompts.render_kept("t.j2", who=ada, group="g", team=(ada, bob), unread=2) == first
+    assert prompts.render_kept("t.j2", who=ada, group="h", team=(ada, bob)) == "ada in h: ada bob "
+    assert prompts.render_kept("t.j2", who=ada, group="g", team=[ada]) == "ada in g: ada "
+    assert prompts.render_kept("t.j2", who=_Member("ada"), group="g", team=()) == "ada in g: "
+    cy = _Mutable("cy")
+    assert prompts.render_kept("t.j2", who=cy, group="g", team=()) == "cy in g: "
+    cy.name = "dee"
+    assert prompts.render_kept("t.j2", who=cy, group="g", team=()) == "dee in g: "
+    _write(tmp_path, "{{ group }}!", bump=5)
+    now[0] += 1.1
+    assert prompts.render_kept("t.j2", who=ada, group="g", team=(ada, bob)) == "g!"
+    with pytest.raises(TemplateError, match="undefined"):
+        prompts.render_kept("t.j2", who=ada)

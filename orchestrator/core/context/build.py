@@ -187,9 +187,9 @@ def _render(
     logs: str,
     refs: Sequence[str],
 ) -> tuple[str, str]:
-    # Rendered every time: a template renders in about 20 us, as fast as a key covering
-    # every value it reads can be worked out, and a shorter key once told the wrong sender.
-    system = prompts.render("system.md.j2", **base, identity=identity).strip()
+    # The stable prefix: rendered again only when a value it reads changes (the team, the
+    # group, the identity); the tail reads the message, so it is rendered every time.
+    system = prompts.render_kept("system.md.j2", **base, identity=identity).strip()
     tail = prompts.render(
         "turn.md.j2",
         **base,
