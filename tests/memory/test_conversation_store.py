@@ -11,6 +11,7 @@ import pytest
 
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.errors import ServiceError
+from orchestrator.memory.conversation.index import HistoryIndex
 from orchestrator.memory.conversation.store import Closing, HistoryStore, NewReply
 from orchestrator.memory.db import make_engine
 from tests.databases import on_each_database
@@ -193,3 +194,40 @@ async def test_every_column_reads_back_as_written(store: HistoryStore):
         None,
     )
     assert answer.seq > got.seq
+
+
+@on_each_database
+async def test_writes_asked_for_together_are_stored_together_and_found(store: HistoryStore):
+    """Many groups' opens and records at once (one batch, their rows inserted in one
+    statement): each gets its own row, an id given twice is stored once (the second
+    caller gets the stored row), a reply stored before comes back as stored, and every new
+    message is in the full-text index."""
+    (earlier,) = await store.record([NewReply(message=_msg(900, text_="kept before"))])
+    people = [_msg(n, group=f"g{n}", text_=f"deploy window {n}") for n in range(1, 41)]
+    replies = [
+        NewReply(
+            message=_msg(100 + n, group=f"g{n}", text_=f"deploy answer {n}", reply_to=f"{n}-0")
+        )
+        for n in range(1, 41)
+    ]
+    results = await asyncio.gather(
+        *(store.open(person) for person in people),
+        store.open(people[0]),  # the same message twice in one batch
+        *(store.record([reply]) for reply in replies),
+        store.record([NewReply(message=_msg(900, text_="changed"))]),
+    )
+    opened, twice = results[:40], results[40]
+    recorded, again = results[41:81], results[81]
+    assert [o.stored.message for o in opened] == people
+    assert sum(o.new for o in (*opened, twice)) == 40
+    assert twice.stored.seq == opened[0].stored.seq
+    assert [r.message for (r,) in recorded] == [reply.message for reply in replies]
+    assert again == [earlier]
+    seqs = [o.stored.seq for o in opened] + [r.seq for (r,) in recorded]
+    assert len(set(seqs)) == 80
+    assert store.count() == 81
+    for n in (1, 17, 40):
+        hits = HistoryIndex(store.engine).search(
+            ["deploy"], group=f"g{n}", before_seq=None, limit=10
+        )
+        assert sorted(said.text for said, _ in hits) == [f"deploy answer {n}", f"deploy window {n}"]

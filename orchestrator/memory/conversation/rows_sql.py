@@ -1,14 +1,18 @@
 """The history's per-message writes, one path per database dialect.
 
-Both run inside a transaction the store opened: insert a row unless its id is taken, and
+Both run inside a transaction the store opened: insert rows unless their id is taken, and
 write a person's message's final record. On SQLite they go straight to ``sqlite3`` (the
-hottest statements of all), with the values converted as SQLAlchemy's types convert them; on
-PostgreSQL they are SQLAlchemy statements built once.
+hottest statements of all), with the values converted as SQLAlchemy's types convert them, and
+the rows of a batch go in one statement (see :mod:`orchestrator.memory.transactions`: FTS5
+writes an index segment at the end of each statement); on PostgreSQL they are SQLAlchemy
+statements built once.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from sqlalchemy import Insert, bindparam, update
@@ -23,8 +27,9 @@ __all__ = ["RowWrites", "row_writes"]
 class RowWrites(Protocol):
     """The two writes of the per-message path, in the caller's transaction ``conn``."""
 
-    def insert(self, conn: Connection, row: NewReply) -> int | None:
-        """Insert ``row`` unless its id is taken; its ``seq``, or None when it was there."""
+    def insert_many(self, conn: Connection, rows: Sequence[NewReply]) -> list[int | None]:
+        """Insert ``rows`` in order, each unless its id is taken (by a stored row or an earlier
+        one of ``rows``); each one's ``seq``, or None when its id was taken."""
         ...
 
     def close(self, conn: Connection, closing: Closing) -> None:
@@ -39,10 +44,8 @@ def row_writes(engine: Engine) -> RowWrites:
     return _PostgresWrites()
 
 
-_SQLITE_INSERT = (
-    f"INSERT INTO messages ({', '.join(WRITTEN)}) VALUES ({', '.join('?' * len(WRITTEN))}) "
-    "ON CONFLICT (id) DO NOTHING RETURNING seq"
-)
+_SQLITE_ROW = f"({', '.join('?' * len(WRITTEN))})"
+_SQLITE_CHUNK = 200  # rows per statement (SQLite allows 32,766 values)
 _SQLITE_CLOSE = "UPDATE messages SET status = ?, route = ?, meta = ? WHERE id = ?"
 _CREATED_AT = WRITTEN.index("created_at")
 _JSON = tuple(WRITTEN.index(name) for name in ("route", "meta"))
@@ -52,14 +55,18 @@ class _SqliteWrites:
     """Straight to ``sqlite3``, within the same transaction: datetimes as naive ISO text with
     microseconds, JSON as text (None as ``null``), as SQLAlchemy stores them."""
 
-    def insert(self, conn: Connection, row: NewReply) -> int | None:
-        values: list[Any] = list(row.values())
-        values[_CREATED_AT] = values[_CREATED_AT].strftime("%Y-%m-%d %H:%M:%S.%f")
-        for at in _JSON:
-            values[at] = json.dumps(values[at])
-        cursor = _sqlite3(conn).execute(_SQLITE_INSERT, values)
-        inserted = cursor.fetchone()
-        return int(inserted[0]) if inserted is not None else None
+    def insert_many(self, conn: Connection, rows: Sequence[NewReply]) -> list[int | None]:
+        seqs: list[int | None] = []
+        for start in range(0, len(rows), _SQLITE_CHUNK):
+            chunk = rows[start : start + _SQLITE_CHUNK]
+            values: list[Any] = []
+            for row in chunk:
+                values.extend(_sqlite_values(row))
+            found = _sqlite3(conn).execute(_sqlite_insert(len(chunk)), values).fetchall()
+            by_id = {str(message_id): int(seq) for message_id, seq in found}
+            # Of two rows with one id only the first went in: pop gives the second None.
+            seqs.extend(by_id.pop(row.message.id, None) for row in chunk)
+        return seqs
 
     def close(self, conn: Connection, closing: Closing) -> None:
         _sqlite3(conn).execute(
@@ -71,6 +78,23 @@ class _SqliteWrites:
                 closing.message_id,
             ),
         )
+
+
+def _sqlite_values(row: NewReply) -> list[Any]:
+    values: list[Any] = list(row.values())
+    values[_CREATED_AT] = values[_CREATED_AT].strftime("%Y-%m-%d %H:%M:%S.%f")
+    for at in _JSON:
+        values[at] = json.dumps(values[at])
+    return values
+
+
+@functools.lru_cache(maxsize=32)
+def _sqlite_insert(count: int) -> str:
+    rows = ", ".join([_SQLITE_ROW] * count)
+    return (
+        f"INSERT INTO messages ({', '.join(WRITTEN)}) VALUES {rows} "
+        "ON CONFLICT (id) DO NOTHING RETURNING id, seq"
+    )
 
 
 def _sqlite3(conn: Connection) -> Any:
@@ -89,9 +113,13 @@ _UPDATE_BY_ID = update(MESSAGES).where(MESSAGES.c.id == bindparam("message_id"))
 class _PostgresWrites:
     """SQLAlchemy statements, built once and bound to each row's values."""
 
-    def insert(self, conn: Connection, row: NewReply) -> int | None:
-        seq = conn.execute(_PG_INSERT, dict(zip(WRITTEN, row.values(), strict=True))).scalar()
-        return int(seq) if seq is not None else None
+    def insert_many(self, conn: Connection, rows: Sequence[NewReply]) -> list[int | None]:
+        seqs: list[int | None] = []
+        for row in rows:
+            values = dict(zip(WRITTEN, row.values(), strict=True))
+            seq = conn.execute(_PG_INSERT, values).scalar()
+            seqs.append(int(seq) if seq is not None else None)
+        return seqs
 
     def close(self, conn: Connection, closing: Closing) -> None:
         changes = {"status": closing.status, "route": closing.route, "meta": closing.meta}

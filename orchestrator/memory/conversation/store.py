@@ -33,7 +33,7 @@ from orchestrator.memory.conversation.rows import (
 )
 from orchestrator.memory.conversation.rows_sql import row_writes
 from orchestrator.memory.quick import QuickReader
-from orchestrator.memory.transactions import BatchedWrites, writing
+from orchestrator.memory.transactions import BatchedWrites, Staged, writing
 
 __all__ = [
     "Closing",
@@ -81,7 +81,7 @@ class HistoryStore:
         self._quick = QuickReader(engine)  # the newest seq, asked at most turns
         self._rows = row_writes(engine)
         # Many groups' messages are stored together: one thread hand-off, one transaction.
-        self._writes = BatchedWrites(engine, max_batch=max_batch)
+        self._writes = BatchedWrites(engine, max_batch=max_batch, insert=self._rows.insert_many)
 
     async def open(self, message: ChatMessage, *, count: TokenCount | None = None) -> Opened:
         """Store a person's message unless it is stored, and return it with its replies so
@@ -91,7 +91,12 @@ class HistoryStore:
             message: the person's message.
             count: counts the message's tokens (in the writing thread), if given.
         """
-        return await self._writes.run(functools.partial(self._open_in, message, count))
+
+        def rows() -> list[NewReply]:
+            tokens = count(message.text) if count is not None else None
+            return [NewReply(message=message, tokens=tokens, status="received")]
+
+        return await self._writes.run(Staged(rows, self._opened))
 
     async def record(
         self,
@@ -111,16 +116,30 @@ class HistoryStore:
         Returns:
             The replies as stored (as an earlier attempt stored them, where one did).
         """
-        job = functools.partial(self._counted_record_in, replies, closing, count)
-        return await self._writes.run(job)
+
+        def rows() -> Sequence[NewReply]:
+            if count is None:
+                return replies
+            return [dataclasses.replace(r, tokens=count(r.message.text)) for r in replies]
+
+        return await self._writes.run(Staged(rows, functools.partial(self._recorded, closing)))
 
     def record_in(
         self, conn: Connection, replies: Sequence[NewReply], *, closing: Closing | None = None
     ) -> list[StoredMessage]:
         """:meth:`record` within a transaction of this store's engine (an import's)."""
+        return self._recorded(closing, conn, replies, self._rows.insert_many(conn, replies))
+
+    def _recorded(
+        self,
+        closing: Closing | None,
+        conn: Connection,
+        replies: Sequence[NewReply],
+        seqs: Sequence[int | None],
+    ) -> list[StoredMessage]:
+        """The replies as stored (read back where their id was taken); ``closing`` written."""
         stored: list[StoredMessage] = []
-        for reply in replies:
-            seq = self._rows.insert(conn, reply)
+        for reply, seq in zip(replies, seqs, strict=True):
             if seq is None:
                 stored.append(
                     to_stored(conn.execute(_BY_ID, {"message_id": reply.message.id}).one())
@@ -139,27 +158,19 @@ class HistoryStore:
             self._rows.close(conn, closing)
         return stored
 
-    def _counted_record_in(
-        self,
-        replies: Sequence[NewReply],
-        closing: Closing | None,
-        count: TokenCount | None,
-        conn: Connection,
-    ) -> list[StoredMessage]:
-        """:meth:`record_in`, each reply's tokens counted first (in the writing thread)."""
-        if count is not None:
-            replies = [dataclasses.replace(r, tokens=count(r.message.text)) for r in replies]
-        return self.record_in(conn, replies, closing=closing)
-
-    def _open_in(self, message: ChatMessage, count: TokenCount | None, conn: Connection) -> Opened:
-        tokens = count(message.text) if count is not None else None
-        seq = self._rows.insert(conn, NewReply(message=message, tokens=tokens, status="received"))
+    def _opened(
+        self, conn: Connection, rows: Sequence[NewReply], seqs: Sequence[int | None]
+    ) -> Opened:
+        (row,), (seq,) = rows, seqs
         if seq is not None:
-            stored = StoredMessage(seq=seq, message=message, status="received", tokens=tokens)
+            stored = StoredMessage(
+                seq=seq, message=row.message, status="received", tokens=row.tokens
+            )
             return Opened(stored=stored, replies=[], new=True)
-        row = conn.execute(_BY_ID, {"message_id": message.id}).one()
-        replies = conn.execute(_REPLIES, {"message_id": message.id}).all()
-        return Opened(stored=to_stored(row), replies=[to_stored(r) for r in replies], new=False)
+        message_id = row.message.id
+        found = conn.execute(_BY_ID, {"message_id": message_id}).one()
+        replies = conn.execute(_REPLIES, {"message_id": message_id}).all()
+        return Opened(stored=to_stored(found), replies=[to_stored(r) for r in replies], new=False)
 
     def get(self, message_id: str) -> StoredMessage | None:
         """The message with this id, if stored."""
