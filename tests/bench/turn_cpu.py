@@ -1,7 +1,7 @@
 """The CPU one message costs the daemon's pipeline, in this process, without Redis or MQTT.
 
     python tests/bench/turn_cpu.py [--messages 2000] [--groups 200] [--agents 4]
-        [--rounds 5] [--collector daemon|python] [--json OUT]
+        [--rounds 5] [--collector daemon|python] [--instructions] [--json OUT]
 
 The realistic workload of ``throughput.py --realistic`` (20 stored messages, 50 session
 memories, 2 of them pinned, per group; personal logs of today), stored the same way; then the
@@ -16,6 +16,12 @@ The garbage collector is settled as the daemon settles it (``--collector python`
 own settings); the table says how much of the CPU it took. Process CPU time per message moves
 less than the end-to-end rate on a noisy machine; the least of the rounds is the figure.
 Prints a table, writes JSON with ``--json``, and ends with ``cpu_us_per_message=…``.
+
+``--instructions`` counts instructions instead of CPU time: the bench runs once more under
+valgrind's callgrind (Debian: ``apt install valgrind``), counting only while the clocked waves
+run. The count hardly moves from run to run (about 1 %), where CPU time on a shared machine
+moves by tens of percent: compare commits with it (one round, a few hundred messages: it runs
+about fifty times slower). Ends with ``instructions_per_message=…``.
 """
 
 from __future__ import annotations
@@ -24,8 +30,11 @@ import argparse
 import asyncio
 import gc
 import json
+import os
+import re
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -58,6 +67,17 @@ from orchestrator.runtime.wiring import Wiring  # noqa: E402
 from orchestrator.settings import load_settings  # noqa: E402
 
 HISTORY = 20  # stored messages per group, as throughput.py --realistic --history 20
+_UNDER_CALLGRIND = "ARENA_BENCH_UNDER_CALLGRIND"  # set for the run under valgrind
+
+
+def _count_instructions(on: bool) -> None:
+    """Switch callgrind's counting on or off (when this process runs under it)."""
+    if os.environ.get(_UNDER_CALLGRIND):
+        subprocess.run(
+            ["callgrind_control", "-i", "on" if on else "off", str(os.getpid())],
+            capture_output=True,
+            check=False,
+        )
 
 
 class _Outbox:
@@ -135,10 +155,13 @@ async def _answer_all(
     try:
         await wave(0, len(groups))  # each group read once, outside the clock
         gc.callbacks.append(timed)
+        _count_instructions(True)
         began = time.process_time()
         for first in range(len(groups), len(groups) + messages, len(groups)):
             await wave(first, min(len(groups), len(groups) + messages - first))
-        return time.process_time() - began, collecting[0]
+        spent = time.process_time() - began
+        _count_instructions(False)
+        return spent, collecting[0]
     finally:
         if timed in gc.callbacks:
             gc.callbacks.remove(timed)
@@ -179,6 +202,51 @@ def measure(messages: int, groups: int, agents: int, rounds: int, collector: str
     }
 
 
+def _instructions(args: argparse.Namespace) -> int:
+    """Run this bench once under callgrind; print the instructions per message."""
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        print("--instructions needs valgrind (Debian: apt install valgrind)", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="arena-callgrind-") as tmp:
+        command = [
+            "valgrind",
+            "--tool=callgrind",
+            "--instr-atstart=no",
+            f"--callgrind-out-file={Path(tmp) / 'callgrind.out'}",
+            sys.executable,
+            __file__,
+            *(["--messages", str(args.messages), "--groups", str(args.groups)]),
+            *(["--agents", str(args.agents), "--rounds", "1", "--collector", args.collector]),
+        ]
+        print(f"counting instructions under callgrind: {args.messages} messages", file=sys.stderr)
+        done = subprocess.run(
+            command,
+            env={**os.environ, _UNDER_CALLGRIND: "1"},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    found = re.search(r"Collected\s*:\s*(\d+)", done.stderr)
+    if done.returncode != 0 or found is None:
+        print(done.stderr[-2000:], file=sys.stderr)
+        print("the run under callgrind failed", file=sys.stderr)
+        return 1
+    per_message = int(found.group(1)) / args.messages
+    print("turn instructions, realistic workload, pipeline in process (callgrind)")
+    print(f"{'messages':>9} {'groups':>7} {'agents':>7} {'instructions_per_message':>25}")
+    print(f"{args.messages:>9} {args.groups:>7} {args.agents:>7} {per_message:>25.0f}")
+    if args.json:
+        report = {
+            "messages": args.messages,
+            "groups": args.groups,
+            "agents": args.agents,
+            "instructions_per_message": round(per_message),
+        }
+        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print(f"instructions_per_message={per_message:.0f}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=2000)
@@ -191,10 +259,17 @@ def main() -> int:
         default="daemon",
         help="the garbage collector as the daemon settles it (default) or Python's own",
     )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count instructions under valgrind's callgrind instead of CPU time (steady)",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if min(args.messages, args.groups, args.agents, args.rounds) < 1:
         parser.error("--messages, --groups, --agents and --rounds must be at least 1")
+    if args.instructions:
+        return _instructions(args)
     report = measure(args.messages, args.groups, args.agents, args.rounds, args.collector)
     gc_us = statistics.median(report["rounds_gc_us"])
     print("turn CPU, realistic workload, pipeline in process (no Redis, no MQTT)")
