@@ -19,7 +19,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import jinja2
 import jinja2.meta
@@ -36,17 +36,24 @@ class _Unkeyable(Exception):
     """A value render_kept cannot tell apart from another by a key."""
 
 
+_FROZEN: dict[type, bool] = {}  # whether instances of a class are frozen dataclasses
+
+
 def _freeze(value: Any, alive: list[Any]) -> Hashable:
     """A key standing for ``value`` as a template sees it (objects kept alive in ``alive``, so
     that their identity is not reused while the key is kept)."""
-    if isinstance(value, str):
-        return value
+    kind = type(value)
+    if kind is str:
+        return cast(str, value)
     if isinstance(value, _SCALARS):
-        return (type(value), value)
-    if isinstance(value, (tuple, list)):
+        return (kind, value)
+    if kind is tuple or kind is list:
         return (tuple, tuple(_freeze(item, alive) for item in value))
-    params = getattr(value, "__dataclass_params__", None)
-    if dataclasses.is_dataclass(value) and params is not None and params.frozen:
+    frozen = _FROZEN.get(kind)
+    if frozen is None:
+        params = getattr(kind, "__dataclass_params__", None)
+        frozen = _FROZEN[kind] = dataclasses.is_dataclass(kind) and bool(params and params.frozen)
+    if frozen:
         alive.append(value)
         return (object, id(value))
     raise _Unkeyable

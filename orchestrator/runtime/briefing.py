@@ -100,6 +100,7 @@ class Briefing:
         self.counter = counter
         self._past: Kept[StoredMessage, PastMessage] = Kept(_PAST_KEPT)
         self._cpu: dict[str, float] = {}  # each group's last reading's CPU time, in s
+        self._shown_logs: dict[tuple[str, tuple[str, ...]], str] = {}  # a group's log lines
         self.cpu_clock = cpu_clock  # the CPU time of the calling thread
 
     async def for_turn(self, agent: AgentSpec, trigger: ChatMessage, now: datetime) -> Gathered:
@@ -165,14 +166,21 @@ class Briefing:
 
     def _logs(self, agent_id: str, group: str, now: datetime) -> str:
         today = now.astimezone(self.tuning.zone).date()
-        parts = self.personal.read_days(agent_id, [today - timedelta(days=1), today])
-        lines = [
-            line
-            for part in parts
-            for line in part.splitlines()
-            if line.strip() and _from_group(line) in (None, group)
-        ]
-        return "\n".join(lines)
+        parts = tuple(self.personal.read_days(agent_id, [today - timedelta(days=1), today]))
+        key = (group, parts)  # a file read again is the same text object while it is unchanged
+        shown = self._shown_logs.get(key)
+        if shown is None:
+            lines = [
+                line
+                for part in parts
+                for line in part.splitlines()
+                if line.strip() and _from_group(line) in (None, group)
+            ]
+            shown = "\n".join(lines)
+            if len(self._shown_logs) >= _GROUPS_TIMED:
+                self._shown_logs.clear()
+            self._shown_logs[key] = shown
+        return shown
 
     def _history(self, stored: list[StoredMessage]) -> list[PastMessage]:
         # The same stored objects come back turn after turn from the cache of recent

@@ -111,11 +111,24 @@ class SaidReference(Protocol):
     def score(self) -> float: ...
 
 
+# Each memory's line, by what it is made of: the same memories are recalled turn after turn,
+# and the same line object (its hash kept) is counted again from the counter's cache.
+_LINES: dict[tuple[str, str, datetime, str, str], str] = {}
+_LINES_KEPT = 16_384
+
+
 def _reference_line(ref: Reference) -> str:
     citation = ref.citation
     source = (citation.locator or citation.ref) if citation else "no source"
-    day = ref.created_at.strftime("%Y-%m-%d")
-    return f"({ref.type}, {ref.trust}, {day}, source: {source}) {neutralise(ref.content)}"
+    key = (ref.type, ref.trust, ref.created_at, source, ref.content)
+    line = _LINES.get(key)
+    if line is None:
+        day = ref.created_at.strftime("%Y-%m-%d")
+        line = f"({ref.type}, {ref.trust}, {day}, source: {source}) {neutralise(ref.content)}"
+        if len(_LINES) >= _LINES_KEPT:
+            _LINES.clear()
+        _LINES[key] = line
+    return line
 
 
 def _said_line(said: Spoken, tz: str, answers: str = "") -> str:
