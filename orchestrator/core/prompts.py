@@ -5,58 +5,27 @@ A template edited while the daemon runs is used from the next turn on: the folde
 
 :meth:`Prompts.render_kept` gives the text rendered before from the same values again (the
 system prompt's stable prefix is rendered twice a turn from values that change only when the
-team or an identity does). The values are those of every name the template and what it
-includes read; an object among them counts by identity, so only immutable ones (frozen
-dataclasses) may be given to it; anything else is rendered afresh.
+team or an identity does): :mod:`orchestrator.core.template_keys` says which values count.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import jinja2
-import jinja2.meta
 
+from orchestrator.core.template_keys import Reads, key_of, reads_of
 from orchestrator.errors import TemplateError
 
 __all__ = ["Prompts"]
 
 _KEPT = 4096  # rendered texts kept by render_kept (a system prompt per agent and group)
-_SCALARS = (str, int, float, bool, type(None))
-
-
-class _Unkeyable(Exception):
-    """A value render_kept cannot tell apart from another by a key."""
-
-
-_FROZEN: dict[type, bool] = {}  # whether instances of a class are frozen dataclasses
-
-
-def _freeze(value: Any, alive: list[Any]) -> Hashable:
-    """A key standing for ``value`` as a template sees it (objects kept alive in ``alive``, so
-    that their identity is not reused while the key is kept)."""
-    kind = type(value)
-    if kind is str:
-        return cast(str, value)
-    if isinstance(value, _SCALARS):
-        return (kind, value)
-    if kind is tuple or kind is list:
-        return (tuple, tuple(_freeze(item, alive) for item in value))
-    frozen = _FROZEN.get(kind)
-    if frozen is None:
-        params = getattr(kind, "__dataclass_params__", None)
-        frozen = _FROZEN[kind] = dataclasses.is_dataclass(kind) and bool(params and params.frozen)
-    if frozen:
-        alive.append(value)
-        return (object, id(value))
-    raise _Unkeyable
 
 
 class Prompts:
@@ -76,7 +45,7 @@ class Prompts:
         )
         self._looked = float("-inf")
         self._seen: tuple[tuple[str, int], ...] = ()
-        self._reads: dict[str, tuple[str, ...] | None] = {}  # names each template reads
+        self._reads: dict[str, Reads | None] = {}  # what each template reads
         self._kept: OrderedDict[Hashable, tuple[str, list[Any]]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -125,37 +94,10 @@ class Prompts:
         return text
 
     def _key(self, name: str, variables: dict[str, Any], alive: list[Any]) -> Hashable | None:
-        reads = self._names(name)
-        if reads is None:
-            return None
-        try:
-            return (name, *(_freeze(variables[n], alive) if n in variables else () for n in reads))
-        except _Unkeyable:
-            return None
-
-    def _names(self, name: str) -> tuple[str, ...] | None:
-        """The names ``name`` and the templates it includes read; None when it includes,
-        imports or extends one named by a value."""
         if name not in self._reads:
-            self._reads[name] = self._find_names(name, set())
-        return self._reads[name]
-
-    def _find_names(self, name: str, seen: set[str]) -> tuple[str, ...] | None:
-        seen.add(name)
-        loader = self._env.loader
-        assert loader is not None  # made with one
-        source = loader.get_source(self._env, name)[0]
-        tree = self._env.parse(source)
-        names = set(jinja2.meta.find_undeclared_variables(tree))
-        for other in jinja2.meta.find_referenced_templates(tree):
-            if other is None:
-                return None
-            if other not in seen:
-                found = self._find_names(other, seen)
-                if found is None:
-                    return None
-                names.update(found)
-        return tuple(sorted(names))
+            self._reads[name] = reads_of(self._env, name)
+        reads = self._reads[name]
+        return None if reads is None else key_of(name, reads, variables, alive)
 
     def _error(self, name: str, exc: jinja2.TemplateError) -> TemplateError:
         if isinstance(exc, jinja2.TemplateNotFound):

@@ -82,3 +82,32 @@ def test_a_kept_render_is_given_again_only_for_the_same_values(tmp_path: Path):
     assert prompts.render_kept("t.j2", who=ada, group="g", team=(ada, bob)) == "g!"
     with pytest.raises(TemplateError, match="undefined"):
         prompts.render_kept("t.j2", who=ada)
+
+
+@dataclass(frozen=True)
+class _Message:
+    sender: str
+    text: str
+
+
+def test_a_kept_render_counts_only_the_attributes_read(tmp_path: Path):
+    """Where a template reads ``name.attribute`` only, another object with the same such
+    attributes gives the kept text; where it uses the value any other way (through a
+    filter here), the object itself counts."""
+    _write(tmp_path, "from {{ m.sender }}")
+    _write(tmp_path, "{{ m | attr('text') }} from {{ m.sender }}", name="whole.j2")
+    prompts = Prompts(tmp_path)
+    renders = []
+    original = prompts._env.get_template
+
+    def counting(name: str):
+        renders.append(name)
+        return original(name)
+
+    prompts._env.get_template = counting  # type: ignore[method-assign]
+    assert prompts.render_kept("t.j2", m=_Message("ada", "one")) == "from ada"
+    assert prompts.render_kept("t.j2", m=_Message("ada", "two")) == "from ada"
+    assert prompts.render_kept("t.j2", m=_Message("bob", "two")) == "from bob"
+    assert renders == ["t.j2", "t.j2"]
+    assert prompts.render_kept("whole.j2", m=_Message("ada", "one")) == "one from ada"
+    assert prompts.render_kept("whole.j2", m=_Message("ada", "two")) == "two from ada"

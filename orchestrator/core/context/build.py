@@ -117,7 +117,10 @@ def build_context(
         "now": now.strftime("%Y-%m-%d %H:%M"),
         "tz": tz,
     }
-    empty = _render(prompts, base, identity="", summary="", memory_md="", logs="", refs=[])
+    # The prompt's own text, every layer empty: the same for a while in each group.
+    empty = _render(
+        prompts, base, identity="", summary="", memory_md="", logs="", refs=(), kept=True
+    )
     items, roles = transcript.items(agent.id, layers.history, trigger)
     recall = recall_items(layers.recalled, layers.said, tz, counter)
     plan = plan_budget(
@@ -186,11 +189,12 @@ def _render(
     memory_md: str,
     logs: str,
     refs: Sequence[str],
+    kept: bool = False,
 ) -> tuple[str, str]:
     # The stable prefix: rendered again only when a value it reads changes (the team, the
-    # group, the identity); the tail reads the message, so it is rendered every time.
+    # group, the identity); the tail with the layers (``kept`` False) at every turn.
     system = prompts.render_kept("system.md.j2", **base, identity=identity).strip()
-    tail = prompts.render(
+    tail = (prompts.render_kept if kept else prompts.render)(
         "turn.md.j2",
         **base,
         summary=summary,

@@ -1,0 +1,133 @@
+"""What a template reads, and a key standing for those values: how
+:meth:`orchestrator.core.prompts.Prompts.render_kept` knows it rendered the same text before.
+
+A template reads the names it does not set itself, and the templates it includes read theirs.
+Where it reads a name only as ``name.attribute``, only those attributes count (a message's
+sender, not its text or id); where it uses the name any other way (whole, through a filter,
+by index), the whole value counts. A value counts by what it holds when it is a string, a
+number, ``None`` or a sequence of such; an object counts by identity (and is kept alive with
+the key, so that its identity is not reused meanwhile), only when it is a frozen dataclass,
+else nothing is kept: mutable objects are rendered afresh. Reading more than needed only costs
+a kept text; reading less would give a stale one, so everything uncertain counts whole.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Hashable, Iterator, Mapping
+from typing import Any, cast
+
+import jinja2
+import jinja2.meta
+from jinja2 import nodes
+
+__all__ = ["Reads", "key_of", "reads_of"]
+
+Reads = tuple[tuple[str, tuple[str, ...] | None], ...]
+"""Each name read, with the attributes read of it (None: the whole value)."""
+
+_SCALARS = (str, int, float, bool, type(None))
+_FROZEN: dict[type, bool] = {}  # whether instances of a class are frozen dataclasses
+
+
+class _Unkeyable(Exception):
+    """A value no key can stand for."""
+
+
+def reads_of(env: jinja2.Environment, name: str) -> Reads | None:
+    """What template ``name`` and the templates it includes read; None when it includes,
+    imports or extends a template named by a value.
+
+    Raises:
+        jinja2.TemplateError: when a template is missing or malformed.
+    """
+    found: dict[str, set[str] | None] = {}
+    if not _collect(env, name, set(), found):
+        return None
+    return tuple(
+        (read, None if attrs is None else tuple(sorted(attrs)))
+        for read, attrs in sorted(found.items())
+    )
+
+
+def _collect(
+    env: jinja2.Environment, name: str, seen: set[str], found: dict[str, set[str] | None]
+) -> bool:
+    seen.add(name)
+    loader = env.loader
+    assert loader is not None  # Prompts makes its environment with one
+    tree = env.parse(loader.get_source(env, name)[0])
+    free = jinja2.meta.find_undeclared_variables(tree)
+    for read, attr in _uses(tree, None):
+        if read not in free:
+            continue
+        if attr is None:
+            found[read] = None
+        elif read not in found:
+            found[read] = {attr}
+        elif (attrs := found[read]) is not None:
+            attrs.add(attr)
+    for other in jinja2.meta.find_referenced_templates(tree):
+        if other is None:
+            return False
+        if other not in seen and not _collect(env, other, seen, found):
+            return False
+    return True
+
+
+def _uses(node: nodes.Node, parent: nodes.Node | None) -> Iterator[tuple[str, str | None]]:
+    """Each name loaded under ``node``, with the attribute read of it (None: used whole)."""
+    if isinstance(node, nodes.Name) and node.ctx == "load":
+        if isinstance(parent, nodes.Getattr) and parent.node is node:
+            yield node.name, parent.attr
+        else:
+            yield node.name, None
+    for child in node.iter_child_nodes():
+        yield from _uses(child, node)
+
+
+def key_of(name: str, reads: Reads, values: Mapping[str, Any], alive: list[Any]) -> Hashable | None:
+    """A key for rendering ``name`` with ``values``, or None when a value cannot be keyed."""
+    try:
+        parts: list[Hashable] = [name]
+        for read, attrs in reads:
+            if read not in values:
+                parts.append(())
+            elif attrs is None:
+                parts.append(_freeze(values[read], alive))
+            else:
+                parts.append(_attributes(values[read], attrs, alive))
+        return tuple(parts)
+    except _Unkeyable:
+        return None
+
+
+def _attributes(value: Any, attrs: tuple[str, ...], alive: list[Any]) -> Hashable:
+    if not _is_frozen(type(value)):
+        return _freeze(value, alive)  # a string's method, a scalar: the whole value
+    try:
+        return (attrs, tuple(_freeze(getattr(value, attr), alive) for attr in attrs))
+    except AttributeError:
+        raise _Unkeyable from None
+
+
+def _is_frozen(kind: type) -> bool:
+    frozen = _FROZEN.get(kind)
+    if frozen is None:
+        params = getattr(kind, "__dataclass_params__", None)
+        frozen = _FROZEN[kind] = dataclasses.is_dataclass(kind) and bool(params and params.frozen)
+    return frozen
+
+
+def _freeze(value: Any, alive: list[Any]) -> Hashable:
+    kind = type(value)
+    if kind is str:
+        return cast(str, value)
+    if isinstance(value, _SCALARS):
+        return (kind, value)
+    if kind is tuple or kind is list:
+        return (tuple, tuple(_freeze(item, alive) for item in value))
+    if _is_frozen(kind):
+        alive.append(value)
+        return (object, id(value))
+    raise _Unkeyable
