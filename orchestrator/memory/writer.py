@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, time
+from time import monotonic
 from typing import Any, Protocol, TypeVar
 from zoneinfo import ZoneInfo
 
@@ -55,6 +57,8 @@ CHECKPOINT_TYPES = ("decision", "task")
 MAX_ENTRIES = 20
 """At most this many entries of each list a reply keeps about its markers."""
 MAX_META_BYTES = 16 * 1024
+RECOUNT_S = 60.0  # how long a day's count of an agent's additions in a group is trusted
+_DAYS_KEPT = 8192
 """At most this many bytes of JSON for all of those lists together."""
 
 
@@ -154,15 +158,28 @@ class _Room:
 
 
 class MemoryWriter:
-    """Validates markers and stores what passes. Blocking: call from a thread."""
+    """Validates markers and stores what passes. Blocking: call from a thread.
+
+    The daily limit counts what an agent added in a group today: read from the database at
+    most every :data:`RECOUNT_S` per agent and group, this writer's own additions counted as
+    it makes them (another process's, at the next reading).
+    """
 
     def __init__(
-        self, session: SessionMemory, personal: PersonalLog, gate: GateConfig, tz: ZoneInfo
+        self,
+        session: SessionMemory,
+        personal: PersonalLog,
+        gate: GateConfig,
+        tz: ZoneInfo,
+        clock: Callable[[], float] = monotonic,
     ) -> None:
         self.session = session
         self.personal = personal
         self.gate = gate
         self.tz = tz
+        self.clock = clock
+        self._written: dict[tuple[str, str, datetime], tuple[int, float]] = {}
+        self._counting = threading.Lock()
 
     def apply(self, markers: Sequence[Marker], origin: Origin) -> WriteReport:
         """Store every acceptable marker; report the rest with their reasons."""
@@ -199,9 +216,8 @@ class MemoryWriter:
 
     def _memory(self, payload: dict[str, Any], origin: Origin) -> WriteResult:
         draft = validate_memory(payload)
-        written = self.session.count_written_since(
-            origin.agent, origin.group, self._start_of_day(origin.now)
-        )
+        day = (origin.agent, origin.group, self._start_of_day(origin.now))
+        written = self._written_on(day)
         rejection = check(draft.content, draft.confidence, config=self.gate, written_today=written)
         if rejection is not None:
             return Rejected(kind="memory", reason=rejection.reason, detail=rejection.detail)
@@ -229,6 +245,10 @@ class MemoryWriter:
                 now=origin.now,
             )
         )
+        if outcome.action != "reinforced":  # a row added
+            with self._counting:
+                count, read_at = self._written.get(day, (written, self.clock()))
+                self._written[day] = (count + 1, read_at)
         if draft.type in CHECKPOINT_TYPES and outcome.action != "reinforced":
             # Checkpoint: the deciding agent's evening heartbeat sees its decisions and tasks.
             self.personal.append(
@@ -238,6 +258,20 @@ class MemoryWriter:
                 now=origin.now,
             )
         return Saved(kind="memory", action=outcome.action, id=outcome.record.id, type=draft.type)
+
+    def _written_on(self, day: tuple[str, str, datetime]) -> int:
+        """How many entries the agent added in the group from the start of the day on."""
+        now = self.clock()
+        with self._counting:
+            known = self._written.get(day)
+            if known is not None and now - known[1] < RECOUNT_S:
+                return known[0]
+        count = self.session.count_written_since(*day)
+        with self._counting:
+            if len(self._written) >= _DAYS_KEPT:
+                self._written.clear()
+            self._written[day] = (count, now)
+        return count
 
     def _personal(self, payload: dict[str, Any], origin: Origin) -> WriteResult:
         draft = validate_personal(payload)

@@ -18,7 +18,7 @@ from orchestrator.memory.db import make_engine
 from orchestrator.memory.gate.rules import GateConfig
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.session.store import SessionMemory
-from orchestrator.memory.writer import MemoryWriter, Origin, marker_meta
+from orchestrator.memory.writer import RECOUNT_S, MemoryWriter, Origin, marker_meta
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 REPLY = (
@@ -169,3 +169,57 @@ def test_reply_meta_is_stored_byte_for_byte_as_before(tmp_path):
     finally:
         engine.dispose()
     assert stored == [GOLDEN_REPLY, GOLDEN_MANY]
+
+
+def _saving(*contents: str) -> list:
+    return parse_markers(
+        "ok "
+        + "".join(
+            f'<!--SAVE_MEMORY:{{"type": "fact", "content": "{c}", "confidence": 0.9}}-->'
+            for c in contents
+        )
+    ).markers
+
+
+def test_the_daily_limit_counts_what_an_agent_added_in_a_group(tmp_path):
+    """With a limit of 3 an agent's fourth new memory of the day in a group is refused (a
+    repeat before it, a reinforcement, added nothing); another group, another agent and the
+    next day count afresh; what another writer added counts once its count is read again."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'arena.db'}")
+    clock = [0.0]
+    try:
+        session = SessionMemory(engine)
+        writer = MemoryWriter(
+            session,
+            PersonalLog(tmp_path / "ws", ZoneInfo("UTC")),
+            GateConfig(daily_limit=3),
+            ZoneInfo("UTC"),
+            clock=lambda: clock[0],
+        )
+
+        def save(*contents: str, agent: str = "ping", group: str = "g", now=NOW):
+            origin = Origin(agent=agent, group=group, reply_id="r", trigger_id="t", now=now)
+            report = writer.apply(_saving(*contents), origin)
+            return [s.action for s in report.saved], [r.reason for r in report.rejected]
+
+        assert save("one thing", "two things") == (["added"] * 2, [])
+        assert save("one thing") == (["reinforced"], [])
+        assert save("three things") == (["added"], [])
+        assert save("four things") == ([], ["rate_limited"])
+        assert save("four things", group="h") == (["added"], [])
+        assert save("four things", agent="pong") == (["added"], [])
+        assert save("a new day", now=NOW.replace(day=2)) == (["added"], [])
+        other = MemoryWriter(
+            session,
+            PersonalLog(tmp_path / "ws", ZoneInfo("UTC")),
+            GateConfig(daily_limit=3),
+            ZoneInfo("UTC"),
+        )
+        origin = Origin(agent="ping", group="k", reply_id="r", trigger_id="t", now=NOW)
+        assert save("five things", group="k") == (["added"], [])
+        other.apply(_saving("six things", "seven things"), origin)  # another process
+        assert save("eight things", group="k") == (["added"], [])  # counted a moment ago
+        clock[0] += RECOUNT_S
+        assert save("nine things", group="k") == ([], ["rate_limited"])
+    finally:
+        engine.dispose()
