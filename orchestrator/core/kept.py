@@ -30,15 +30,16 @@ class Kept(Generic[_O, _V]):
         if size < 1:
             raise ValueError("size must be at least 1")
         self.size = size
-        self._young: dict[tuple[int, Hashable], tuple[_O, _V]] = {}
-        self._old: dict[tuple[int, Hashable], tuple[_O, _V]] = {}
+        # By id(obj) alone when the key is None (most callers), else by (id(obj), key).
+        self._young: dict[Hashable, tuple[_O, _V]] = {}
+        self._old: dict[Hashable, tuple[_O, _V]] = {}
 
     def __len__(self) -> int:
         return len(self._young) + len(self._old)
 
     def find(self, obj: _O, key: Hashable) -> _V | None:
         """The value kept for ``obj`` under ``key``, if any."""
-        at = (id(obj), key)
+        at = id(obj) if key is None else (id(obj), key)
         entry = self._young.get(at)
         if entry is not None and entry[0] is obj:
             return entry[1]
@@ -50,10 +51,10 @@ class Kept(Generic[_O, _V]):
 
     def keep(self, obj: _O, key: Hashable, value: _V) -> _V:
         """Keep ``value`` for ``obj`` under ``key``; returns it."""
-        self._put((id(obj), key), (obj, value))
+        self._put(id(obj) if key is None else (id(obj), key), (obj, value))
         return value
 
-    def _put(self, at: tuple[int, Hashable], entry: tuple[_O, _V]) -> None:
+    def _put(self, at: Hashable, entry: tuple[_O, _V]) -> None:
         if len(self._young) >= self.size:
             self._old, self._young = self._young, {}
         self._young[at] = entry

@@ -54,8 +54,8 @@ class Transcript:
         self.tz = tz
         self._zone = ZoneInfo(tz)
         self._stamp = lru_cache(maxsize=size)(self._stamp_of)
-        # Each message's item and day, by the message object (see orchestrator.core.kept).
-        self._items: Kept[ChatMessage, tuple[HistoryItem, str]] = Kept(size)
+        # Each message's items and day, by the message object (see orchestrator.core.kept).
+        self._forms: Kept[ChatMessage, _Forms] = Kept(size)
 
     def items(
         self, agent_id: str, history: Sequence[PastMessage], trigger: ChatMessage
@@ -67,45 +67,48 @@ class Transcript:
         trigger_tokens = None
         day = ""
         trigger_id = trigger.id
+        forms_of = self._forms_of
         for past in history:
             message = past.message
             if message.id == trigger_id:
                 if trigger_tokens is None:
                     trigger_tokens = past.tokens
                 continue
+            forms = forms_of(message, past.tokens)
             # Its own replies unlabelled (a dated label there would teach the model to start
             # its replies with one), everything else labelled with its time and sender.
-            if message.sender == agent_id and message.kind is MessageKind.AGENT:
-                item, _ = self._item(message, past.tokens, _OWN)
-                roles[item.id] = "assistant"
+            if message.sender == agent_id and message.kind is _AGENT:
+                items.append(forms.own or forms.make_own())
+                roles[message.id] = "assistant"
+                continue
+            if forms.day != day:
+                day = forms.day
+                items.append(forms.dated or self._labelled(forms, dated=True))
             else:
-                item, this_day = self._item(message, past.tokens, _UNDATED)
-                if this_day != day:
-                    item, _ = self._item(message, past.tokens, _DATED)
-                    day = this_day
-                roles[item.id] = "user"
-            items.append(item)
+                items.append(forms.undated or self._labelled(forms, dated=False))
+            roles[message.id] = "user"
         base = trigger_tokens if trigger_tokens is not None else self.counter.count(trigger.text)
-        item, this_day = self._item(trigger, base, _UNDATED)
-        if this_day != day:
-            item, _ = self._item(trigger, base, _DATED)
-        items.append(item)
+        forms = forms_of(trigger, base)
+        dated = forms.day != day
+        items.append((forms.dated if dated else forms.undated) or self._labelled(forms, dated))
         roles[trigger_id] = "user"
         return items, roles
 
-    def _item(self, message: ChatMessage, tokens: int, form: int) -> tuple[HistoryItem, str]:
-        """``message``'s item in ``form`` (its own reply, labelled with or without its date),
-        and its day."""
-        key = (tokens, form)
-        kept = self._items.find(message, key)
-        if kept is not None:
-            return kept
-        day = self._stamp(message.created_at)[:10]
-        if form == _OWN:
-            item = _own_reply(message, tokens)
+    def _forms_of(self, message: ChatMessage, tokens: int) -> _Forms:
+        """``message``'s forms so far (made as they are needed), kept by the message object."""
+        forms = self._forms.find(message, None)
+        if forms is None or forms.tokens != tokens:
+            day = self._stamp(message.created_at)[:10]
+            forms = self._forms.keep(message, None, _Forms(message, tokens, day))
+        return forms
+
+    def _labelled(self, forms: _Forms, dated: bool) -> HistoryItem:
+        item = self._label(forms.message, forms.tokens, dated)
+        if dated:
+            forms.dated = item
         else:
-            item = self._label(message, tokens, form == _DATED)
-        return self._items.keep(message, key, (item, day))
+            forms.undated = item
+        return item
 
     def _stamp_of(self, moment: datetime) -> str:
         return moment.astimezone(self._zone).strftime("%Y-%m-%d %H:%M")
@@ -127,12 +130,28 @@ class Transcript:
         )
 
 
-_OWN, _UNDATED, _DATED = 0, 1, 2
+_AGENT = MessageKind.AGENT  # a module's name is read faster than an enum's member
 
 
-def _own_reply(message: ChatMessage, tokens: int) -> HistoryItem:
-    text = neutralise(message.text)
-    return HistoryItem(id=message.id, text=text, tokens=tokens, own_reply=True, agent_reply=True)
+@dataclass(slots=True)
+class _Forms:
+    """A message's items as they were needed: its own author's (unlabelled), labelled without
+    and with its date; and its day in the zone."""
+
+    message: ChatMessage
+    tokens: int
+    day: str
+    own: HistoryItem | None = None
+    undated: HistoryItem | None = None
+    dated: HistoryItem | None = None
+
+    def make_own(self) -> HistoryItem:
+        message = self.message
+        text = neutralise(message.text)
+        self.own = HistoryItem(
+            id=message.id, text=text, tokens=self.tokens, own_reply=True, agent_reply=True
+        )
+        return self.own
 
 
 def conversation(
