@@ -27,7 +27,6 @@ Reads = tuple[tuple[str, tuple[str, ...] | None], ...]
 """Each name read, with the attributes read of it (None: the whole value)."""
 
 _SCALARS = (str, int, float, bool, type(None))
-_FROZEN: dict[type, bool] = {}  # whether instances of a class are frozen dataclasses
 
 
 class _Unkeyable(Exception):
@@ -112,11 +111,8 @@ def _attributes(value: Any, attrs: tuple[str, ...], alive: list[Any]) -> Hashabl
 
 
 def _is_frozen(kind: type) -> bool:
-    frozen = _FROZEN.get(kind)
-    if frozen is None:
-        params = getattr(kind, "__dataclass_params__", None)
-        frozen = _FROZEN[kind] = dataclasses.is_dataclass(kind) and bool(params and params.frozen)
-    return frozen
+    params = getattr(kind, "__dataclass_params__", None)
+    return params is not None and dataclasses.is_dataclass(kind) and bool(params.frozen)
 
 
 def _freeze(value: Any, alive: list[Any]) -> Hashable:

@@ -122,7 +122,7 @@ def build_context(
         prompts, base, identity="", summary="", memory_md="", logs="", refs=(), kept=True
     )
     items, roles = transcript.items(agent.id, layers.history, trigger)
-    recall = recall_items(layers.recalled, layers.said, tz, counter)
+    recall = recall_items(layers.recalled, layers.said, tz, counter, transcript.lines)
     plan = plan_budget(
         BudgetRequest(
             window=limits.window,

@@ -15,7 +15,7 @@ from typing import Protocol
 from orchestrator.core.context.plan import RecallItem
 from orchestrator.core.context.report import CitedSource
 from orchestrator.core.context.tokens import TokenCounter
-from orchestrator.core.context.transcript import stamp
+from orchestrator.core.context.transcript import Lines, stamp
 from orchestrator.core.markers import neutralise
 
 __all__ = [
@@ -111,23 +111,17 @@ class SaidReference(Protocol):
     def score(self) -> float: ...
 
 
-# Each memory's line, by what it is made of: the same memories are recalled turn after turn,
-# and the same line object (its hash kept) is counted again from the counter's cache.
-_LINES: dict[tuple[str, str, datetime, str, str], str] = {}
-_LINES_KEPT = 16_384
-
-
-def _reference_line(ref: Reference) -> str:
+def _reference_line(ref: Reference, lines: Lines) -> str:
+    """``ref``'s line (kept in ``lines``: the same memories are recalled turn after turn, and
+    the same line object, its hash kept, is counted again from the counter's cache)."""
     citation = ref.citation
     source = (citation.locator or citation.ref) if citation else "no source"
     key = (ref.type, ref.trust, ref.created_at, source, ref.content)
-    line = _LINES.get(key)
+    line = lines.find(key)
     if line is None:
         day = ref.created_at.strftime("%Y-%m-%d")
         line = f"({ref.type}, {ref.trust}, {day}, source: {source}) {neutralise(ref.content)}"
-        if len(_LINES) >= _LINES_KEPT:
-            _LINES.clear()
-        _LINES[key] = line
+        lines.keep(key, line)
     return line
 
 
@@ -148,13 +142,19 @@ def _said_lines(ref: SaidReference, tz: str) -> str:
 
 
 def recall_items(
-    recalled: Sequence[Reference], said: Sequence[SaidReference], tz: str, counter: TokenCounter
+    recalled: Sequence[Reference],
+    said: Sequence[SaidReference],
+    tz: str,
+    counter: TokenCounter,
+    lines: Lines | None = None,
 ) -> list[RecallItem]:
-    """Recalled memories and messages as the planner takes them, ranked together."""
+    """Recalled memories and messages as the planner takes them, ranked together (the
+    memories' lines kept in ``lines``, when given)."""
+    kept = lines if lines is not None else Lines()
     items = [
         RecallItem(id=str(r.id), text=line, tokens=counter.count(line), score=r.score)
         for r in recalled
-        for line in [_reference_line(r)]
+        for line in [_reference_line(r, kept)]
     ]
     items += [
         RecallItem(id=_said_id(r), text=line, tokens=counter.count(line), score=r.score)

@@ -4,7 +4,7 @@ unlabelled, and the alternating user/assistant turns the model takes."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -16,7 +16,7 @@ from orchestrator.core.kept import Kept
 from orchestrator.core.markers import neutralise
 from orchestrator.core.models import ChatMessage, MessageKind
 
-__all__ = ["PastMessage", "Transcript", "conversation", "stamp"]
+__all__ = ["Lines", "PastMessage", "Transcript", "conversation", "stamp"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,6 +40,25 @@ def _prefix(message: ChatMessage, when: str) -> str:
     return f"[{when} {message.sender} ({message.kind.value})]: "
 
 
+class Lines:
+    """Lines of text made for agents, by what each is made of; at most ``size`` (all let go
+    when full). Recall's memories are shown as such lines turn after turn."""
+
+    def __init__(self, size: int = 16_384) -> None:
+        self.size = size
+        self._lines: dict[Hashable, str] = {}
+
+    def find(self, key: Hashable) -> str | None:
+        """The line kept for ``key``, if any."""
+        return self._lines.get(key)
+
+    def keep(self, key: Hashable, line: str) -> None:
+        """Keep ``line`` for ``key``."""
+        if len(self._lines) >= self.size:
+            self._lines.clear()
+        self._lines[key] = line
+
+
 class Transcript:
     """A group's stored messages as each agent sees them, in one time zone.
 
@@ -56,6 +75,7 @@ class Transcript:
         self._stamp = lru_cache(maxsize=size)(self._stamp_of)
         # Each message's items and day, by the message object (see orchestrator.core.kept).
         self._forms: Kept[ChatMessage, _Forms] = Kept(size)
+        self.lines = Lines()  # recalled memories' lines (core.context.references)
 
     def items(
         self, agent_id: str, history: Sequence[PastMessage], trigger: ChatMessage
