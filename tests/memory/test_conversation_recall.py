@@ -384,3 +384,27 @@ def test_previous_is_the_message_before_each_hit_notices_aside(engine):
     write_history(store, dataclasses.replace(_message(5, "elsewhere"), group="other"))
     write_history(store, _message(2, "a notice", sender="arena", kind=MessageKind.NOTICE))
     assert _previous_ids(engine) == {"third": _message(1, "").id}
+
+
+def test_whether_a_word_is_common_is_counted_again_after_a_while(engine, monkeypatch):
+    """A word's count (is it in so many messages that it is left out of the ranking?) is
+    kept for a while: a word that became common is searched as common once that while has
+    passed, the messages found all the same."""
+    monkeypatch.setattr(history_index, "COMMON_MESSAGES", 3)
+    store = HistoryStore(engine)
+    write_history(store, _message(0, "deploy on friday"), _message(1, "the deploy failed"))
+    now = [0.0]
+    index = HistoryIndex(engine, clock=lambda: now[0])
+
+    def search() -> list[tuple[str, float]]:
+        hits = index.search(["deploy"], group="plans", before_seq=None, limit=10)
+        return [(said.id, score) for said, score in hits]
+
+    assert all(score != 0.5 for _, score in search())  # ranked by BM25: a rare word
+    write_history(store, *(_message(n, f"deploy number {n}") for n in range(2, 6)))
+    assert len(search()) == 6
+    assert all(score != 0.5 for _, score in search())  # counted a moment ago
+    now[0] += history_index.COMMON_RECOUNT_S
+    found = search()
+    assert [score for _, score in found] == [0.5] * 6  # common: the newest holding it
+    assert [i for i, _ in found] == [_message(n, "").id for n in range(5, -1, -1)]

@@ -7,7 +7,8 @@ only, and reads the messages it found as :class:`Said` values.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -19,7 +20,7 @@ from orchestrator.core.models import assume_utc
 from orchestrator.memory.conversation.indexing import INDEXED_KINDS_SQL, group_key
 from orchestrator.memory.session.fts import BODY_WEIGHT, META_WEIGHT, fts5_phrase, websearch_query
 
-__all__ = ["COMMON_MESSAGES", "CONTEXT_WEIGHT", "HistoryIndex", "Said"]
+__all__ = ["COMMON_MESSAGES", "COMMON_RECOUNT_S", "CONTEXT_WEIGHT", "HistoryIndex", "Said"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,6 +44,8 @@ CONTEXT_WEIGHT = 0.5
 # A word in at least this many indexed messages (of any group) is left out of the search when
 # the query has rarer ones: counting stops there, so asking costs little.
 COMMON_MESSAGES = 1000
+COMMON_RECOUNT_S = 60.0  # how long a word's count (common or not) is trusted
+_WORDS_KEPT = 65_536
 _COMMON = text(
     "SELECT count(*) FROM (SELECT 1 FROM history_fts WHERE history_fts MATCH :term LIMIT :cap)"
 )
@@ -64,19 +67,6 @@ _POSTGRES_RANKED = text(f"""
       AND m.seq < :before
     ORDER BY score DESC, m.seq DESC LIMIT :limit
 """)
-
-
-def _rare(conn: Connection, quoted: Sequence[str]) -> list[str]:
-    """The terms in fewer than :data:`COMMON_MESSAGES` indexed messages (of any group): BM25
-    costs a pass over every message of each word searched, and a word found in thousands of
-    messages adds little to the ranking (the relevance of what is found still counts every
-    word)."""
-    return [
-        term
-        for term in quoted
-        if conn.execute(_COMMON, {"term": term, "cap": COMMON_MESSAGES}).scalar_one()
-        < COMMON_MESSAGES
-    ]
 
 
 def _newest(conn: Connection, match: str, before: int, limit: int) -> list[int]:
@@ -103,9 +93,12 @@ def _said(row: Any) -> Said:
 class HistoryIndex:
     """Searches a group's stored conversation. Blocking: call it from a thread."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.engine = engine
         self._sqlite = engine.dialect.name == "sqlite"
+        self.clock = clock
+        # Whether each word searched lately is common, and when that was counted.
+        self._common: dict[str, tuple[bool, float]] = {}
 
     def search(
         self, terms: Sequence[str], *, group: str, before_seq: int | None, limit: int
@@ -124,9 +117,8 @@ class HistoryIndex:
             found = self._by_seq(conn, [seq for seq, _ in scored])
         return [(found[seq], score) for seq, score in scored if seq in found]
 
-    @staticmethod
     def _sqlite_search(
-        conn: Connection, terms: Sequence[str], group: str, before: int, limit: int
+        self, conn: Connection, terms: Sequence[str], group: str, before: int, limit: int
     ) -> list[tuple[int, float]]:
         """Ranked by BM25 over the words that are not in most messages. A question made only
         of such common words is answered by the newest messages that hold them all, then by
@@ -134,7 +126,7 @@ class HistoryIndex:
         (and count each word's messages in the whole store) to tell them apart by little."""
         quoted = [fts5_phrase(t) for t in terms]
         scope = f'scope : "{group_key(group)}"'
-        rare = _rare(conn, quoted)
+        rare = self._rare(conn, quoted)
         if rare:
             match = f"{scope} AND ({' OR '.join(rare)})"
             params = {"match": match, "before": before, "limit": limit}
@@ -150,6 +142,26 @@ class HistoryIndex:
             for seq in _newest(conn, some, before, limit):
                 seqs.setdefault(seq, 0.5)
         return list(seqs.items())[:limit]
+
+    def _rare(self, conn: Connection, quoted: Sequence[str]) -> list[str]:
+        """The terms in fewer than :data:`COMMON_MESSAGES` indexed messages (of any group):
+        BM25 costs a pass over every message of each word searched, and a word found in
+        thousands of messages adds little to the ranking (the relevance of what is found
+        still counts every word). Each word is counted again at most every
+        :data:`COMMON_RECOUNT_S` (counting a common one reads a thousand entries)."""
+        now = self.clock()
+        rare = []
+        for term in quoted:
+            known = self._common.get(term)
+            if known is None or now - known[1] >= COMMON_RECOUNT_S:
+                found = conn.execute(_COMMON, {"term": term, "cap": COMMON_MESSAGES}).scalar_one()
+                known = (found >= COMMON_MESSAGES, now)
+                if len(self._common) >= _WORDS_KEPT:
+                    self._common.clear()
+                self._common[term] = known
+            if not known[0]:
+                rare.append(term)
+        return rare
 
     @staticmethod
     def _postgres_search(
