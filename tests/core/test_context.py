@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -257,3 +258,43 @@ def test_each_transcript_labels_in_its_own_zone():
         assert shanghai_items[0].text == "[2026-03-01 20:00 alex (human)]: hello"
         assert utc_items[1].text == "[12:00 alex (human)]: and now?"
         assert roles == {"1-0": "user", "2-0": "user"}
+
+
+def test_a_group_that_grew_is_labelled_as_if_from_scratch():
+    """Call after call on a group that grows (new messages at the end; the trigger stored
+    before its turn, then a reply; days changing; an agent's own replies; a message answered
+    again; the oldest messages dropped), the items and roles are those a new transcript
+    makes of the same history."""
+    chance = random.Random(7)
+    kept = Transcript(TokenCounter(), "UTC")
+    start = datetime(2026, 3, 1, 20, 0, tzinfo=UTC)
+    history: list[PastMessage] = []
+    for n in range(160):
+        when = start + timedelta(hours=n * chance.choice([0.1, 0.5, 3.0]))
+        person = ChatMessage(
+            id=f"p{n}",
+            group="g",
+            sender="alex",
+            kind=MessageKind.HUMAN,
+            text=f"ask {n}",
+            created_at=when,
+        )
+        history.append(PastMessage(message=person, tokens=3))
+        trigger = person
+        if n % 17 == 16:  # an earlier message answered again
+            trigger = chance.choice(history[:-1]).message
+        if n % 41 == 40:  # the oldest let go, as the history layer's limit does
+            history = history[5:]
+        for agent in ("ping", "pong"):
+            made = kept.items(agent, history, trigger)
+            assert made == Transcript(TokenCounter(), "UTC").items(agent, history, trigger)
+        speaker = chance.choice(["ping", "pong"])
+        reply = ChatMessage(
+            id=f"r{n}",
+            group="g",
+            sender=speaker,
+            kind=MessageKind.AGENT,
+            text=f"answer {n}",
+            created_at=when + timedelta(minutes=1),
+        )
+        history = [*history, PastMessage(message=reply, tokens=2)]

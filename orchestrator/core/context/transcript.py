@@ -4,6 +4,7 @@ unlabelled, and the alternating user/assistant turns the model takes."""
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -76,23 +77,37 @@ class Transcript:
         # Each message's items and day, by the message object (see orchestrator.core.kept).
         self._forms: Kept[ChatMessage, _Forms] = Kept(size)
         self.lines = Lines()  # recalled memories' lines (core.context.references)
+        self._runs: dict[tuple[str, str], _Run] = {}  # each agent's last call in each group
 
     def items(
         self, agent_id: str, history: Sequence[PastMessage], trigger: ChatMessage
     ) -> tuple[list[HistoryItem], dict[str, str]]:
         """Planner items (trigger last) and each item's role. A labelled message states its
-        date only when the one labelled before it is of another day."""
-        items: list[HistoryItem] = []
-        roles: dict[str, str] = {}
-        trigger_tokens = None
-        day = ""
+        date only when the one labelled before it is of another day.
+
+        What the agent's previous call in the group labelled is taken again when this
+        history starts with that one's (the group grew by new messages at its end): only the
+        new messages are gone over, from where that call's trigger was left out on."""
+        run = self._runs.get((agent_id, trigger.group))
+        resume = None if run is None else run.resume_for(history, trigger.id)
+        if run is not None and resume is not None:
+            start, count, day = resume
+            items = run.items[:count]
+            roles, ids = run.roles, run.ids
+            trigger_tokens = run.trigger_tokens if run.trigger_id == trigger.id else None
+        else:
+            start, day, items, roles, ids, trigger_tokens = 0, "", [], {}, set(), None
         trigger_id = trigger.id
+        skipped: tuple[int, int, str] | None = None
         forms_of = self._forms_of
-        for past in history:
+        for at in range(start, len(history)):
+            past = history[at]
             message = past.message
+            ids.add(message.id)
             if message.id == trigger_id:
                 if trigger_tokens is None:
                     trigger_tokens = past.tokens
+                    skipped = (at, len(items), day)
                 continue
             forms = forms_of(message, past.tokens)
             # Its own replies unlabelled (a dated label there would teach the model to start
@@ -107,12 +122,24 @@ class Transcript:
             else:
                 items.append(forms.undated or self._labelled(forms, dated=False))
             roles[message.id] = "user"
+        if skipped is None and run is not None and resume is not None:
+            skipped = run.skipped if run.trigger_id == trigger_id else None
+        self._remember(
+            agent_id,
+            trigger,
+            _Run(list(history), trigger_id, items, roles, day, trigger_tokens, ids, skipped),
+        )
         base = trigger_tokens if trigger_tokens is not None else self.counter.count(trigger.text)
         forms = forms_of(trigger, base)
         dated = forms.day != day
-        items.append((forms.dated if dated else forms.undated) or self._labelled(forms, dated))
-        roles[trigger_id] = "user"
-        return items, roles
+        last = (forms.dated if dated else forms.undated) or self._labelled(forms, dated)
+        shown = {**roles, trigger_id: "user"}
+        return [*items, last], shown
+
+    def _remember(self, agent_id: str, trigger: ChatMessage, run: _Run) -> None:
+        if len(self._runs) >= _RUNS_KEPT:
+            self._runs.clear()
+        self._runs[(agent_id, trigger.group)] = run
 
     def _forms_of(self, message: ChatMessage, tokens: int) -> _Forms:
         """``message``'s forms so far (made as they are needed), kept by the message object."""
@@ -151,6 +178,39 @@ class Transcript:
 
 
 _AGENT = MessageKind.AGENT  # a module's name is read faster than an enum's member
+_RUNS_KEPT = 8192
+
+
+@dataclass(slots=True)
+class _Run:
+    """What one call of :meth:`Transcript.items` went over and made (its trigger's item
+    left out); ``skipped``: where it left its trigger out (the history's index, how many
+    items were made before it, the day then), if the history held it."""
+
+    history: list[PastMessage]
+    trigger_id: str
+    items: list[HistoryItem]
+    roles: dict[str, str]
+    day: str
+    trigger_tokens: int | None
+    ids: set[str]
+    skipped: tuple[int, int, str] | None
+
+    def resume_for(
+        self, history: Sequence[PastMessage], trigger_id: str
+    ) -> tuple[int, int, str] | None:
+        """Where a call on ``history`` for ``trigger_id`` can go on from this one (the
+        history's index, how many of its items hold, the day then), or None."""
+        seen = len(self.history)
+        if seen == 0 or len(history) < seen or history[seen - 1] is not self.history[-1]:
+            return None
+        if not all(map(operator.is_, history[:seen], self.history)):
+            return None
+        if trigger_id == self.trigger_id:
+            return seen, len(self.items), self.day
+        if trigger_id in self.ids:  # an earlier message answered again: go over all of it
+            return None
+        return self.skipped or (seen, len(self.items), self.day)
 
 
 @dataclass(slots=True)
