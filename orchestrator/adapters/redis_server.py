@@ -174,6 +174,20 @@ class RedisServer:
         where = redact_url(self.url)
         logger.info("redis-server %s started at %s (pid %d)", self.executable, where, self.pid)
 
+    def kill(self, timeout_s: float = 5) -> None:
+        """End the server at once with SIGKILL, as a crash would (its AOF as it was), and
+        wait until it has ended, so that :meth:`start` starts a new one (just after a SIGKILL
+        from outside, the server may not have ended yet, and ``start`` takes it for running).
+
+        Raises:
+            subprocess.TimeoutExpired: it has not ended within ``timeout_s``.
+        """
+        process = self._process
+        if process is None or process.poll() is not None:
+            return
+        process.kill()
+        process.wait(timeout_s)
+
     def stop(self, timeout_s: float = 5) -> None:
         """Stop the server with SIGTERM (Redis flushes the AOF), killing it after ``timeout_s``."""
         process, self._process = self._process, None

@@ -19,7 +19,7 @@ Prints a table, writes JSON with ``--json``, and ends with ``cpu_us_per_message=
 
 ``--instructions`` counts instructions instead of CPU time: the bench runs once more under
 valgrind's callgrind (Debian: ``apt install valgrind``), counting only while the clocked waves
-run. The count hardly moves from run to run (1–2 %), where CPU time on a shared machine
+run. The count hardly moves from run to run (1 to 2 %), where CPU time on a shared machine
 moves by tens of percent: compare commits with it (one round, a few hundred messages: it runs
 about fifty times slower). Ends with ``instructions_per_message=…``.
 """

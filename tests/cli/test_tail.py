@@ -5,7 +5,6 @@ Seeded with raw XADDs, as the daemon and a run's worker write them."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -99,7 +98,7 @@ def test_tail_goes_on_with_the_steps_after_a_redis_restart(tmp_path: Path):
         _step(server.url, "restarts", 1, "Write hello.py")
         read_until(tail, "Write hello.py", timeout_s=30)
         assert server.pid is not None
-        os.kill(server.pid, signal.SIGKILL)
+        server.kill()  # and wait: start() right after must start a new one
         read_until(tail, "Redis is not answering", timeout_s=30)
         server.start()
         read_until(tail, "Redis answers again; following group restarts", timeout_s=30)

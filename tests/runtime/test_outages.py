@@ -195,7 +195,7 @@ def test_a_retry_due_after_a_redis_restart_runs(tmp_path: Path, free_port: int):
                 )
                 assert server.pid is not None
                 before = log.stat().st_size  # the model's error was told, with its traceback
-                os.kill(server.pid, signal.SIGKILL)
+                server.kill()  # and wait: start() right after must start a new one
                 time.sleep(OUTAGE_S)  # the scenario: Redis stays down this long
                 server.start()
                 try:
@@ -237,7 +237,7 @@ def test_tail_waits_out_a_redis_restart_and_goes_on(tmp_path: Path):
     try:
         read_until(tail, "following group restarts", timeout_s=60)
         assert server.pid is not None
-        os.kill(server.pid, signal.SIGKILL)
+        server.kill()  # and wait: start() right after must start a new one
         read_until(tail, "Redis is not answering", timeout_s=30)
         server.start()
         read_until(tail, "Redis answers again; following group restarts", timeout_s=30)
