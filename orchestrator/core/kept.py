@@ -17,10 +17,11 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
-__all__ = ["Kept"]
+__all__ = ["Bounded", "Kept"]
 
 _O = TypeVar("_O")
 _V = TypeVar("_V")
+_K = TypeVar("_K", bound=Hashable)
 
 
 class Kept(Generic[_O, _V]):
@@ -58,3 +59,29 @@ class Kept(Generic[_O, _V]):
         if len(self._young) >= self.size:
             self._old, self._young = self._young, {}
         self._young[at] = entry
+
+
+class Bounded(Generic[_K, _V]):
+    """Values by key, at most ``size`` of them: when full, all are let go at once (what a
+    daemon keeps between turns is a working set that the next turns make again). Not a cache
+    of the database: what is kept must stay true, or carry when it was read."""
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError("size must be at least 1")
+        self.size = size
+        self._values: dict[_K, _V] = {}
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def get(self, key: _K) -> _V | None:
+        """The value kept for ``key``, if any."""
+        return self._values.get(key)
+
+    def put(self, key: _K, value: _V) -> _V:
+        """Keep ``value`` for ``key``; returns it."""
+        if len(self._values) >= self.size and key not in self._values:
+            self._values.clear()
+        self._values[key] = value
+        return value

@@ -22,6 +22,7 @@ from time import monotonic
 from typing import Any, Protocol, TypeVar
 from zoneinfo import ZoneInfo
 
+from orchestrator.core.kept import Bounded
 from orchestrator.core.markers import InvalidMarker, Marker
 from orchestrator.memory.conversation.marker_entries import (
     Rejected,
@@ -178,7 +179,7 @@ class MemoryWriter:
         self.gate = gate
         self.tz = tz
         self.clock = clock
-        self._written: dict[tuple[str, str, datetime], tuple[int, float]] = {}
+        self._written: Bounded[tuple[str, str, datetime], tuple[int, float]] = Bounded(_DAYS_KEPT)
         self._counting = threading.Lock()
 
     def apply(self, markers: Sequence[Marker], origin: Origin) -> WriteReport:
@@ -247,8 +248,8 @@ class MemoryWriter:
         )
         if outcome.action != "reinforced":  # a row added
             with self._counting:
-                count, read_at = self._written.get(day, (written, self.clock()))
-                self._written[day] = (count + 1, read_at)
+                count, read_at = self._written.get(day) or (written, self.clock())
+                self._written.put(day, (count + 1, read_at))
         if draft.type in CHECKPOINT_TYPES and outcome.action != "reinforced":
             # Checkpoint: the deciding agent's evening heartbeat sees its decisions and tasks.
             self.personal.append(
@@ -268,9 +269,7 @@ class MemoryWriter:
                 return known[0]
         count = self.session.count_written_since(*day)
         with self._counting:
-            if len(self._written) >= _DAYS_KEPT:
-                self._written.clear()
-            self._written[day] = (count, now)
+            self._written.put(day, (count, now))
         return count
 
     def _personal(self, payload: dict[str, Any], origin: Origin) -> WriteResult:

@@ -24,7 +24,7 @@ from typing import Protocol
 
 from orchestrator.core.context.build import Layers, PastMessage
 from orchestrator.core.context.tokens import DriftCorrector, TokenCounter
-from orchestrator.core.kept import Kept
+from orchestrator.core.kept import Bounded, Kept
 from orchestrator.core.models import AgentSpec, ChatMessage
 from orchestrator.files import TextFiles, write_atomic
 from orchestrator.memory.conversation.store import StoredMessage
@@ -100,7 +100,7 @@ class Briefing:
         self.counter = counter
         self._past: Kept[StoredMessage, PastMessage] = Kept(_PAST_KEPT)
         self._cpu: dict[str, float] = {}  # each group's last reading's CPU time, in s
-        self._shown_logs: dict[tuple[str, tuple[str, ...]], str] = {}  # a group's log lines
+        self._shown_logs: Bounded[tuple[str, tuple[str, ...]], str] = Bounded(_GROUPS_TIMED)
         self.cpu_clock = cpu_clock  # the CPU time of the calling thread
 
     async def for_turn(self, agent: AgentSpec, trigger: ChatMessage, now: datetime) -> Gathered:
@@ -177,9 +177,7 @@ class Briefing:
                 if line.strip() and _from_group(line) in (None, group)
             ]
             shown = "\n".join(lines)
-            if len(self._shown_logs) >= _GROUPS_TIMED:
-                self._shown_logs.clear()
-            self._shown_logs[key] = shown
+            self._shown_logs.put(key, shown)
         return shown
 
     def _history(self, stored: list[StoredMessage]) -> list[PastMessage]:

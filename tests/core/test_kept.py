@@ -7,7 +7,7 @@ import gc
 
 import pytest
 
-from orchestrator.core.kept import Kept
+from orchestrator.core.kept import Bounded, Kept
 
 
 class _Thing:
@@ -71,3 +71,17 @@ def test_a_working_set_smaller_than_the_size_survives_turnover() -> None:
 def test_size_must_be_positive() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         Kept(0)
+
+
+def test_bounded_keeps_at_most_its_size_and_lets_all_go_when_full():
+    """Up to ``size`` values by key; one more lets every earlier one go; a key kept already
+    is replaced in place, without letting the others go."""
+    kept: Bounded[str, int] = Bounded(2)
+    assert kept.put("a", 1) == 1
+    kept.put("b", 2)
+    kept.put("b", 3)
+    assert (kept.get("a"), kept.get("b"), len(kept)) == (1, 3, 2)
+    kept.put("c", 4)
+    assert (kept.get("a"), kept.get("b"), kept.get("c"), len(kept)) == (None, None, 4, 1)
+    with pytest.raises(ValueError, match="at least 1"):
+        Bounded(0)

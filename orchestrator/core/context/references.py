@@ -16,6 +16,7 @@ from orchestrator.core.context.plan import RecallItem
 from orchestrator.core.context.report import CitedSource
 from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.context.transcript import Lines, stamp
+from orchestrator.core.kept import Bounded
 from orchestrator.core.markers import neutralise
 
 __all__ = [
@@ -117,11 +118,11 @@ def _reference_line(ref: Reference, lines: Lines) -> str:
     citation = ref.citation
     source = (citation.locator or citation.ref) if citation else "no source"
     key = (ref.type, ref.trust, ref.created_at, source, ref.content)
-    line = lines.find(key)
+    line = lines.get(key)
     if line is None:
         day = ref.created_at.strftime("%Y-%m-%d")
         line = f"({ref.type}, {ref.trust}, {day}, source: {source}) {neutralise(ref.content)}"
-        lines.keep(key, line)
+        lines.put(key, line)
     return line
 
 
@@ -150,7 +151,7 @@ def recall_items(
 ) -> list[RecallItem]:
     """Recalled memories and messages as the planner takes them, ranked together (the
     memories' lines kept in ``lines``, when given)."""
-    kept = lines if lines is not None else Lines()
+    kept: Lines = lines if lines is not None else Bounded(len(recalled) or 1)
     items = [
         RecallItem(id=str(r.id), text=line, tokens=counter.count(line), score=r.score)
         for r in recalled

@@ -13,11 +13,14 @@ from zoneinfo import ZoneInfo
 
 from orchestrator.core.context.plan import HistoryItem
 from orchestrator.core.context.tokens import TokenCounter
-from orchestrator.core.kept import Kept
+from orchestrator.core.kept import Bounded, Kept
 from orchestrator.core.markers import neutralise
 from orchestrator.core.models import ChatMessage, MessageKind
 
 __all__ = ["Lines", "PastMessage", "Transcript", "conversation", "stamp"]
+
+Lines = Bounded[Hashable, str]
+"""Lines of text made for agents, by what each is made of (recalled memories' lines)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,25 +44,6 @@ def _prefix(message: ChatMessage, when: str) -> str:
     return f"[{when} {message.sender} ({message.kind.value})]: "
 
 
-class Lines:
-    """Lines of text made for agents, by what each is made of; at most ``size`` (all let go
-    when full). Recall's memories are shown as such lines turn after turn."""
-
-    def __init__(self, size: int = 16_384) -> None:
-        self.size = size
-        self._lines: dict[Hashable, str] = {}
-
-    def find(self, key: Hashable) -> str | None:
-        """The line kept for ``key``, if any."""
-        return self._lines.get(key)
-
-    def keep(self, key: Hashable, line: str) -> None:
-        """Keep ``line`` for ``key``."""
-        if len(self._lines) >= self.size:
-            self._lines.clear()
-        self._lines[key] = line
-
-
 class Transcript:
     """A group's stored messages as each agent sees them, in one time zone.
 
@@ -76,8 +60,9 @@ class Transcript:
         self._stamp = lru_cache(maxsize=size)(self._stamp_of)
         # Each message's items and day, by the message object (see orchestrator.core.kept).
         self._forms: Kept[ChatMessage, _Forms] = Kept(size)
-        self.lines = Lines()  # recalled memories' lines (core.context.references)
-        self._runs: dict[tuple[str, str], _Run] = {}  # each agent's last call in each group
+        self.lines: Lines = Bounded(16_384)  # recalled memories' (core.context.references)
+        # Each agent's last call in each group.
+        self._runs: Bounded[tuple[str, str], _Run] = Bounded(_RUNS_KEPT)
 
     def items(
         self, agent_id: str, history: Sequence[PastMessage], trigger: ChatMessage
@@ -124,9 +109,8 @@ class Transcript:
             roles[message.id] = "user"
         if skipped is None and run is not None and resume is not None:
             skipped = run.skipped if run.trigger_id == trigger_id else None
-        self._remember(
-            agent_id,
-            trigger,
+        self._runs.put(
+            (agent_id, trigger.group),
             _Run(list(history), trigger_id, items, roles, day, trigger_tokens, ids, skipped),
         )
         base = trigger_tokens if trigger_tokens is not None else self.counter.count(trigger.text)
@@ -135,11 +119,6 @@ class Transcript:
         last = (forms.dated if dated else forms.undated) or self._labelled(forms, dated)
         shown = {**roles, trigger_id: "user"}
         return [*items, last], shown
-
-    def _remember(self, agent_id: str, trigger: ChatMessage, run: _Run) -> None:
-        if len(self._runs) >= _RUNS_KEPT:
-            self._runs.clear()
-        self._runs[(agent_id, trigger.group)] = run
 
     def _forms_of(self, message: ChatMessage, tokens: int) -> _Forms:
         """``message``'s forms so far (made as they are needed), kept by the message object."""

@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
+from orchestrator.core.kept import Bounded
 from orchestrator.core.models import assume_utc
 from orchestrator.memory.conversation.indexing import INDEXED_KINDS_SQL, group_key
 from orchestrator.memory.session.fts import BODY_WEIGHT, META_WEIGHT, fts5_phrase, websearch_query
@@ -98,7 +99,7 @@ class HistoryIndex:
         self._sqlite = engine.dialect.name == "sqlite"
         self.clock = clock
         # Whether each word searched lately is common, and when that was counted.
-        self._common: dict[str, tuple[bool, float]] = {}
+        self._common: Bounded[str, tuple[bool, float]] = Bounded(_WORDS_KEPT)
 
     def search(
         self, terms: Sequence[str], *, group: str, before_seq: int | None, limit: int
@@ -156,9 +157,7 @@ class HistoryIndex:
             if known is None or now - known[1] >= COMMON_RECOUNT_S:
                 found = conn.execute(_COMMON, {"term": term, "cap": COMMON_MESSAGES}).scalar_one()
                 known = (found >= COMMON_MESSAGES, now)
-                if len(self._common) >= _WORDS_KEPT:
-                    self._common.clear()
-                self._common[term] = known
+                self._common.put(term, known)
             if not known[0]:
                 rare.append(term)
         return rare
