@@ -128,7 +128,7 @@ OURS_NOTE = "end to end and durable: Redis in and out, SQLite, MQTT"
 
 
 def run_ours(
-    messages: int, groups: int, agents: int, realistic: bool, daemons: int = 1
+    messages: int, groups: int, agents: int, realistic: bool, daemons: int = 1, broker: str = "auto"
 ) -> dict[str, Any]:
     """Our daemon's rate on the workload, measured by throughput.py in a subprocess (its
     progress on this process's stderr).
@@ -141,7 +141,7 @@ def run_ours(
         command = [sys.executable, str(THROUGHPUT), "--messages", str(messages)]
         command += ["--groups", str(groups), "--agents", str(agents), "--json", str(out)]
         command += ["--history", str(HISTORY), "--realistic"] if realistic else ["--history", "0"]
-        command += ["--daemons", str(daemons)]
+        command += ["--daemons", str(daemons), "--broker", broker]
         done = subprocess.run(command, cwd=REPO, stdout=subprocess.PIPE, text=True, check=False)
         if done.returncode != 0 or not out.is_file():
             sys.stderr.write(done.stdout)
@@ -155,6 +155,7 @@ def run_ours(
         "cpu_ms_per_message": row["cpu_ms_per_message"],
         "history": row["history"],
         "daemons": daemons,
+        "broker": row["broker"],
         "throughput": report,
     }
 
@@ -203,11 +204,13 @@ def print_table(report: dict[str, Any]) -> None:
         f" {'cpu ms':>7} {'ours x':>7} {'mention ok':>10}  what is measured"
     )
     daemons = f"{report['daemons']} daemon{'s' if report['daemons'] > 1 else ''}"
+    broker = report["ours_first"].get("broker", "?")
+    ours_note = f"{OURS_NOTE} ({broker})"
     rows: list[tuple[str, str, dict[str, Any], str | None, str]] = [
-        ("Agent Arena", f"{daemons} (first)", report["ours_first"], None, OURS_NOTE)
+        ("Agent Arena", f"{daemons} (first)", report["ours_first"], None, ours_note)
     ]
     rows += [(p.framework, p.mode, report[p.key], p.key, p.note) for p in PEERS]
-    rows.append(("Agent Arena", f"{daemons} (last)", report["ours_last"], None, OURS_NOTE))
+    rows.append(("Agent Arena", f"{daemons} (last)", report["ours_last"], None, ours_note))
     if "ours_one_daemon" in report:
         note = "the same with one daemon (ours x: against it)"
         rows.append(("Agent Arena", "1 daemon", report["ours_one_daemon"], "one", note))
@@ -268,6 +271,13 @@ def main() -> int:
         help="our daemon processes, as `arena up` runs them by default (more than one: ours "
         "is also measured with one, after the rest)",
     )
+    parser.add_argument(
+        "--broker",
+        choices=["auto", "mosquitto", "embedded"],
+        default="auto",
+        help="our MQTT broker (throughput.py's --broker: Mosquitto when installed, as "
+        "compose.yaml runs it, else the embedded one)",
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     if args.messages < 1 or args.groups < 1 or args.daemons < 1:
@@ -280,12 +290,12 @@ def main() -> int:
     results: dict[str, Any] = {}
     try:
         ours_args = (args.messages, args.groups, len(ids), args.realistic)
-        results["ours_first"] = run_ours(*ours_args, daemons=args.daemons)
+        results["ours_first"] = run_ours(*ours_args, daemons=args.daemons, broker=args.broker)
         for peer in PEERS:
             results[peer.key] = run_peer(peer, personas, plan, prior)
-        results["ours_last"] = run_ours(*ours_args, daemons=args.daemons)
+        results["ours_last"] = run_ours(*ours_args, daemons=args.daemons, broker=args.broker)
         if args.daemons > 1:
-            results["ours_one_daemon"] = run_ours(*ours_args, daemons=1)
+            results["ours_one_daemon"] = run_ours(*ours_args, daemons=1, broker=args.broker)
     except RuntimeError as exc:
         print(f"peers: {exc}", file=sys.stderr)
         return 1

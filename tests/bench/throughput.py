@@ -2,11 +2,12 @@
 
     python tests/bench/throughput.py [--messages N] [--groups G] [--agents A[,A…]]
         [--history H[,H…]] [--provider offline|api] [--latency-ms L] [--daemons D]
-        [--realistic] [--json OUT] [--keep]
+        [--realistic] [--broker auto|mosquitto|embedded] [--json OUT] [--keep]
 
 Each combination of ``--agents`` and ``--history`` is one row, run from scratch: a temporary
-folder, an embedded Redis (unix socket), an embedded MQTT broker (``amqtt``, in a process of
-its own), A agent definitions, and H stored messages per group written through
+folder, an embedded Redis (unix socket), an MQTT broker in a process of its own (``--broker``:
+Mosquitto when it is installed, as ``compose.yaml`` runs it, else the embedded ``amqtt`` one;
+the table says which), A agent definitions, and H stored messages per group written through
 ``HistoryStore`` before a real ``python -m orchestrator daemon`` process starts. Once the
 daemon logs that it is ready, one warm-up message is answered, then N messages over G groups
 (each mentioning one agent, so it gets one reply) are posted with one pipeline, and the
@@ -317,9 +318,67 @@ def _serve_mqtt(port: int, password: str, ready: Any) -> None:
     asyncio.run(serve())
 
 
+def mosquitto_executable() -> str | None:
+    """Mosquitto's path when it is installed (Debian puts it in /usr/sbin, not on every PATH)."""
+    return shutil.which("mosquitto") or shutil.which("mosquitto", path="/usr/sbin:/usr/local/sbin")
+
+
+def broker_kind(asked: str) -> str:
+    """``mosquitto`` or ``embedded``: ``auto`` is Mosquitto when it is installed."""
+    if asked != "auto":
+        return asked
+    return "mosquitto" if mosquitto_executable() else "embedded"
+
+
 @contextlib.contextmanager
-def _broker() -> Iterator[str]:
-    """An MQTT broker on a free port, in its own process so that it never waits for ours."""
+def _broker(kind: str, folder: Path) -> Iterator[str]:
+    """An MQTT broker on a free port, in a process of its own so that it never waits for ours:
+    Mosquitto (``kind`` "mosquitto", as ``compose.yaml`` runs it) or the embedded one."""
+    if kind == "mosquitto":
+        with _mosquitto(folder) as url:
+            yield url
+        return
+    with _embedded_broker() as url:
+        yield url
+
+
+@contextlib.contextmanager
+def _mosquitto(folder: Path) -> Iterator[str]:
+    """Mosquitto listening on a free local port, anonymous clients allowed, nothing persisted."""
+    executable = mosquitto_executable()
+    if executable is None:
+        raise RuntimeError("mosquitto is not installed (apt-get install mosquitto)")
+    port = _free_port()
+    folder.mkdir(parents=True, exist_ok=True)
+    config = folder / "mosquitto.conf"
+    config.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
+    with (folder / "mosquitto.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [executable, "-c", str(config)], stdin=subprocess.DEVNULL, stdout=log, stderr=log
+        )
+    try:
+
+        def listening() -> bool:
+            if proc.poll() is not None:
+                raise RuntimeError(f"mosquitto exited with code {proc.returncode}")
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+                return True
+            return False
+
+        block_until(listening, timeout_s=READY_TIMEOUT_S, what="mosquitto to listen")
+        yield f"mqtt://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@contextlib.contextmanager
+def _embedded_broker() -> Iterator[str]:
+    """The embedded broker on a free port, in its own process (started with ``spawn``)."""
     port = _free_port()
     password = secrets.token_urlsafe(16)
     context = multiprocessing.get_context("spawn")
@@ -535,6 +594,7 @@ class RowPlan:
     messages: int
     daemons: int = 1
     realistic: bool = False
+    broker: str = "embedded"
 
 
 def _stderr(text: str) -> None:
@@ -558,7 +618,7 @@ def run_row(
     server = RedisServer(folder / "redis", unix_socket=folder / "redis" / "redis.sock")
     server.start()
     try:
-        with _broker() as mqtt_url:
+        with _broker(plan.broker, folder / "mqtt") as mqtt_url:
             env = _environment(folder, server.url, mqtt_url, fake.base_url if fake else None)
             daemon = Daemons.start(env, folder, plan.daemons)
             try:
@@ -626,6 +686,7 @@ def _drive(
     e2e = [float(outboxes.done_ms[i] - _ms(i)) for i in ids]
     row: dict[str, Any] = {
         "daemons": plan.daemons,
+        "broker": plan.broker,
         "agents": plan.agents,
         "history": plan.history,
         "memories": REALISTIC_MEMORIES if plan.realistic else 0,
@@ -735,6 +796,7 @@ TARGETS = (
 
 COLUMNS = (
     ("daemons", "daemons"),
+    ("broker", "broker"),
     ("agents", "agents"),
     ("history", "history"),
     ("memories", "memories"),
@@ -831,6 +893,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             messages=args.messages,
             daemons=args.daemons,
             realistic=args.realistic,
+            broker=broker_kind(args.broker),
         )
         for agents in args.agents
         for history in args.history
@@ -899,6 +962,13 @@ def main() -> int:
         action="store_true",
         help=f"{REALISTIC_MEMORIES} session memories per group ({REALISTIC_PINNED} pinned) "
         "and today's personal logs, stored before the daemon starts",
+    )
+    parser.add_argument(
+        "--broker",
+        choices=["auto", "mosquitto", "embedded"],
+        default="auto",
+        help="the MQTT broker: Mosquitto (as compose.yaml runs it), the embedded amqtt one, "
+        "or auto (Mosquitto when installed, the default)",
     )
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--keep", action="store_true", help="keep the temporary folders")
