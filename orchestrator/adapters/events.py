@@ -20,6 +20,8 @@ __all__ = ["MqttPublisher"]
 
 logger = logging.getLogger(__name__)
 
+WINDOW = 32  # messages sent before their acknowledgements are awaited
+
 
 class MqttPublisher:
     """Queues MQTT messages and sends them from a task of its own (``run``)."""
@@ -100,10 +102,8 @@ class MqttPublisher:
     async def _send_all(self, client: aiomqtt.Client) -> None:
         while True:
             while self._queue:
-                topic, payload = self._queue[0]
-                await client.publish(topic, payload, qos=1, timeout=10)
-                self._queue.popleft()
-                self.published += 1
+                batch = [self._queue.popleft() for _ in range(min(WINDOW, len(self._queue)))]
+                await self._send(client, batch)
             self._idle.set()
             self._wakeup.clear()
             if _cancelled():
@@ -111,6 +111,27 @@ class MqttPublisher:
                 # that lands as its wait ends; waiting for more to send would then never end.
                 raise asyncio.CancelledError
             await self._wakeup.wait()
+
+
+    async def _send(self, client: aiomqtt.Client, batch: list[tuple[str, bytes]]) -> None:
+        """Send ``batch`` in order, up to :data:`WINDOW` unacknowledged at once; what was not
+        acknowledged goes back to the front of the queue (and the error is raised)."""
+        try:
+            if len(batch) == 1:
+                topic, payload = batch[0]
+                await client.publish(topic, payload, qos=1, timeout=10)
+                results: list[object] = [None]
+            else:
+                sends = (client.publish(topic, body, qos=1, timeout=10) for topic, body in batch)
+                results = await asyncio.gather(*sends, return_exceptions=True)
+        except BaseException:
+            self._queue.extendleft(reversed(batch))
+            raise
+        for n, result in enumerate(results):
+            if isinstance(result, BaseException):
+                self._queue.extendleft(reversed(batch[n:]))
+                raise result
+            self.published += 1
 
 
 def _cancelled() -> bool:

@@ -1,4 +1,5 @@
-"""The MQTT publisher: it stops when cancelled, however leaving the broker goes."""
+"""The MQTT publisher: it sends what was queued in order, sends again what failed, and stops
+when cancelled, however leaving the broker goes."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Any
 import aiomqtt
 import pytest
 
-from orchestrator.adapters.events import MqttPublisher
+from orchestrator.adapters.events import WINDOW, MqttPublisher
+from orchestrator.adapters.mqtt import mqtt_client_args
 from tests.waiting import wait_until
 
 
@@ -32,3 +34,61 @@ async def test_cancelled_publisher_stops_even_when_leaving_the_broker_fails(
     done, _ = await asyncio.wait([task], timeout=10)
     assert task in done, "the publisher went on after being cancelled"
     assert task.cancelled()
+
+
+async def _received(url: str, topic: str, count: int, publisher: MqttPublisher) -> list[bytes]:
+    """What a subscriber to ``topic`` gets while ``publisher`` runs, until ``count`` arrived."""
+    got: list[bytes] = []
+    async with aiomqtt.Client(**mqtt_client_args(url)) as sub:
+        await sub.subscribe(topic, qos=1)
+        task = asyncio.create_task(publisher.run())
+        try:
+            async with asyncio.timeout(30):
+                async for message in sub.messages:
+                    got.append(bytes(message.payload))  # type: ignore[arg-type]
+                    if len(set(got)) == count:
+                        break
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    return got
+
+
+async def test_many_queued_messages_arrive_all_in_order(embedded_mqtt_url: str):
+    """Several windows of messages queued at once reach a subscriber all, in queued order."""
+    publisher = MqttPublisher(embedded_mqtt_url)
+    sent = [f"m{n}".encode() for n in range(3 * WINDOW + 5)]
+    for payload in sent:
+        publisher.publish("arena/test/order", payload)
+    got = await _received(embedded_mqtt_url, "arena/test/order", len(sent), publisher)
+    assert got == sent
+    assert publisher.published == len(sent)
+    assert publisher.queued == 0
+
+
+async def test_a_message_that_failed_is_sent_again_after_reconnecting(
+    embedded_mqtt_url: str, monkeypatch: pytest.MonkeyPatch
+):
+    """One publish in a window fails (the connection is then dropped): it and every message
+    after it are sent again on the next connection, none lost."""
+    real_publish = aiomqtt.Client.publish
+    failed: list[bytes] = []
+
+    async def publish_failing_once(
+        self: aiomqtt.Client, topic: str, payload: Any, **kw: Any
+    ) -> None:
+        if payload == b"m7" and not failed:
+            failed.append(payload)
+            raise aiomqtt.MqttError("lost on the way")
+        await real_publish(self, topic, payload, **kw)
+
+    monkeypatch.setattr(aiomqtt.Client, "publish", publish_failing_once)
+    publisher = MqttPublisher(embedded_mqtt_url)
+    sent = [f"m{n}".encode() for n in range(WINDOW + 10)]
+    for payload in sent:
+        publisher.publish("arena/test/again", payload)
+    got = await _received(embedded_mqtt_url, "arena/test/again", len(sent), publisher)
+    assert failed == [b"m7"]
+    assert set(got) == set(sent)
+    assert got[:7] == sent[:7]  # those before the failure once, in order
+    assert publisher.failures == 1
