@@ -112,7 +112,6 @@ class MqttPublisher:
                 raise asyncio.CancelledError
             await self._wakeup.wait()
 
-
     async def _send(self, client: aiomqtt.Client, batch: list[tuple[str, bytes]]) -> None:
         """Send ``batch`` in order, up to :data:`WINDOW` unacknowledged at once; what was not
         acknowledged goes back to the front of the queue (and the error is raised)."""
