@@ -34,6 +34,7 @@ class MqttPublisher:
         self._idle = asyncio.Event()
         self._idle.set()
         self._max_backoff_s = max_backoff_s
+        self._sending = 0  # taken from the queue, not yet acknowledged
         self.connected = False
         self.failures = 0  # attempts to connect that failed, and connections lost
         self.published = 0
@@ -52,8 +53,8 @@ class MqttPublisher:
 
     @property
     def queued(self) -> int:
-        """Messages waiting to be sent."""
-        return len(self._queue)
+        """Messages not yet sent: waiting, or sent and not yet acknowledged."""
+        return len(self._queue) + self._sending
 
     async def flush(self, timeout_s: float) -> bool:
         """Wait until everything queued has been sent, at most ``timeout_s``."""
@@ -115,6 +116,7 @@ class MqttPublisher:
     async def _send(self, client: aiomqtt.Client, batch: list[tuple[str, bytes]]) -> None:
         """Send ``batch`` in order, up to :data:`WINDOW` unacknowledged at once; what was not
         acknowledged goes back to the front of the queue (and the error is raised)."""
+        self._sending = len(batch)
         try:
             if len(batch) == 1:
                 topic, payload = batch[0]
@@ -126,6 +128,8 @@ class MqttPublisher:
         except BaseException:
             self._queue.extendleft(reversed(batch))
             raise
+        finally:
+            self._sending = 0
         for n, result in enumerate(results):
             if isinstance(result, BaseException):
                 self._queue.extendleft(reversed(batch[n:]))

@@ -92,3 +92,35 @@ async def test_a_message_that_failed_is_sent_again_after_reconnecting(
     assert set(got) == set(sent)
     assert got[:7] == sent[:7]  # those before the failure once, in order
     assert publisher.failures == 1
+
+
+async def test_messages_awaiting_their_acknowledgement_still_count_as_queued(
+    embedded_mqtt_url: str, monkeypatch: pytest.MonkeyPatch
+):
+    """Sent but not acknowledged is not done: ``queued`` counts them, so that whoever flushes
+    before stopping waits for them too."""
+    real_publish = aiomqtt.Client.publish
+    release = asyncio.Event()
+    started: list[Any] = []
+
+    async def slow_publish(self: aiomqtt.Client, topic: str, payload: Any, **kw: Any) -> None:
+        started.append(payload)
+        await release.wait()
+        await real_publish(self, topic, payload, **kw)
+
+    monkeypatch.setattr(aiomqtt.Client, "publish", slow_publish)
+    publisher = MqttPublisher(embedded_mqtt_url)
+    for n in range(3):
+        publisher.publish("arena/test/held", f"m{n}".encode())
+    task = asyncio.create_task(publisher.run())
+    try:
+        await wait_until(lambda: len(started) == 3, timeout_s=20, what="all three to be sent")
+        assert publisher.queued == 3
+        assert not await publisher.flush(0.2)
+        release.set()
+        assert await publisher.flush(20)
+        assert publisher.queued == 0
+        assert publisher.published == 3
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
