@@ -8,7 +8,6 @@ import dataclasses
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import urllib.parse
@@ -32,6 +31,7 @@ from orchestrator.settings import Settings, load_settings
 from tests.arena_helpers import REPO, write_team
 from tests.browser import chromium, fresh_page, save_screenshot
 from tests.fakes import FakeMessagesServer, anthropic_provider
+from tests.mosquitto import mosquitto_executable, running_mosquitto
 from tests.ports import free_port as _free_port
 from tests.threads import loop_in_thread
 from tests.waiting import block_until
@@ -57,9 +57,7 @@ _SERVICE_ENV = (
 _START_TIMEOUT_S = 10.0
 
 
-def _mosquitto_executable() -> str | None:
-    # Debian installs it in /usr/sbin, which is not on every user's PATH.
-    return shutil.which("mosquitto") or shutil.which("mosquitto", path="/usr/sbin:/usr/local/sbin")
+_mosquitto_executable = mosquitto_executable
 
 
 @pytest.fixture(scope="session")
@@ -200,46 +198,20 @@ def _amqtt_in_thread(port: int) -> Iterator[str]:
         yield broker.publisher_url
 
 
-def _wait_for_tcp(process: subprocess.Popen[bytes], port: int, log: Path) -> None:
-    def listening() -> bool:
-        if process.poll() is not None:
-            pytest.fail(f"mosquitto exited with code {process.returncode}: {log.read_text()}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
-            return True
-        return False
-
-    try:
-        block_until(listening, timeout_s=_START_TIMEOUT_S, what=f"mosquitto on port {port}")
-    except AssertionError as exc:
-        pytest.fail(f"{exc}: {log.read_text()}")
-
-
 @contextlib.contextmanager
 def _mosquitto(
     executable: str, port: int, folder: Path, options: str = "allow_anonymous true\n"
 ) -> Iterator[str]:
     """Run mosquitto with one listener; ``options`` are config lines for it and the broker."""
-    config = folder / "mosquitto.conf"
-    config.write_text(f"listener {port} 127.0.0.1\n{options}persistence false\n")
-    log = folder / "mosquitto.log"
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            [executable, "-c", str(config)],
-            stdin=subprocess.DEVNULL,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        _wait_for_tcp(process, port, log)
-        yield f"mqtt://127.0.0.1:{port}"
-    finally:
-        process.terminate()
+    with contextlib.ExitStack() as stack:
+        stack.callback(shutil.rmtree, folder, ignore_errors=True)
         try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        shutil.rmtree(folder, ignore_errors=True)
+            url = stack.enter_context(
+                running_mosquitto(executable, port, folder, options, _START_TIMEOUT_S)
+            )
+        except RuntimeError as exc:
+            pytest.fail(str(exc))
+        yield url
 
 
 @pytest.fixture(scope="session")

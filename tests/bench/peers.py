@@ -2,7 +2,7 @@
 and Microsoft Agent Framework's group chat, side by side in one run.
 
     python tests/bench/peers.py [--messages N] [--groups G] [--realistic] [--daemons D]
-        [--json OUT]
+        [--broker auto|mosquitto|embedded] [--json OUT]
 
 The workload is ``throughput.py``'s: N messages over G groups, message n in group ``g{n % G}``
 mentioning agent ``n % 4``, one reply each, zero-latency model everywhere. Measured in turn:
@@ -67,6 +67,7 @@ from tests.bench.peer_workload import (  # noqa: E402
     priors,
     workload,
 )
+from tests.bench.throughput import add_broker_option  # noqa: E402
 
 THROUGHPUT = REPO / "tests" / "bench" / "throughput.py"
 HISTORY = 20  # prior messages per group with --realistic
@@ -271,13 +272,7 @@ def main() -> int:
         help="our daemon processes, as `arena up` runs them by default (more than one: ours "
         "is also measured with one, after the rest)",
     )
-    parser.add_argument(
-        "--broker",
-        choices=["auto", "mosquitto", "embedded"],
-        default="auto",
-        help="our MQTT broker (throughput.py's --broker: Mosquitto when installed, as "
-        "compose.yaml runs it, else the embedded one)",
-    )
+    add_broker_option(parser)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     if args.messages < 1 or args.groups < 1 or args.daemons < 1:

@@ -102,6 +102,7 @@ from tests.bench.daemon_env import (  # noqa: E402
     stop_arena,
 )
 from tests.fakes import FakeMessagesServer  # noqa: E402
+from tests.mosquitto import mosquitto_executable, running_mosquitto  # noqa: E402
 from tests.waiting import block_until  # noqa: E402
 
 READY_RE = re.compile(r"daemon \S+: \d+ agents")
@@ -318,16 +319,22 @@ def _serve_mqtt(port: int, password: str, ready: Any) -> None:
     asyncio.run(serve())
 
 
-def mosquitto_executable() -> str | None:
-    """Mosquitto's path when it is installed (Debian puts it in /usr/sbin, not on every PATH)."""
-    return shutil.which("mosquitto") or shutil.which("mosquitto", path="/usr/sbin:/usr/local/sbin")
-
-
 def broker_kind(asked: str) -> str:
     """``mosquitto`` or ``embedded``: ``auto`` is Mosquitto when it is installed."""
     if asked != "auto":
         return asked
     return "mosquitto" if mosquitto_executable() else "embedded"
+
+
+def add_broker_option(parser: argparse.ArgumentParser) -> None:
+    """The ``--broker`` option (read it with :func:`broker_kind`)."""
+    parser.add_argument(
+        "--broker",
+        choices=["auto", "mosquitto", "embedded"],
+        default="auto",
+        help="the MQTT broker our replies go through: Mosquitto (as compose.yaml runs it), the "
+        "embedded amqtt one, or auto (Mosquitto when installed, the default)",
+    )
 
 
 @contextlib.contextmanager
@@ -348,32 +355,8 @@ def _mosquitto(folder: Path) -> Iterator[str]:
     executable = mosquitto_executable()
     if executable is None:
         raise RuntimeError("mosquitto is not installed (apt-get install mosquitto)")
-    port = _free_port()
-    folder.mkdir(parents=True, exist_ok=True)
-    config = folder / "mosquitto.conf"
-    config.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
-    with (folder / "mosquitto.log").open("wb") as log:
-        proc = subprocess.Popen(
-            [executable, "-c", str(config)], stdin=subprocess.DEVNULL, stdout=log, stderr=log
-        )
-    try:
-
-        def listening() -> bool:
-            if proc.poll() is not None:
-                raise RuntimeError(f"mosquitto exited with code {proc.returncode}")
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
-                return True
-            return False
-
-        block_until(listening, timeout_s=READY_TIMEOUT_S, what="mosquitto to listen")
-        yield f"mqtt://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with running_mosquitto(executable, _free_port(), folder, timeout_s=READY_TIMEOUT_S) as url:
+        yield url
 
 
 @contextlib.contextmanager
@@ -963,13 +946,7 @@ def main() -> int:
         help=f"{REALISTIC_MEMORIES} session memories per group ({REALISTIC_PINNED} pinned) "
         "and today's personal logs, stored before the daemon starts",
     )
-    parser.add_argument(
-        "--broker",
-        choices=["auto", "mosquitto", "embedded"],
-        default="auto",
-        help="the MQTT broker: Mosquitto (as compose.yaml runs it), the embedded amqtt one, "
-        "or auto (Mosquitto when installed, the default)",
-    )
+    add_broker_option(parser)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--keep", action="store_true", help="keep the temporary folders")
     args = parser.parse_args()
