@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from orchestrator.caps.limits import OverCap
 from orchestrator.core.context.build import build_context
@@ -116,12 +116,13 @@ class Answerer:
     ) -> Draft:
         """``agent``'s reply to ``trigger`` (a notice when it could not answer)."""
         asked = _Asked(agent=agent, trigger=trigger, root=root, reply_id=reply_id, hop=hop)
-        meta = ReplyMeta(agent=agent.id, trigger=trigger.id)
+        recall: RecallReport | None = None
+        context: ContextReport | None = None
         try:
             now = self.clock()
             gathered = await self.briefing.for_turn(agent, trigger, now)
             if gathered.recall is not None:
-                meta = replace(meta, recall=_recall_meta(gathered.recall))
+                recall = _recall_meta(gathered.recall)
             built = build_context(
                 agent=agent,
                 agents=self.team.agents,
@@ -132,7 +133,7 @@ class Answerer:
                 limits=self.tuning.limits(agent, self.drift.factor(agent.model)),
                 transcript=self.transcript,
             )
-            meta = replace(meta, context=built.report)
+            context = built.report
             request, runner = built.request, self._runner(asked, now)
             if runner is not None:
                 request = replace(request, tools=schemas(agent.tools))
@@ -142,23 +143,31 @@ class Answerer:
             )
         except OverCap as exc:
             error = ReplyError(kind="budget", problem=str(exc), retryable=True)
-            meta = replace(meta, notice="budget", error=error)
             text = f"{agent.name} did not answer: {exc}"
+            meta = _meta(asked, recall, context, notice="budget", error=error)
             return Draft(message=self.notice(root, reply_id, hop, text), meta=meta)
         except LLMError as exc:
             logger.warning("message %s: %s could not answer: %s", root.id, agent.id, exc)
             error = ReplyError(
                 kind="llm", problem=exc.problem, status=exc.status, retryable=exc.retryable
             )
-            return self._failed(asked, replace(meta, error=error), exc.problem)
+            return self._failed(asked, _meta(asked, recall, context, error=error), exc.problem)
         except Exception as exc:
             logger.exception("message %s: %s failed", root.id, agent.id)
             error = ReplyError(kind="internal", problem=f"{exc.__class__.__name__}: {exc}")
-            return self._failed(asked, replace(meta, error=error), "an internal error")
-        return await self._finish(asked, meta, result)
+            meta = _meta(asked, recall, context, error=error)
+            return self._failed(asked, meta, "an internal error")
+        return await self._finish(asked, recall, context, result)
 
-    async def _finish(self, asked: _Asked, meta: ReplyMeta, result: TurnResult) -> Draft:
-        """Apply the reply's markers to memory, count them, and draft the reply."""
+    async def _finish(
+        self,
+        asked: _Asked,
+        recall: RecallReport | None,
+        context: ContextReport | None,
+        result: TurnResult,
+    ) -> Draft:
+        """Apply the reply's markers to memory, count them, and draft the reply (its record
+        made once, with what the turn was given)."""
         report: WriteReport | None = None
         if self.memory is not None and result.markers:
             origin = Origin(
@@ -171,7 +180,8 @@ class Answerer:
             report = await asyncio.to_thread(self.memory.apply, result.markers, origin)
         # Never more than a few KB, and nothing the gate refused: see marker_meta.
         markers = marker_meta(result.invalid, report)
-        meta = replace(meta, turn=_turn_meta(result), markers=markers, tools=_tools_meta(result))
+        turn, tools = _turn_meta(result), _tools_meta(result)
+        meta = _meta(asked, recall, context, turn=turn, markers=markers, tools=tools)
         await self._count(markers)
         reply = ChatMessage(
             id=asked.reply_id,
@@ -308,6 +318,15 @@ class Answerer:
             in_reply_to=root.id,
             hop=hop,
         )
+
+
+def _meta(
+    asked: _Asked, recall: RecallReport | None, context: ContextReport | None, **rest: Any
+) -> ReplyMeta:
+    """The reply's record: what the turn was given, and ``rest``."""
+    return ReplyMeta(
+        agent=asked.agent.id, trigger=asked.trigger.id, recall=recall, context=context, **rest
+    )
 
 
 def _recall_meta(result: RecallResult) -> RecallReport:
