@@ -9,11 +9,10 @@ those of one recalled already (such as a reply quoting it) is left out as a repe
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import KW_ONLY, dataclass, field
 
 from orchestrator.memory.conversation.index import Said
-from orchestrator.memory.recall.ranking import adjusted_confidence, repeats, trust_of
+from orchestrator.memory.recall.ranking import repeats, trust_of
 from orchestrator.memory.recall.values import (
     Dropped,
     RecallConfig,
@@ -34,15 +33,19 @@ SHORT_ANSWER_CHARS = 160
 QUESTION_MAX_CHARS = 120
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True)
 class Ranked:
-    """A candidate past the filters: a memory or a message, with its final score."""
+    """A candidate past the filters: a memory or a message, with its final score (and, for a
+    memory, the adjusted confidence that went into it). Made for every candidate of every
+    turn: a plain class is quicker to make than a frozen one, and nothing changes it."""
 
     score: float
     similarity: float
     order: int  # ties: the newer first
     item: MemoryRecord | Said
     pinned: bool = False
+    _: KW_ONLY
+    confidence: float = 0.0
 
 
 @dataclass(slots=True, kw_only=True)
@@ -83,7 +86,6 @@ def fit(
     ranked: Sequence[Ranked],
     before: Mapping[int, Said],
     config: RecallConfig,
-    now: datetime,
     dropped: list[Dropped],
 ) -> RecallResult:
     """The best of ``ranked`` (best first) within ``max_entries`` and ``char_budget``.
@@ -92,7 +94,6 @@ def fit(
         ranked: The candidates past the filters, best first.
         before: The message before each message candidate, by its seq.
         config: The layers' settings.
-        now: The current time, for the snippets' adjusted confidence.
         dropped: What the layers left out so far; the fit adds to it.
     """
     state = _Fit(config=config, dropped=dropped, before=dict(before))
@@ -105,7 +106,7 @@ def fit(
         item = candidate.item
         if isinstance(item, MemoryRecord):
             if state.take(item.id, len(item.content)):
-                snippets.append(_snippet(item, candidate, now))
+                snippets.append(_snippet(item, candidate))
         elif item.id not in state.shown:
             found = _take_message(candidate, item, asked[item.id], state)
             messages += [found] if found else []
@@ -152,7 +153,7 @@ def _take_message(
     )
 
 
-def _snippet(record: MemoryRecord, candidate: Ranked, now: datetime) -> Snippet:
+def _snippet(record: MemoryRecord, candidate: Ranked) -> Snippet:
     trust = trust_of(record)
     return Snippet(
         id=record.id,
@@ -160,7 +161,7 @@ def _snippet(record: MemoryRecord, candidate: Ranked, now: datetime) -> Snippet:
         type=record.type,
         score=round(candidate.score, 4),
         similarity=round(candidate.similarity, 4),
-        confidence=round(adjusted_confidence(record, now), 4),
+        confidence=round(candidate.confidence, 4),
         trust=f"pinned, {trust}" if candidate.pinned else trust,
         pinned=candidate.pinned,
         citation=record.citation,

@@ -42,6 +42,7 @@ __all__ = [
     "message_similarities",
     "names_of",
     "repeats",
+    "score_of",
     "text_relevance",
     "text_similarities",
     "trust_of",
@@ -61,6 +62,7 @@ MESSAGE_PRIORITY = 0.8
 MESSAGE_AUTHOR_BONUS = 0.2
 REPEAT_SHARE = 0.8
 _COVERAGE_WEIGHT = 0.3
+_TEXT_WEIGHT = 1 - _COVERAGE_WEIGHT
 _BEST_SIGNAL_WEIGHT = 0.75
 
 
@@ -97,8 +99,12 @@ def adjusted_confidence(record: MemoryRecord, now: datetime) -> float:
 
 def final_score(similarity: float, record: MemoryRecord, now: datetime) -> float:
     """``similarity*0.5 + confidence'*0.3 + scope_priority*0.2``."""
-    priority = SCOPE_PRIORITY.get(record.scope, 0.6)
-    return similarity * 0.5 + adjusted_confidence(record, now) * 0.3 + priority * 0.2
+    return score_of(similarity, adjusted_confidence(record, now), record.scope)
+
+
+def score_of(similarity: float, confidence: float, scope: str) -> float:
+    """:func:`final_score` of an entry of ``scope`` whose adjusted confidence is known."""
+    return similarity * 0.5 + confidence * 0.3 + SCOPE_PRIORITY.get(scope, 0.6) * 0.2
 
 
 def message_score(similarity: float, kind: str) -> float:
@@ -121,11 +127,11 @@ def text_similarities(
     """Each hit's score relative to the best one, blended with the share of the query's words
     it holds: BM25 alone cannot tell a weak match from a word found in most entries."""
     best = max((score for _, score in hits), default=0.0)
-    return [
-        (1 - _COVERAGE_WEIGHT) * (score / best if best > 0 else 0.0)
-        + _COVERAGE_WEIGHT * _coverage(stemmed, entry)
-        for entry, score in hits
-    ]
+    values = []
+    for entry, score in hits:
+        relative = score / best if best > 0 else 0.0
+        values.append(_TEXT_WEIGHT * relative + _COVERAGE_WEIGHT * _coverage(stemmed, entry))
+    return values
 
 
 def message_similarities(
@@ -177,26 +183,25 @@ def _coverage(terms: Sequence[tuple[str, str]], record: MemoryRecord) -> float:
     metadata."""
     if not terms:
         return 0.0
-    content, meta = _record_words(record)
-    found = sum(
-        1
-        for term, stem in terms
-        if stem in content or term in content or stem in meta or term in meta
-    )
+    words = _record_words(record)
+    found = 0
+    for term, stem in terms:
+        if stem in words or term in words:
+            found += 1
     return found / len(terms)
 
 
-def _record_words(record: MemoryRecord) -> tuple[frozenset[str], frozenset[str]]:
+def _record_words(record: MemoryRecord) -> frozenset[str]:
     """The words of an entry's content and of its metadata, kept with the record object (the
     entries held in memory come back as the same records turn after turn)."""
     words = _RECORD_WORDS.find(record, None)
     if words is None:
         meta = meta_text(record.type, record.key, record.tags, record.extra)
-        words = _RECORD_WORDS.keep(record, None, (_words(record.content), _words(meta)))
+        words = _RECORD_WORDS.keep(record, None, _words(record.content) | _words(meta))
     return words
 
 
-_RECORD_WORDS: Kept[MemoryRecord, tuple[frozenset[str], frozenset[str]]] = Kept(8192)
+_RECORD_WORDS: Kept[MemoryRecord, frozenset[str]] = Kept(8192)
 
 
 def authors_of(record: MemoryRecord) -> frozenset[str]:

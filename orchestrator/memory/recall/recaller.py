@@ -26,11 +26,12 @@ from orchestrator.memory.recall.fit import Ranked, fit
 from orchestrator.memory.recall.ranking import (
     AUTHOR_BONUS,
     Trust,
+    adjusted_confidence,
     authors_of,
-    final_score,
     fuse,
     message_score,
     message_similarities,
+    score_of,
     text_relevance,
     text_similarities,
     untrusted_reason,
@@ -127,7 +128,7 @@ class Recaller:
         if messages:
             ranked += self._messages(query, group, before_seq, config, dropped)
         ranked.sort(key=lambda item: (-item.score, item.order))
-        return self._fit(ranked, group, config, now, dropped)
+        return self._fit(ranked, group, config, dropped)
 
     def _memories(
         self,
@@ -144,25 +145,24 @@ class Recaller:
         pinned = {record.id: record for record in pins}
         kept: list[Ranked] = []
         for record, similarity in candidates:
-            if record.id in pinned:
+            if pinned and record.id in pinned:
                 continue
             verdict = self._filter(record, similarity, config)
             if verdict is not None:
                 dropped.append(Dropped(id=record.id, layer=verdict[0], reason=verdict[1]))
             elif record.status == "active":
-                score = final_score(similarity, record, now)
+                confidence = adjusted_confidence(record, now)
+                score = score_of(similarity, confidence, record.scope)
+                kept.append(Ranked(score, similarity, -record.id, record, confidence=confidence))
+        if pinned:
+            relevance = {c.id: sim for c, sim in candidates}
+            for record in pinned.values():
+                similarity = relevance.get(record.id, 0.0)
+                confidence = adjusted_confidence(record, now)
+                score = PIN_BONUS + score_of(similarity, confidence, record.scope)
                 kept.append(
-                    Ranked(score=score, similarity=similarity, order=-record.id, item=record)
+                    Ranked(score, similarity, -record.id, record, True, confidence=confidence)
                 )
-        relevance = {c.id: sim for c, sim in candidates}
-        for record in pinned.values():
-            similarity = relevance.get(record.id, 0.0)
-            score = PIN_BONUS + final_score(similarity, record, now)
-            kept.append(
-                Ranked(
-                    score=score, similarity=similarity, order=-record.id, item=record, pinned=True
-                )
-            )
         return kept
 
     def _messages(
@@ -187,7 +187,7 @@ class Recaller:
                 dropped.append(Dropped(id=said.id, layer=verdict[0], reason=verdict[1]))
                 continue
             score = message_score(similarity, said.kind)
-            kept.append(Ranked(score=score, similarity=similarity, order=-said.seq, item=said))
+            kept.append(Ranked(score, similarity, -said.seq, said))
         return kept
 
     def _fit(
@@ -195,12 +195,11 @@ class Recaller:
         ranked: Sequence[Ranked],
         group: str,
         config: RecallConfig,
-        now: datetime,
         dropped: list[Dropped],
     ) -> RecallResult:
         """The best candidates within ``max_entries`` and ``char_budget``."""
         before = self._previous_of(ranked, group, config)
-        return fit(ranked, before, config, now, dropped)
+        return fit(ranked, before, config, dropped)
 
     def _previous_of(
         self, ranked: Sequence[Ranked], group: str, config: RecallConfig
@@ -268,21 +267,23 @@ class Recaller:
         ):
             records[record.id] = record
             text_sim[record.id] = similarity
-        vector_sim: dict[int, float] = {}
-        if self.embedder is not None:
+        named = set(terms)
+        fused: dict[int, float] = {}
+        if self.embedder is None:
+            for entry_id, candidate in records.items():
+                value = text_sim[entry_id]
+                fused[entry_id] = value + AUTHOR_BONUS if named & authors_of(candidate) else value
+        else:
+            vector_sim: dict[int, float] = {}
             vector = self.embedder.embed([query])[0]
             for record, cosine in self.memory.search_similar(vector, scopes=scopes, limit=limit):
                 records[record.id] = record
                 vector_sim[record.id] = max(0.0, min(1.0, cosine))
-        named = set(terms)
-        fused: dict[int, float] = {}
-        for entry_id, candidate in records.items():
-            value = text_sim.get(entry_id, 0.0)
-            if self.embedder is not None:
-                value = fuse(value, vector_sim.get(entry_id, 0.0))
-            if named & authors_of(candidate):
-                value += AUTHOR_BONUS
-            fused[entry_id] = value
+            for entry_id, candidate in records.items():
+                value = fuse(text_sim.get(entry_id, 0.0), vector_sim.get(entry_id, 0.0))
+                if named & authors_of(candidate):
+                    value += AUTHOR_BONUS
+                fused[entry_id] = value
         top = max(fused.values(), default=1.0)
         scale = 1.0 / top if top > 1.0 else 1.0
         order = sorted(fused, key=lambda i: (-fused[i], -i))
