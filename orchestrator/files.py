@@ -25,30 +25,33 @@ class TextFiles:
     """Small text files read often and changed seldom (an agent's ``MEMORY.md`` and daily
     logs, a group's summary, every turn): each read is one ``stat``; the file is read again only
     when its inode, size or modification time changed (an atomic replace changes the inode).
-    At most ``keep`` files are remembered, the least recently read forgotten first."""
+    At most ``keep`` files are remembered, the least recently read forgotten first. A path
+    given as a string is read as given (the quickest: a path object is made a string first)."""
 
     def __init__(self, keep: int = 4096) -> None:
         self.keep = keep
-        self._known: OrderedDict[Path, tuple[tuple[int, int, int], str]] = OrderedDict()
+        self._known: OrderedDict[str, tuple[tuple[int, int, int], str]] = OrderedDict()
 
-    def read(self, path: Path) -> str:
+    def read(self, path: Path | str) -> str:
         """The file's text (UTF-8); ``""`` when there is none."""
+        name = path if isinstance(path, str) else os.fspath(path)
         try:
-            info = os.stat(path)
+            info = os.stat(name)
         except FileNotFoundError:
-            self._known.pop(path, None)
+            self._known.pop(name, None)
             return ""
         seen = (info.st_ino, info.st_size, info.st_mtime_ns)
-        known = self._known.get(path)
+        known = self._known.get(name)
         if known is not None and known[0] == seen:
-            self._known.move_to_end(path)
+            self._known.move_to_end(name)
             return known[1]
         try:
-            text = path.read_text(encoding="utf-8")
+            with open(name, encoding="utf-8") as file:
+                text = file.read()
         except FileNotFoundError:
             return ""
-        self._known[path] = (seen, text)
-        self._known.move_to_end(path)
+        self._known[name] = (seen, text)
+        self._known.move_to_end(name)
         while len(self._known) > self.keep:
             self._known.popitem(last=False)
         return text

@@ -38,6 +38,7 @@ logger = logging.getLogger(__name__)
 MEMORY_FOLDER = "memory"
 _LOG_NAME_RE = re.compile(r"(\d{4}-\d{2}-\d{2})\.md")
 _NEW_FILE_MODE = 0o644
+_LOGS_KEPT = 4096
 
 
 class PersonalLog:
@@ -47,12 +48,18 @@ class PersonalLog:
     READ_CHECK_S = 5.0
 
     def __init__(
-        self, workspaces: Path, tz: ZoneInfo, *, reader: Callable[[Path], str] | None = None
+        self,
+        workspaces: Path,
+        tz: ZoneInfo,
+        *,
+        reader: Callable[[Path | str], str] | None = None,
     ) -> None:
         self.workspaces = workspaces
         self.tz = tz
         self._read = reader or _read  # a turn reads two days' logs: a cache may answer
-        self._checked: dict[str, tuple[float, Path]] = {}
+        self._checked: dict[str, tuple[float, Path, Path]] = {}
+        # Each log read lately, by agent and day: the folder checked, and the log's path.
+        self._logs: dict[tuple[str, date], tuple[Path, str]] = {}
 
     def path(self, agent_id: str, day: date) -> Path:
         """The log of ``agent_id`` for ``day``, whether or not it exists.
@@ -111,7 +118,19 @@ class PersonalLog:
     def read_days(self, agent_id: str, days: list[date]) -> list[str]:
         """The agent's logs for ``days`` (``""`` for a day without one)."""
         folder = self._folder_for_reading(agent_id)
-        return [self._read(folder / f"{day.isoformat()}.md") for day in days]
+        return [self._read(self._log_of(agent_id, folder, day)) for day in days]
+
+    def _log_of(self, agent_id: str, folder: Path, day: date) -> str:
+        """The path of the log of ``day`` in ``folder``, ``agent_id``'s (made once while the
+        folder's check holds: a turn reads the same two logs as the turn before)."""
+        known = self._logs.get((agent_id, day))
+        if known is not None and known[0] is folder:
+            return known[1]
+        if len(self._logs) >= _LOGS_KEPT:
+            self._logs.clear()
+        path = str(folder / f"{day.isoformat()}.md")
+        self._logs[(agent_id, day)] = (folder, path)
+        return path
 
     def workspace(self, agent_id: str) -> Path:
         """The agent's workspace folder, to read its files (checked as for reading logs).
@@ -119,19 +138,24 @@ class PersonalLog:
         Raises:
             ValidationError: if ``agent_id`` is not a valid id or would leave the workspaces.
         """
-        return self._folder_for_reading(agent_id).parent
+        return self._checked_for_reading(agent_id)[2]
 
     def _folder_for_reading(self, agent_id: str) -> Path:
         """``_folder``, whose check (a dozen system calls resolving links) every turn would
         repeat, trusted for ``READ_CHECK_S``: a link put in meanwhile is read through for at
         most that long, and never written through."""
+        return self._checked_for_reading(agent_id)[1]
+
+    def _checked_for_reading(self, agent_id: str) -> tuple[float, Path, Path]:
+        """When ``agent_id``'s folder was checked, the folder and its workspace (the same
+        objects while the check holds)."""
         now = time.monotonic()
         checked = self._checked.get(agent_id)
         if checked is not None and now - checked[0] < self.READ_CHECK_S:
-            return checked[1]
+            return checked
         folder = self._folder(agent_id)
-        self._checked[agent_id] = (now, folder)
-        return folder
+        checked = self._checked[agent_id] = (now, folder, folder.parent)
+        return checked
 
     def days(self, agent_id: str) -> list[date]:
         """The days the agent has a log for, oldest first."""
@@ -164,9 +188,10 @@ def _one_line(text: str) -> str:
     return neutralise(" ".join(part for part in parts if part))
 
 
-def _read(path: Path) -> str:
+def _read(path: Path | str) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as file:
+            return file.read()
     except FileNotFoundError:
         return ""
 

@@ -18,7 +18,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Protocol
 
@@ -101,6 +101,9 @@ class Briefing:
         self._past: Kept[StoredMessage, PastMessage] = Kept(_PAST_KEPT)
         self._cpu: dict[str, float] = {}  # each group's last reading's CPU time, in s
         self._shown_logs: Bounded[tuple[str, tuple[str, ...]], str] = Bounded(_GROUPS_TIMED)
+        self._summaries: Bounded[str, str] = Bounded(_GROUPS_TIMED)
+        self._memory_mds: Bounded[str, tuple[Path, str]] = Bounded(_GROUPS_TIMED)
+        self._days = [date.min, date.min]  # the days whose logs a turn shows: yesterday, today
         self.cpu_clock = cpu_clock  # the CPU time of the calling thread
 
     async def for_turn(self, agent: AgentSpec, trigger: ChatMessage, now: datetime) -> Gathered:
@@ -154,8 +157,8 @@ class Briefing:
             self.recaller.mark_used(recall, now)
         layers = Layers(
             identity=self.team.identity(agent.id),
-            summary=self.files.read(summary_path(self.data_dir, trigger.group)),
-            memory_md=self.files.read(folder / "MEMORY.md"),
+            summary=self.files.read(self._summary_of(trigger.group)),
+            memory_md=self.files.read(self._memory_md(agent.id, folder)),
             logs=self._logs(agent.id, trigger.group, now),
             recalled=recall.snippets if recall else (),
             said=recall.messages if recall else (),
@@ -164,9 +167,27 @@ class Briefing:
         )
         return Gathered(layers=layers, recall=recall)
 
+    def _summary_of(self, group: str) -> str:
+        """Where ``group``'s summary is kept (made once per group: every turn reads it)."""
+        path = self._summaries.get(group)
+        if path is None:
+            path = self._summaries.put(group, str(summary_path(self.data_dir, group)))
+        return path
+
+    def _memory_md(self, agent_id: str, workspace: Path) -> str:
+        """The path of ``MEMORY.md`` in ``workspace``, ``agent_id``'s (made again only when
+        the workspace is checked again)."""
+        known = self._memory_mds.get(agent_id)
+        if known is None or known[0] is not workspace:
+            known = self._memory_mds.put(agent_id, (workspace, str(workspace / "MEMORY.md")))
+        return known[1]
+
     def _logs(self, agent_id: str, group: str, now: datetime) -> str:
         today = now.astimezone(self.tuning.zone).date()
-        parts = tuple(self.personal.read_days(agent_id, [today - timedelta(days=1), today]))
+        days = self._days
+        if days[-1] != today:
+            days = self._days = [today - timedelta(days=1), today]
+        parts = tuple(self.personal.read_days(agent_id, days))
         key = (group, parts)  # a file read again is the same text object while it is unchanged
         shown = self._shown_logs.get(key)
         if shown is None:

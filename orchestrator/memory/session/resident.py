@@ -25,8 +25,9 @@ import math
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import and_, bindparam, func, select
@@ -43,6 +44,8 @@ __all__ = ["Found", "ResidentMemory"]
 
 _K1 = 1.2
 _B = 0.75
+_ONE_MINUS_B = 1 - _B
+_K1_PLUS_1 = _K1 + 1
 _MIN_IDF = 1e-6  # as FTS5's bm25(): a word in most entries still counts a little
 MAX_ENTRIES = 200_000
 # A scope with more active entries is searched in the full-text index: loading one costs about
@@ -56,6 +59,10 @@ _UNREAD = ("norm", "norm_hash", "search_body", "search_meta")
 _COLUMNS = [c for c in ENTRIES.c if c.name not in _UNREAD]
 _ROWS = SqliteRows(_COLUMNS)
 _ID = _ROWS.names.index("id")
+_SELECT = "SELECT " + ", ".join(f'memory_entries."{n}"' for n in _ROWS.names)
+_SELECT += " FROM memory_entries"
+_PINS_SQL = "SELECT memory_pins.entry_id FROM memory_pins WHERE memory_pins.entry_id IN"
+_MOST_IDS = 500  # SQLite limits a statement's parameters
 _SCOPE_SQL = (
     "memory_entries.scope = ? AND memory_entries.scope_id = ? AND memory_entries.status = 'active'"
 )
@@ -190,21 +197,22 @@ class ResidentMemory:
         wanted = list(dict.fromkeys(scopes))
         with self._lock:
             self._catch_up()
-            if not all(scope in self._scopes for scope in wanted):
+            scopes_held = self._scopes
+            if any(scope not in scopes_held for scope in wanted):
                 with self._engine.connect() as conn:
                     if any(self._too_large(conn, scope) for scope in wanted):
                         return None
                     for scope in wanted:
                         self._scope(conn, scope)
-            held = [self._scopes[scope] for scope in wanted]
+            held = [scopes_held[scope] for scope in wanted]
             for scope in wanted:
-                self._scopes.move_to_end(scope)
+                scopes_held.move_to_end(scope)
             hits = _rank(terms, held, limit) if limit > 0 else []
-            pinned = sorted(
-                (s.entries[i].record() for s in held for i in s.pinned if i in s.entries),
-                key=lambda record: -record.id,
-            )
-            self._let_go(keep=set(wanted))
+            pinned = [s.entries[i].record() for s in held for i in s.pinned if i in s.entries]
+            if len(pinned) > 1:
+                pinned.sort(key=lambda record: -record.id)
+            if self._held > self.max_entries:
+                self._let_go(keep=set(wanted))
         return Found(hits=hits, pinned=pinned)
 
     @property
@@ -241,15 +249,13 @@ class ResidentMemory:
             if change.scope in self._scopes:
                 touched.setdefault(change.scope, set()).add(change.entry_id)
         if touched:
-            with self._engine.connect() as conn:
-                self._reread(conn, touched)
+            self._reread(touched)
 
-    def _reread(self, conn: Connection, touched: dict[Scope, set[int]]) -> None:
+    def _reread(self, touched: dict[Scope, set[int]]) -> None:
         """Read the changed entries of held scopes again: each leaves its scope, and comes
         back when it is still in it and active."""
         ids = sorted({entry_id for found in touched.values() for entry_id in found})
-        rows = {int(row["id"]): row for row in self._rows_by_ids(conn, ids)}
-        pinned = {int(i) for (i,) in conn.execute(_PINNED_OF, {"ids": ids})} if ids else set()
+        rows, pinned = self._read_ids(ids)
         for scope, found in touched.items():
             held = self._scopes[scope]
             for entry_id in found:
@@ -306,6 +312,20 @@ class ResidentMemory:
         self._held += len(held.entries)
         return held
 
+    def _read_ids(self, ids: list[int]) -> tuple[dict[int, Mapping[str, Any]], set[int]]:
+        """The rows of the entries ``ids`` (those that still exist), and which are pinned. On
+        SQLite through the connection kept for the reads of every turn (taking one from the
+        pool and a statement through SQLAlchemy cost more than both reads)."""
+        if self._sqlite and 0 < len(ids) <= _MOST_IDS:
+            marks = ",".join("?" * len(ids))
+            found = self._reader.rows(f"{_SELECT} WHERE memory_entries.id IN ({marks})", ids)
+            pins = self._reader.rows(f"{_PINS_SQL} ({marks})", ids)
+            return {int(row[_ID]): _ROWS.convert(row) for row in found}, {int(i) for (i,) in pins}
+        with self._engine.connect() as conn:
+            rows = {int(row["id"]): row for row in self._rows_by_ids(conn, ids)}
+            pinned = {int(i) for (i,) in conn.execute(_PINNED_OF, {"ids": ids})} if ids else set()
+        return rows, pinned
+
     def _rows_by_ids(self, conn: Connection, ids: list[int]) -> Iterable[Any]:
         fast = _ROWS.by_ids(conn, ids)
         return fast if fast is not None else conn.execute(_BY_IDS, {"ids": ids}).mappings()
@@ -329,27 +349,37 @@ def _rank(
     terms: Sequence[str], held: Sequence[_Scope], limit: int
 ) -> list[tuple[MemoryRecord, float]]:
     """BM25 of the entries of ``held`` that hold any of ``terms``, best first."""
-    words = list(dict.fromkeys(word for term in terms for word in fts.tokens(term)))
-    count = sum(len(s.entries) for s in held)
+    words = list(dict.fromkeys(word for term in terms for word in _term_words(term)))
+    count = total = 0
+    for s in held:
+        count += len(s.entries)
+        total += s.length
     if not words or count == 0:
         return []
-    average = sum(s.length for s in held) / count
+    average = total / count
     scores: dict[int, float] = {}
     entries: dict[int, _Entry] = {}
     for word in words:
-        having = [(s, s.postings[word]) for s in held if word in s.postings]
+        having = [(s.entries, s.postings[word]) for s in held if word in s.postings]
         found = sum(len(ids) for _, ids in having)
         if not found:
             continue
         idf = math.log((count - found + 0.5) / (found + 0.5))
         idf = idf if idf > 0 else _MIN_IDF
-        for scope, ids in having:
+        for held_entries, ids in having:
             for entry_id in ids:
-                entry = scope.entries[entry_id]
+                entry = held_entries[entry_id]
                 freq = entry.freqs[word]
-                norm = _K1 * (1 - _B + _B * entry.length / average)
-                score = idf * freq * (_K1 + 1) / (freq + norm)
+                norm = _K1 * (_ONE_MINUS_B + _B * entry.length / average)
+                score = idf * freq * _K1_PLUS_1 / (freq + norm)
                 scores[entry_id] = scores.get(entry_id, 0.0) + score
                 entries[entry_id] = entry
     best = sorted(scores, key=lambda i: (-scores[i], -i))[:limit]
     return [(entries[i].record(), scores[i]) for i in best]
+
+
+@lru_cache(maxsize=16384)
+def _term_words(term: str) -> tuple[str, ...]:
+    """The index's words of a query's term (:func:`fts.tokens`), remembered: the same terms
+    come back query after query."""
+    return tuple(fts.tokens(term))

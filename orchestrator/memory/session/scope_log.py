@@ -220,8 +220,11 @@ def changes(reader: QuickReader, last: int, applied: set[int], *, lookback: int 
     ]
     if not found:
         return Changes(rows=(), lost=False, last=last)
-    oldest = reader.rows(_OLDEST)[0][0]
-    lost = last > 0 and oldest is not None and int(oldest) > last + 1
+    if last == 0 or int(rows[0][0]) <= last + 1:
+        lost = False  # the log holds the change right after ``last``: none was let go
+    else:
+        oldest = reader.rows(_OLDEST)[0][0]
+        lost = oldest is not None and int(oldest) > last + 1
     return Changes(rows=found, lost=lost, last=max(last, found[-1].seq))
 
 
