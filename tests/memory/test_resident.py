@@ -14,6 +14,7 @@ from sqlalchemy.engine import Engine
 from orchestrator.memory.corrections import Corrections
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.gate.rules import GateConfig
+from orchestrator.memory.quick import QuickReader
 from orchestrator.memory.recall.recaller import RecallConfig, Recaller
 from orchestrator.memory.session import fts, scope_log
 from orchestrator.memory.session.resident import ResidentMemory
@@ -154,6 +155,24 @@ def test_a_reader_left_behind_reads_everything_again(engine, other):
         conn.execute(text("DELETE FROM memory_scope_log"))
     other.write(new("Lunch is at noon"))
     assert find(resident, "deploy")[0] == ["The deploy needs three approvals"]
+
+
+def test_the_log_tells_a_reader_what_it_lost_and_only_that(engine, other):
+    """A reader whose next change the log still holds lost nothing, even when older rows were
+    dropped; one whose next change was dropped is told so."""
+    reader = QuickReader(engine)
+    other.write(new("The deploy needs two approvals"))
+    last = scope_log.newest(reader)
+    other.write(new("Lunch is at noon"))
+    with engine.begin() as conn:  # the rows up to the reader's last one dropped
+        conn.execute(text("DELETE FROM memory_scope_log WHERE seq <= :last"), {"last": last})
+    held = scope_log.changes(reader, last, set())
+    assert not held.lost
+    assert [c.seq for c in held.rows] == [held.last]
+    other.write(new("Standup moved to ten"))
+    with engine.begin() as conn:  # now the reader's next change is gone too
+        conn.execute(text("DELETE FROM memory_scope_log WHERE seq <= :last"), {"last": held.last})
+    assert scope_log.changes(reader, last, set()).lost
 
 
 def test_lets_go_of_scopes_beyond_its_size_and_reads_them_again(engine):
