@@ -20,7 +20,7 @@ from typing import Any
 
 import jinja2
 
-from orchestrator.core.template_keys import Reads, key_of, reads_of
+from orchestrator.core.template_keys import Keys, Reads, reads_of
 from orchestrator.errors import TemplateError
 
 __all__ = ["Prompts"]
@@ -46,6 +46,7 @@ class Prompts:
         self._looked = float("-inf")
         self._seen: tuple[tuple[str, int], ...] = ()
         self._reads: dict[str, Reads | None] = {}  # what each template reads
+        self._keys = Keys()
         self._kept: OrderedDict[Hashable, tuple[str, list[Any]]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -97,7 +98,7 @@ class Prompts:
         if name not in self._reads:
             self._reads[name] = reads_of(self._env, name)
         reads = self._reads[name]
-        return None if reads is None else key_of(name, reads, variables, alive)
+        return None if reads is None else self._keys.key_of(name, reads, variables, alive)
 
     def _error(self, name: str, exc: jinja2.TemplateError) -> TemplateError:
         if isinstance(exc, jinja2.TemplateNotFound):

@@ -21,7 +21,7 @@ import jinja2
 import jinja2.meta
 from jinja2 import nodes
 
-__all__ = ["Reads", "key_of", "reads_of"]
+__all__ = ["Keys", "Reads", "key_of", "reads_of"]
 
 Reads = tuple[tuple[str, tuple[str, ...] | None], ...]
 """Each name read, with the attributes read of it (None: the whole value)."""
@@ -87,27 +87,21 @@ def _uses(node: nodes.Node, parent: nodes.Node | None) -> Iterator[tuple[str, st
 
 def key_of(name: str, reads: Reads, values: Mapping[str, Any], alive: list[Any]) -> Hashable | None:
     """A key for rendering ``name`` with ``values``, or None when a value cannot be keyed."""
-    try:
-        parts: list[Hashable] = [name]
-        for read, attrs in reads:
-            if read not in values:
-                parts.append(())
-            elif attrs is None:
-                parts.append(_freeze(values[read], alive))
-            else:
-                parts.append(_attributes(values[read], attrs, alive))
-        return tuple(parts)
-    except _Unkeyable:
-        return None
+    return Keys().key_of(name, reads, values, alive)
 
 
-def _attributes(value: Any, attrs: tuple[str, ...], alive: list[Any]) -> Hashable:
-    if not _is_frozen(type(value)):
-        return _freeze(value, alive)  # a string's method, a scalar: the whole value
-    try:
-        return (attrs, tuple(_freeze(getattr(value, attr), alive) for attr in attrs))
-    except AttributeError:
-        raise _Unkeyable from None
+# How a value counts, by its type (see the module docstring).
+_SCALAR, _SEQUENCE, _FROZEN, _NONE = range(4)
+
+
+def _how(kind: type) -> int:
+    if issubclass(kind, _SCALARS):
+        return _SCALAR
+    if kind is tuple or kind is list:
+        return _SEQUENCE
+    if _is_frozen(kind):
+        return _FROZEN
+    return _NONE
 
 
 def _is_frozen(kind: type) -> bool:
@@ -115,15 +109,59 @@ def _is_frozen(kind: type) -> bool:
     return params is not None and dataclasses.is_dataclass(kind) and bool(params.frozen)
 
 
-def _freeze(value: Any, alive: list[Any]) -> Hashable:
-    kind = type(value)
-    if kind is str:
-        return cast(str, value)
-    if isinstance(value, _SCALARS):
-        return (kind, value)
-    if kind is tuple or kind is list:
-        return (tuple, tuple(_freeze(item, alive) for item in value))
-    if _is_frozen(kind):
-        alive.append(value)
-        return (object, id(value))
-    raise _Unkeyable
+class Keys:
+    """Makes the keys of :func:`key_of`, remembering how a value of each type counts (a type
+    is looked at once, not at every value of it)."""
+
+    def __init__(self) -> None:
+        self._how: dict[type, int] = {}
+
+    def key_of(
+        self, name: str, reads: Reads, values: Mapping[str, Any], alive: list[Any]
+    ) -> Hashable | None:
+        """As :func:`key_of`."""
+        freeze = self._freeze
+        try:
+            parts: list[Hashable] = [name]
+            for read, attrs in reads:
+                if read not in values:
+                    parts.append(())
+                elif attrs is None:
+                    parts.append(freeze(values[read], alive))
+                else:
+                    parts.append(self._attributes(values[read], attrs, alive))
+            return tuple(parts)
+        except _Unkeyable:
+            return None
+
+    def _kind(self, kind: type) -> int:
+        how = self._how.get(kind)
+        if how is None:
+            how = self._how[kind] = _how(kind)
+        return how
+
+    def _attributes(self, value: Any, attrs: tuple[str, ...], alive: list[Any]) -> Hashable:
+        if self._kind(type(value)) != _FROZEN:
+            return self._freeze(value, alive)  # a string's method, a scalar: the whole value
+        freeze = self._freeze
+        try:
+            return (attrs, tuple([freeze(getattr(value, attr), alive) for attr in attrs]))
+        except AttributeError:
+            raise _Unkeyable from None
+
+    def _freeze(self, value: Any, alive: list[Any]) -> Hashable:
+        kind = type(value)
+        if kind is str:
+            return cast(str, value)
+        how = self._how.get(kind)
+        if how is None:
+            how = self._how[kind] = _how(kind)
+        if how == _SCALAR:
+            return (kind, value)
+        if how == _SEQUENCE:
+            freeze = self._freeze
+            return (tuple, tuple([freeze(item, alive) for item in value]))
+        if how == _FROZEN:
+            alive.append(value)
+            return (object, id(value))
+        raise _Unkeyable

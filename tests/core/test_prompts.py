@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.core.prompts import Prompts
+from orchestrator.core.template_keys import Keys
 from orchestrator.errors import TemplateError
 
 
@@ -111,3 +112,37 @@ def test_a_kept_render_counts_only_the_attributes_read(tmp_path: Path):
     assert renders == ["t.j2", "t.j2"]
     assert prompts.render_kept("whole.j2", m=_Message("ada", "one")) == "one from ada"
     assert prompts.render_kept("whole.j2", m=_Message("ada", "two")) == "two from ada"
+
+
+def test_how_a_type_counts_is_remembered_per_type(tmp_path: Path):
+    """How a value counts is looked up once per type: a mutable type of the same name as a
+    frozen one seen before is still rendered afresh, and the frozen one still kept."""
+    _write(tmp_path, "{{ who.name }}")
+    prompts = Prompts(tmp_path)
+
+    @dataclass(frozen=True)
+    class Person:
+        name: str
+
+    kept = Person("ada")
+    assert prompts.render_kept("t.j2", who=kept) == "ada"
+
+    @dataclass  # type: ignore[no-redef]
+    class Person:
+        name: str
+
+    changing = Person("bob")
+    assert prompts.render_kept("t.j2", who=changing) == "bob"
+    changing.name = "cy"
+    assert prompts.render_kept("t.j2", who=changing) == "cy"
+    assert prompts.render_kept("t.j2", who=kept) == "ada"
+    keys = Keys()
+    reads = (("who", None),)
+    alive: list[object] = []
+    assert keys.key_of("t.j2", reads, {"who": changing}, alive) is None
+    assert keys.key_of("t.j2", reads, {"who": ("a", 1, True, [kept])}, alive) == (
+        "t.j2",
+        (tuple, ("a", (int, 1), (bool, True), (tuple, ((object, id(kept)),)))),
+    )
+    assert keys.key_of("t.j2", reads, {"who": [changing]}, alive) is None
+    assert alive == [kept]
