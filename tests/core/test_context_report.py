@@ -4,10 +4,19 @@ as the same JSON as ever, and rows stored by older versions still read."""
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 from typing import Any
 
+from orchestrator.core.context import report as module
 from orchestrator.core.context.build import Identity, Layers
-from orchestrator.core.context.report import ContextReport, RecallReport
+from orchestrator.core.context.report import (
+    CitedSource,
+    ContextReport,
+    LayerTokens,
+    LeftOutCandidate,
+    RecalledSnippet,
+    RecallReport,
+)
 from orchestrator.core.models import MessageKind
 from tests.core.test_context import _build, _msg, _past, _Ref
 
@@ -85,3 +94,31 @@ def test_stored_reports_read_back_and_write_the_same_json():
     assert (old.recall_dropped, old.has("recall_dropped"), old.has("tokens")) == ((), False, True)
     recall = RecallReport.from_json(RECALL)
     assert (recall.snippets[0].score, recall.dropped[0].id) == (0.812, "9-0")
+
+
+def test_a_new_report_writes_every_field_as_the_generic_form_does():
+    """A report made here (every key) is written field by field, as the stored form of a
+    dataclass is: each field once, in field order."""
+    cited = (CitedSource(id=1, ref="1-0:1:dev", trust="sourced"),)
+    dropped = (LeftOutCandidate(id="5-0", layer="relevance_floor", reason="0.12 < 0.4"),)
+    values = [
+        LayerTokens(identity=1, summary=2, memory_md=3, logs=4, recall=5, history=6, overhead=7),
+        ContextReport(
+            window=9,
+            reserved_output=8,
+            correction=1.25,
+            available=7,
+            tokens=LayerTokens(identity=1, total=1),
+            decisions=("a", "b"),
+            over_budget=True,
+            recall=("1",),
+            history_messages=3,
+            citations=cited,
+            recall_dropped=dropped,
+        ),
+        RecallReport(snippets=(RecalledSnippet(id=4, score=0.5, trust="t"),), dropped=dropped),
+    ]
+    for value in values:
+        data = value.as_json()
+        assert data == module._stored(value, None)
+        assert list(data) == [f.name for f in fields(value) if f.name != "recorded"]

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from operator import attrgetter
 from types import MappingProxyType
 
 from orchestrator.core.context.degrade import DraftPlan, count_of, degrade
@@ -90,11 +90,14 @@ def _cap_texts(draft: DraftPlan, request: BudgetRequest, budgets: LayerBudgets) 
         draft.raw[layer] = raw
 
 
+_SCORE = attrgetter("score")
+
+
 def _cap_recall(draft: DraftPlan, recall: Sequence[RecallItem], budget: int) -> None:
     """Layer 5: the best-scored recalled memories that fit the recall budget."""
     limit = draft.raw_limit(budget)
     used = 0
-    for item in sorted(recall, key=lambda r: r.score, reverse=True):
+    for item in sorted(recall, key=_SCORE, reverse=True):
         if used + item.tokens <= limit:
             draft.recall.append(item)
             used += item.tokens
@@ -139,7 +142,13 @@ def _state_first_date(draft: DraftPlan) -> None:
         if item.date:
             text = item.text[:1] + item.date + item.text[1:]
             tokens = item.tokens + item.date_tokens
-            draft.history[index] = replace(item, text=text, tokens=tokens, date="", date_tokens=0)
+            draft.history[index] = HistoryItem(
+                id=item.id,
+                text=text,
+                tokens=tokens,
+                own_reply=item.own_reply,
+                agent_reply=item.agent_reply,
+            )
             draft.raw["history"] += item.date_tokens
         return
 

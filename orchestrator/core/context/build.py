@@ -53,7 +53,8 @@ class Identity:
 
     def text(self) -> str:
         """Both files as one text, the role first."""
-        return "\n\n".join(part.strip() for part in (self.claude, self.soul) if part.strip())
+        claude, soul = self.claude.strip(), self.soul.strip()
+        return f"{claude}\n\n{soul}" if claude and soul else claude or soul
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

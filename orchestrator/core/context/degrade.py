@@ -46,15 +46,20 @@ class DraftPlan:
 
     def tokens(self) -> dict[str, int]:
         """Corrected estimates per layer, with the overhead and the total."""
-        layers = ("identity", "summary", "memory_md", "logs", "recall", "history")
-        out = {layer: self.scaled(self.raw.get(layer, 0)) for layer in layers}
-        out["overhead"] = self.scaled(self.overhead)
+        correction, raw, ceil = self.correction, self.raw.get, math.ceil
+        out = {layer: ceil(raw(layer, 0) * correction) for layer in _LAYERS}
+        out["overhead"] = ceil(self.overhead * correction)
         out["total"] = sum(out.values())
         return out
 
     def excess(self) -> int:
         """How many corrected tokens the plan is over what is available (<= 0: it fits)."""
-        return self.tokens()["total"] - self.available
+        correction, raw, ceil = self.correction, self.raw.get, math.ceil
+        total = sum([ceil(raw(layer, 0) * correction) for layer in _LAYERS])
+        return total + ceil(self.overhead * correction) - self.available
+
+
+_LAYERS = ("identity", "summary", "memory_md", "logs", "recall", "history")
 
 
 def count_of(n: int, singular: str, plural: str) -> str:

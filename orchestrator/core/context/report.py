@@ -112,7 +112,18 @@ class LayerTokens:
 
     def as_json(self) -> dict[str, Any]:
         """The stored form."""
-        return _stored(self, self.recorded)
+        if self.recorded is not None:
+            return _stored(self, self.recorded)
+        return {
+            "identity": self.identity,
+            "summary": self.summary,
+            "memory_md": self.memory_md,
+            "logs": self.logs,
+            "recall": self.recall,
+            "history": self.history,
+            "overhead": self.overhead,
+            "total": self.total,
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> LayerTokens:
@@ -198,7 +209,21 @@ class ContextReport:
 
     def as_json(self) -> dict[str, Any]:
         """The stored form, as ``arena context --json`` and the API show it."""
-        return _stored(self, self.recorded)
+        if self.recorded is not None:
+            return _stored(self, self.recorded)
+        return {
+            "window": self.window,
+            "reserved_output": self.reserved_output,
+            "correction": self.correction,
+            "available": self.available,
+            "tokens": _json(self.tokens),
+            "decisions": _json(self.decisions),
+            "over_budget": self.over_budget,
+            "recall": _json(self.recall),
+            "history_messages": self.history_messages,
+            "citations": _json(self.citations),
+            "recall_dropped": _json(self.recall_dropped),
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ContextReport:
@@ -254,7 +279,9 @@ class RecallReport:
 
     def as_json(self) -> dict[str, Any]:
         """The stored form."""
-        return _stored(self, self.recorded)
+        if self.recorded is not None:
+            return _stored(self, self.recorded)
+        return {"snippets": _json(self.snippets), "dropped": _json(self.dropped)}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RecallReport:

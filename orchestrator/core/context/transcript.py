@@ -217,13 +217,20 @@ def conversation(
     items: Sequence[HistoryItem], roles: Mapping[str, str]
 ) -> tuple[Mapping[str, str], ...]:
     """Alternating user/assistant turns, merging neighbours of one role; starts with a user."""
-    turns: list[dict[str, str]] = []
+    runs: list[tuple[str, list[str]]] = []  # each turn's role and texts
+    last: str | None = None
+    texts: list[str] = []
     for item in items:
         role = roles[item.id]
-        if turns and turns[-1]["role"] == role:
-            turns[-1]["content"] += "\n\n" + item.text
+        if role == last:
+            texts.append(item.text)
         else:
-            turns.append({"role": role, "content": item.text})
-    while turns and turns[0]["role"] != "user":
-        turns.pop(0)
-    return tuple(turns)
+            last, texts = role, [item.text]
+            runs.append((role, texts))
+    first = 0
+    while first < len(runs) and runs[first][0] != "user":
+        first += 1
+    return tuple(
+        {"role": role, "content": texts[0] if len(texts) == 1 else "\n\n".join(texts)}
+        for role, texts in runs[first:]
+    )
