@@ -43,6 +43,9 @@ class Prompts:
             lstrip_blocks=True,
             auto_reload=False,  # looked at here, once a second (see the module docstring)
         )
+        # Each compiled template with its globals gathered (see _render), until the folder
+        # changes.
+        self._compiled: dict[str, tuple[jinja2.Template, dict[str, Any]]] = {}
         self._looked = float("-inf")
         self._seen: tuple[tuple[str, int], ...] = ()
         self._reads: dict[str, Reads | None] = {}  # what each template reads
@@ -64,7 +67,7 @@ class Prompts:
         """
         self._look()
         try:
-            return self._env.get_template(name).render(**variables)
+            return self._render(name, variables)
         except jinja2.TemplateError as exc:
             raise self._error(name, exc) from None
 
@@ -84,7 +87,7 @@ class Prompts:
                 if kept is not None:
                     self._kept.move_to_end(key)
                     return kept[0]
-            text = self._env.get_template(name).render(**variables)
+            text = self._render(name, variables)
         except jinja2.TemplateError as exc:
             raise self._error(name, exc) from None
         if key is not None:
@@ -93,6 +96,21 @@ class Prompts:
                 if len(self._kept) > _KEPT:
                     self._kept.popitem(last=False)
         return text
+
+    def _render(self, name: str, variables: dict[str, Any]) -> str:
+        """What ``jinja2.Template.render`` gives, the template looked up and its globals (a
+        chain of mappings there, gone over at every render) gathered once until the folder
+        changes."""
+        compiled = self._compiled.get(name)
+        if compiled is None:
+            template = self._env.get_template(name)
+            compiled = self._compiled[name] = (template, dict(template.globals))
+        template = compiled[0]
+        context = template.new_context({**compiled[1], **variables}, shared=True)
+        try:
+            return "".join(template.root_render_func(context))
+        except Exception:
+            self._env.handle_exception()
 
     def _key(self, name: str, variables: dict[str, Any], alive: list[Any]) -> Hashable | None:
         if name not in self._reads:
@@ -127,4 +145,5 @@ class Prompts:
             if self._env.cache is not None:
                 self._env.cache.clear()
             self._reads.clear()
+            self._compiled.clear()
             self._kept.clear()

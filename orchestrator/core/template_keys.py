@@ -14,8 +14,8 @@ a kept text; reading less would give a stale one, so everything uncertain counts
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Hashable, Iterator, Mapping
-from typing import Any, cast
+from collections.abc import Hashable, Iterable, Iterator, Mapping
+from typing import Any
 
 import jinja2
 import jinja2.meta
@@ -120,16 +120,20 @@ class Keys:
         self, name: str, reads: Reads, values: Mapping[str, Any], alive: list[Any]
     ) -> Hashable | None:
         """As :func:`key_of`."""
-        freeze = self._freeze
         try:
             parts: list[Hashable] = [name]
+            append = parts.append
             for read, attrs in reads:
                 if read not in values:
-                    parts.append(())
+                    append(())
+                    continue
+                value = values[read]
+                if type(value) is str:
+                    append(value)  # whole or by attribute (a string's method): the string
                 elif attrs is None:
-                    parts.append(freeze(values[read], alive))
+                    append(self._freeze(value, alive))
                 else:
-                    parts.append(self._attributes(values[read], attrs, alive))
+                    append(self._attributes(value, attrs, alive))
             return tuple(parts)
         except _Unkeyable:
             return None
@@ -142,26 +146,34 @@ class Keys:
 
     def _attributes(self, value: Any, attrs: tuple[str, ...], alive: list[Any]) -> Hashable:
         if self._kind(type(value)) != _FROZEN:
-            return self._freeze(value, alive)  # a string's method, a scalar: the whole value
-        freeze = self._freeze
+            return self._freeze(value, alive)  # a scalar, a sequence: the whole value
         try:
-            return (attrs, tuple([freeze(getattr(value, attr), alive) for attr in attrs]))
+            return (attrs, self._each([getattr(value, attr) for attr in attrs], alive))
         except AttributeError:
             raise _Unkeyable from None
 
     def _freeze(self, value: Any, alive: list[Any]) -> Hashable:
-        kind = type(value)
-        if kind is str:
-            return cast(str, value)
-        how = self._how.get(kind)
-        if how is None:
-            how = self._how[kind] = _how(kind)
-        if how == _SCALAR:
-            return (kind, value)
-        if how == _SEQUENCE:
-            freeze = self._freeze
-            return (tuple, tuple([freeze(item, alive) for item in value]))
-        if how == _FROZEN:
-            alive.append(value)
-            return (object, id(value))
-        raise _Unkeyable
+        return self._each((value,), alive)[0]
+
+    def _each(self, values: Iterable[Any], alive: list[Any]) -> tuple[Hashable, ...]:
+        """Each of ``values`` frozen, in order."""
+        frozen: list[Hashable] = []
+        append, how_of = frozen.append, self._how.get
+        for value in values:
+            kind = type(value)
+            if kind is str:
+                append(value)
+                continue
+            how = how_of(kind)
+            if how is None:
+                how = self._kind(kind)
+            if how == _FROZEN:
+                alive.append(value)
+                append((object, id(value)))
+            elif how == _SCALAR:
+                append((kind, value))
+            elif how == _SEQUENCE:
+                append((tuple, self._each(value, alive)))
+            else:
+                raise _Unkeyable
+        return tuple(frozen)

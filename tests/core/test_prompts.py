@@ -99,13 +99,13 @@ def test_a_kept_render_counts_only_the_attributes_read(tmp_path: Path):
     _write(tmp_path, "{{ m | attr('text') }} from {{ m.sender }}", name="whole.j2")
     prompts = Prompts(tmp_path)
     renders = []
-    original = prompts._env.get_template
+    original = prompts._render
 
-    def counting(name: str):
+    def counting(name: str, variables: dict[str, object]) -> str:
         renders.append(name)
-        return original(name)
+        return original(name, variables)
 
-    prompts._env.get_template = counting  # type: ignore[method-assign]
+    prompts._render = counting  # type: ignore[method-assign]
     assert prompts.render_kept("t.j2", m=_Message("ada", "one")) == "from ada"
     assert prompts.render_kept("t.j2", m=_Message("ada", "two")) == "from ada"
     assert prompts.render_kept("t.j2", m=_Message("bob", "two")) == "from bob"

@@ -67,27 +67,33 @@ _CAP_NOTES = {
     "logs": "logs kept to their newest lines within their {budget}-token budget",
 }
 
+_TRIMMERS: dict[str, Callable[[TokenCounter], Callable[[str, int], str]]] = {
+    "identity": attrgetter("truncate_head"),
+    "summary": attrgetter("truncate_head"),
+    "memory_md": attrgetter("keep_tail_lines"),
+    "logs": attrgetter("keep_tail_lines"),
+}
+
 
 def _cap_texts(draft: DraftPlan, request: BudgetRequest, budgets: LayerBudgets) -> None:
     """Layers 1 to 4: cap each text to its own budget."""
     counter = draft.counter
-    trimmers: dict[str, Callable[[str, int], str]] = {
-        "identity": counter.truncate_head,
-        "summary": counter.truncate_head,
-        "memory_md": counter.keep_tail_lines,
-        "logs": counter.keep_tail_lines,
-    }
-    for layer, trim in trimmers.items():
-        text: str = getattr(request, layer)
-        budget: int = getattr(budgets, layer)
-        raw = counter.count(text)
+    count, texts, counts = counter.count, draft.texts, draft.raw
+    for layer, text, budget in (
+        ("identity", request.identity, budgets.identity),
+        ("summary", request.summary, budgets.summary),
+        ("memory_md", request.memory_md, budgets.memory_md),
+        ("logs", request.logs, budgets.logs),
+    ):
+        raw = count(text)
         limit = draft.raw_limit(budget)
         if raw > limit:
+            trim = _TRIMMERS[layer](counter)
             text = trim(text, limit)
-            raw = counter.count(text)
+            raw = count(text)
             draft.decisions.append(_CAP_NOTES[layer].format(budget=budget))
-        draft.texts[layer] = text
-        draft.raw[layer] = raw
+        texts[layer] = text
+        counts[layer] = raw
 
 
 _SCORE = attrgetter("score")
@@ -112,7 +118,7 @@ def _cap_recall(draft: DraftPlan, recall: Sequence[RecallItem], budget: int) -> 
 
 def _fill_history(draft: DraftPlan, history: Sequence[HistoryItem], min_messages: int) -> None:
     """Layer 6: newest first into what remains; stops at the first message that does not fit."""
-    remaining = draft.available - draft.tokens()["total"]
+    remaining = -draft.excess()  # what is available less the plan's total
     room = draft.raw_limit(remaining)
     fitted = used = 0
     for item in reversed(history):
@@ -124,13 +130,18 @@ def _fill_history(draft: DraftPlan, history: Sequence[HistoryItem], min_messages
     draft.history = list(history[len(history) - keep :])
     draft.raw["history"] = used if keep == fitted else sum(item.tokens for item in draft.history)
     left_out = len(history) - keep
-    omitted = f"{count_of(left_out, 'oldest message', 'oldest messages')} left out"
     if keep > fitted:
         note = f"history kept its newest {count_of(keep, 'message', 'messages')} (the minimum)"
         note += f" over the {max(remaining, 0)} tokens that remained"
-        draft.decisions.append(f"{note}; {omitted}" if left_out else note)
+        draft.decisions.append(f"{note}; {_omitted(left_out)}" if left_out else note)
     elif left_out:
-        draft.decisions.append(f"history filled the {remaining} tokens that remained: {omitted}")
+        draft.decisions.append(
+            f"history filled the {remaining} tokens that remained: {_omitted(left_out)}"
+        )
+
+
+def _omitted(left_out: int) -> str:
+    return f"{count_of(left_out, 'oldest message', 'oldest messages')} left out"
 
 
 def _state_first_date(draft: DraftPlan) -> None:

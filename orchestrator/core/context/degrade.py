@@ -39,8 +39,9 @@ class DraftPlan:
         """The most raw tokens whose corrected estimate stays within ``budget``."""
         if budget <= 0:
             return 0
-        limit = math.floor(budget / self.correction)
-        while limit > 0 and self.scaled(limit) > budget:
+        correction = self.correction
+        limit = math.floor(budget / correction)
+        while limit > 0 and math.ceil(limit * correction) > budget:
             limit -= 1
         return limit
 
@@ -130,6 +131,8 @@ def _shrink_text(
 
 def degrade(draft: DraftPlan, budgets: LayerBudgets) -> None:
     """Degrade in the fixed order until the plan fits, stopping as soon as it does."""
+    if draft.excess() <= 0:
+        return
     counter = draft.counter
     steps: tuple[Callable[[DraftPlan], None], ...] = (
         _drop_recall,
