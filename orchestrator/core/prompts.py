@@ -50,7 +50,7 @@ class Prompts:
         self._seen: tuple[tuple[str, int], ...] = ()
         self._reads: dict[str, Reads | None] = {}  # what each template reads
         self._keys = Keys()
-        self._kept: OrderedDict[Hashable, tuple[str, list[Any]]] = OrderedDict()
+        self._kept: OrderedDict[Hashable, _Kept] = OrderedDict()
         self._lock = threading.Lock()
 
     def names(self) -> list[str]:
@@ -78,6 +78,22 @@ class Prompts:
         Raises:
             TemplateError: as :meth:`render`.
         """
+        return self._rendered(name, variables).text
+
+    def render_kept_stripped(self, name: str, **variables: Any) -> str:
+        """:meth:`render_kept` without the whitespace at its ends: the same string again while
+        the text is kept (a string keeps its hash, so looking it up again costs no hashing).
+
+        Raises:
+            TemplateError: as :meth:`render`.
+        """
+        kept = self._rendered(name, variables)
+        stripped = kept.stripped
+        if stripped is None:
+            stripped = kept.stripped = kept.text.strip()
+        return stripped
+
+    def _rendered(self, name: str, variables: dict[str, Any]) -> _Kept:
         self._look()
         alive: list[Any] = []
         try:
@@ -86,16 +102,16 @@ class Prompts:
                 kept = self._kept.get(key) if key is not None else None
                 if kept is not None:
                     self._kept.move_to_end(key)
-                    return kept[0]
-            text = self._render(name, variables)
+                    return kept
+            kept = _Kept(self._render(name, variables), alive)
         except jinja2.TemplateError as exc:
             raise self._error(name, exc) from None
         if key is not None:
             with self._lock:
-                self._kept[key] = (text, alive)
+                self._kept[key] = kept
                 if len(self._kept) > _KEPT:
                     self._kept.popitem(last=False)
-        return text
+        return kept
 
     def _render(self, name: str, variables: dict[str, Any]) -> str:
         """What ``jinja2.Template.render`` gives, the template looked up and its globals (a
@@ -147,3 +163,15 @@ class Prompts:
             self._reads.clear()
             self._compiled.clear()
             self._kept.clear()
+
+
+class _Kept:
+    """A kept text, the values its key stands for by identity (kept alive with it) and the
+    text stripped, once asked for."""
+
+    __slots__ = ("alive", "stripped", "text")
+
+    def __init__(self, text: str, alive: list[Any]) -> None:
+        self.text = text
+        self.alive = alive
+        self.stripped: str | None = None

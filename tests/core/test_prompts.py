@@ -146,3 +146,19 @@ def test_how_a_type_counts_is_remembered_per_type(tmp_path: Path):
     )
     assert keys.key_of("t.j2", reads, {"who": [changing]}, alive) is None
     assert alive == [kept]
+
+
+def test_a_kept_stripped_render_is_the_same_string_while_kept(tmp_path: Path):
+    """``render_kept_stripped`` gives the kept text stripped, the very same string while the
+    text is kept, and the new text once a value it reads or the template changes."""
+    _write(tmp_path, "  {{ who }} \n")
+    now = [100.0]
+    prompts = Prompts(tmp_path, clock=lambda: now[0])
+    first = prompts.render_kept_stripped("t.j2", who="ada")
+    assert first == "ada"
+    assert prompts.render_kept_stripped("t.j2", who="ada") is first
+    assert prompts.render_kept("t.j2", who="ada") == "  ada \n"
+    assert prompts.render_kept_stripped("t.j2", who="bob") == "bob"
+    _write(tmp_path, "hi {{ who }}\n", bump=5)
+    now[0] += 1.1
+    assert prompts.render_kept_stripped("t.j2", who="ada") == "hi ada"

@@ -194,13 +194,13 @@ def _render(
 ) -> tuple[str, str]:
     # The stable prefix: rendered again only when a value it reads changes (the team, the
     # group, the identity); the tail with the layers (``kept`` False) at every turn.
-    system = prompts.render_kept("system.md.j2", **base, identity=identity).strip()
-    tail = (prompts.render_kept if kept else prompts.render)(
-        "turn.md.j2",
-        **base,
-        summary=summary,
-        memory_md=memory_md,
-        logs=logs,
-        references=refs,
-    ).strip()
+    system = prompts.render_kept_stripped("system.md.j2", **base, identity=identity)
+    if kept:
+        tail = prompts.render_kept_stripped(
+            "turn.md.j2", **base, summary=summary, memory_md=memory_md, logs=logs, references=refs
+        )
+    else:
+        tail = prompts.render(
+            "turn.md.j2", **base, summary=summary, memory_md=memory_md, logs=logs, references=refs
+        ).strip()
     return system, tail
