@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Hashable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -16,8 +17,10 @@ from orchestrator.core.context.build import (
     PastMessage,
     build_context,
 )
+from orchestrator.core.context.references import recall_items
 from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.context.transcript import Transcript
+from orchestrator.core.kept import Bounded
 from orchestrator.core.models import AgentSpec, ChatMessage, MessageKind
 from orchestrator.core.prompts import Prompts
 from tests.arena_helpers import REPO
@@ -298,3 +301,16 @@ def test_a_group_that_grew_is_labelled_as_if_from_scratch():
             created_at=when + timedelta(minutes=1),
         )
         history = [*history, PastMessage(message=reply, tokens=2)]
+
+
+def test_kept_recalled_lines_carry_their_tokens_and_follow_the_memory():
+    """A recalled memory's line is kept with its tokens: recalled again, the same line and
+    count; its content changed, a new line counted anew."""
+    counter, lines = TokenCounter(), Bounded[Hashable, tuple[str, int]](8)
+    first = recall_items([_Ref(1, "we use JWT")], [], "UTC", counter, lines)
+    again = recall_items([_Ref(1, "we use JWT")], [], "UTC", counter, lines)
+    assert again == first
+    assert again[0].tokens == counter.count(again[0].text)
+    changed = recall_items([_Ref(1, "we use JWT and refresh tokens")], [], "UTC", counter, lines)
+    assert changed[0].text.endswith("we use JWT and refresh tokens")
+    assert changed[0].tokens == counter.count(changed[0].text) > first[0].tokens

@@ -112,16 +112,17 @@ class SaidReference(Protocol):
     def score(self) -> float: ...
 
 
-def _reference_line(ref: Reference, lines: Lines) -> str:
-    """``ref``'s line (kept in ``lines``: the same memories are recalled turn after turn, and
-    the same line object, its hash kept, is counted again from the counter's cache)."""
+def _reference_line(ref: Reference, lines: Lines, counter: TokenCounter) -> tuple[str, int]:
+    """``ref``'s line and its tokens (kept in ``lines``: the same memories are recalled turn
+    after turn)."""
     citation = ref.citation
     source = (citation.locator or citation.ref) if citation else "no source"
     key = (ref.type, ref.trust, ref.created_at, source, ref.content)
     line = lines.get(key)
     if line is None:
         day = ref.created_at.strftime("%Y-%m-%d")
-        line = f"({ref.type}, {ref.trust}, {day}, source: {source}) {neutralise(ref.content)}"
+        text = f"({ref.type}, {ref.trust}, {day}, source: {source}) {neutralise(ref.content)}"
+        line = (text, counter.count(text))
         lines.put(key, line)
     return line
 
@@ -152,11 +153,10 @@ def recall_items(
     """Recalled memories and messages as the planner takes them, ranked together (the
     memories' lines kept in ``lines``, when given)."""
     kept: Lines = lines if lines is not None else Bounded(len(recalled) or 1)
-    items = [
-        RecallItem(id=str(r.id), text=line, tokens=counter.count(line), score=r.score)
-        for r in recalled
-        for line in [_reference_line(r, kept)]
-    ]
+    items = []
+    for r in recalled:
+        line, tokens = _reference_line(r, kept, counter)
+        items.append(RecallItem(id=str(r.id), text=line, tokens=tokens, score=r.score))
     items += [
         RecallItem(id=_said_id(r), text=line, tokens=counter.count(line), score=r.score)
         for r in said

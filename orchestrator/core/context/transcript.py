@@ -19,8 +19,9 @@ from orchestrator.core.models import ChatMessage, MessageKind
 
 __all__ = ["Lines", "PastMessage", "Transcript", "conversation", "stamp"]
 
-Lines = Bounded[Hashable, str]
-"""Lines of text made for agents, by what each is made of (recalled memories' lines)."""
+Lines = Bounded[Hashable, tuple[str, int]]
+"""Lines of text made for agents, each with its tokens, by what each is made of (recalled
+memories' lines)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
