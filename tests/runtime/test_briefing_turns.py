@@ -1,9 +1,12 @@
 """Reading a turn's layers: on the event loop when the group's last reading was cheap, in a
-worker thread otherwise, with the same layers and the same record of what was recalled."""
+worker thread otherwise, with the same layers and the same record of what was recalled; the
+files a turn reads (the group's summary, the agent's MEMORY.md and its daily logs) as they are
+on disk at each turn, whatever the paths and days kept from the turns before."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import textwrap
 import threading
 from collections.abc import Iterator
@@ -14,8 +17,11 @@ import pytest
 from sqlalchemy.engine import Engine
 
 from orchestrator.core.models import ChatMessage, MessageKind
+from orchestrator.files import write_atomic
 from orchestrator.memory.db import make_engine
+from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.session.store import NewMemory
+from orchestrator.memory.summaries import summary_path
 from orchestrator.runtime.briefing import INLINE_CPU_S, Briefing, Gathered
 from orchestrator.runtime.wiring import Wiring
 from orchestrator.settings import load_settings
@@ -120,3 +126,80 @@ def test_a_cheap_group_is_read_on_the_loop_and_recall_is_recorded_either_way(wir
     assert where.threads == [False, False, True, True, False]
     assert all([s.id for s in g.recall.snippets] == [entry.id] for g in found if g.recall)
     assert session.get(entry.id).last_used_at == T0 + timedelta(minutes=4)
+
+
+def test_files_changed_on_disk_are_read_at_the_next_turn(wiring: Wiring) -> None:
+    """Each turn sees the summary and MEMORY.md as they are on disk: created, replaced
+    atomically, appended to in place, removed; each group its own summary."""
+    briefing = wiring.briefing()
+    agent = wiring.team.get("plain")
+    summary = summary_path(wiring.settings.data_dir, "alpha")
+    memory_md = briefing.personal.workspace("plain") / "MEMORY.md"
+
+    def layers(group: str = "alpha") -> tuple[str, str]:
+        found = briefing.gather(agent, _ask(group, 0, T0), T0).layers
+        return found.summary, found.memory_md
+
+    assert layers() == ("", "")
+    write_atomic(summary, "alpha so far\n")
+    write_atomic(memory_md, "- likes tea\n")
+    assert layers() == ("alpha so far\n", "- likes tea\n")
+    write_atomic(summary, "alpha, later\n")
+    with memory_md.open("a", encoding="utf-8") as out:
+        out.write("- and cake\n")
+    assert layers() == ("alpha, later\n", "- likes tea\n- and cake\n")
+    assert layers("beta") == ("", "- likes tea\n- and cake\n")
+    write_atomic(summary_path(wiring.settings.data_dir, "beta"), "beta so far\n")
+    assert layers("beta")[0] == "beta so far\n"
+    os.unlink(summary)
+    assert layers()[0] == ""
+
+
+def test_the_logs_shown_follow_the_day_and_the_files(wiring: Wiring) -> None:
+    """The logs layer shows yesterday's and today's logs of the day the turn falls on; on the
+    next day, the next two; a note appended is shown at the next turn."""
+    briefing = wiring.briefing()
+    agent = wiring.team.get("plain")
+    logs = briefing.personal
+    zone = wiring.settings.zone
+
+    def shown(at: datetime) -> str:
+        return briefing.gather(agent, _ask("alpha", 0, at), at).layers.logs
+
+    def write(day: datetime, text: str) -> None:
+        path = logs.path("plain", day.astimezone(zone).date())
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, text)
+
+    write(T0 - timedelta(days=1), "- yesterday's note\n")
+    write(T0, "- today's note\n")
+    assert shown(T0) == "- yesterday's note\n- today's note"
+    write(T0, "- today's note\n- another\n")
+    assert shown(T0) == "- yesterday's note\n- today's note\n- another"
+    assert shown(T0 + timedelta(days=1)) == "- today's note\n- another"
+    write(T0 + timedelta(days=1), "- tomorrow's note\n")
+    assert shown(T0 + timedelta(days=1)) == "- today's note\n- another\n- tomorrow's note"
+    assert shown(T0) == "- yesterday's note\n- today's note\n- another"
+
+
+def test_log_paths_follow_the_folder_checked_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The path of a day's log is kept while the folder's check holds; a folder checked again
+    (a workspace moved meanwhile) is read from where it now is."""
+    workspaces = tmp_path / "ws"
+    log = PersonalLog(workspaces, UTC)
+    day = T0.date()
+    log.path("plain", day).parent.mkdir(parents=True)
+    log.path("plain", day).write_text("- first\n", encoding="utf-8")
+    clock = [100.0]
+    monkeypatch.setattr("orchestrator.memory.personal.time.monotonic", lambda: clock[0])
+    assert log.read_days("plain", [day]) == ["- first\n"]
+    os.rename(workspaces, tmp_path / "old")
+    workspaces.mkdir()
+    log.path("plain", day).parent.mkdir(parents=True)
+    log.path("plain", day).write_text("- second\n", encoding="utf-8")
+    assert log.read_days("plain", [day]) == ["- second\n"]  # the same path, another file
+    clock[0] += PersonalLog.READ_CHECK_S
+    assert log.read_days("plain", [day, day + timedelta(days=1)]) == ["- second\n", ""]
+    assert log.workspace("plain") is log.workspace("plain")
