@@ -326,10 +326,17 @@ def broker_kind(asked: str) -> str:
     return "mosquitto" if mosquitto_executable() else "embedded"
 
 
+def _installed_broker(value: str) -> str:
+    if value == "mosquitto" and mosquitto_executable() is None:
+        raise argparse.ArgumentTypeError("mosquitto is not installed (apt-get install mosquitto)")
+    return value
+
+
 def add_broker_option(parser: argparse.ArgumentParser) -> None:
     """The ``--broker`` option (read it with :func:`broker_kind`)."""
     parser.add_argument(
         "--broker",
+        type=_installed_broker,
         choices=["auto", "mosquitto", "embedded"],
         default="auto",
         help="the MQTT broker our replies go through: Mosquitto (as compose.yaml runs it), the "
