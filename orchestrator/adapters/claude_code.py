@@ -50,7 +50,7 @@ from orchestrator.adapters.claude_permits import (
     text_of,
     usage_of,
 )
-from orchestrator.adapters.process_group import PIDFILE_ENV
+from orchestrator.adapters.process_group import GRACE_S, PIDFILE_ENV, wait_ended
 from orchestrator.core.coding import describe_tool
 from orchestrator.core.models import CodeSpec, Usage
 from orchestrator.errors import ServiceError
@@ -174,6 +174,7 @@ class ClaudeCode:
             if closing is not None:
                 with contextlib.suppress(Exception):
                     await closing()
+            await asyncio.to_thread(_launcher_ended, pidfile)
         return run.outcome()
 
     def _options(self, request: RunRequest, run: _Run, pidfile: Path) -> sdk.ClaudeAgentOptions:
@@ -379,6 +380,13 @@ async def _let_go(pending: asyncio.Future[sdk.Message] | None) -> None:
     await asyncio.wait({pending})  # not ``await pending``: a cancel of this task goes on up
     if not pending.cancelled():
         pending.exception()  # retrieved: whatever it says, it is the end we asked for
+
+
+def _launcher_ended(pidfile: Path) -> None:
+    """Wait (seconds at most) until the run's launcher has ended: it ends last, after all the
+    run started, and the SDK may not wait for it when its reader was cancelled."""
+    with contextlib.suppress(OSError, ValueError):
+        wait_ended(int(pidfile.read_text(encoding="ascii").strip()), GRACE_S + 2.0)
 
 
 def _stop(pidfile: Path) -> None:

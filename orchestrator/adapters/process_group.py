@@ -36,7 +36,7 @@ import sys
 import time
 from types import FrameType
 
-__all__ = ["GRACE_S", "PIDFILE_ENV", "SDK_VARIABLES", "end_group", "main"]
+__all__ = ["GRACE_S", "PIDFILE_ENV", "SDK_VARIABLES", "alive", "end_group", "main", "wait_ended"]
 
 GRACE_S = 3.0
 PIDFILE_ENV = "ARENA_RUN_PIDFILE"
@@ -71,6 +71,34 @@ def end_group(pgid: int, grace_s: float = GRACE_S) -> None:
     while _signal_all(pgid, signal.SIGKILL) and time.monotonic() < deadline:
         time.sleep(0.02)
         _reap()
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` is running (a zombie has ended: its parent only has to reap it)."""
+    if not os.path.isdir("/proc/self"):  # no /proc here: ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            state = stat.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False  # it ended while we looked
+    return state not in ("Z", "X")
+
+
+def wait_ended(pid: int, timeout_s: float) -> bool:
+    """Wait until process ``pid`` has ended, at most ``timeout_s``; whether it has."""
+    deadline = time.monotonic() + timeout_s
+    while alive(pid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 def _signal_all(pgid: int, signum: int) -> bool:

@@ -10,6 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from orchestrator.adapters.process_group import alive, wait_ended
 from tests.arena_helpers import REPO
 from tests.waiting import block_until
 
@@ -146,3 +147,19 @@ def test_with_env_the_program_sees_only_the_variables_named(tmp_path: Path):
     names = {line.split("=", 1)[0] for line in done.stdout.splitlines()}
     assert {"MODEL_KEY", "PATH", "CLAUDE_AGENT_SDK_VERSION"} <= names
     assert not names & {"ARENA_WEB_TOKEN", "REDIS_URL", "HOME"}
+
+
+def test_a_process_counts_as_ended_once_it_is_a_zombie_and_can_be_waited_for() -> None:
+    """``alive`` is false for an ended process its parent has not reaped yet; ``wait_ended``
+    returns when it ends, and says so, or gives up after its time."""
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert alive(sleeper.pid)
+        assert not wait_ended(sleeper.pid, 0.2)
+        sleeper.send_signal(signal.SIGKILL)
+        assert wait_ended(sleeper.pid, 10)  # a zombie until reaped below
+        assert not alive(sleeper.pid)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert not alive(sleeper.pid)
