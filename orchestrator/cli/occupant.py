@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.adapters.probes import START_REDIS_HINT
+from orchestrator.adapters.process_group import alive
 from orchestrator.errors import ServiceError
 from orchestrator.files import write_atomic
 from orchestrator.settings import Settings
@@ -61,17 +62,6 @@ def _proc(pid: int, name: str) -> bytes | None:
         return os.fsencode(os.readlink(path)) if path.is_symlink() else path.read_bytes()
     except OSError:
         return None
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    stat = _proc(pid, "stat")  # a zombie has ended: only its exit status is left
-    return stat is None or b") Z " not in stat
 
 
 def _is_arena_up(pid: int) -> bool:
