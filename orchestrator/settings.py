@@ -132,6 +132,7 @@ class Settings(BaseSettings):
     budget_logs: int = Field(default=600, ge=0)
     # Recall holds memories and earlier messages: about 20 references of 70 tokens each.
     budget_recall: int = Field(default=1400, ge=0)
+    knowledge_poll_s: float = Field(default=2.0, ge=0.1, le=3600)  # knowledge files checked, s
 
     # The daemon.
     consumer: str = Field(default_factory=socket.gethostname)

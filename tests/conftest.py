@@ -584,7 +584,15 @@ def settings_env(
 
 
 _DATABASES = ("sqlite", "postgres")
-_TABLES_TESTS_WRITE = ("messages", "memory_vectors", "memory_entries", "growth_versions")
+_TABLES_TESTS_WRITE = (
+    "messages",
+    "memory_vectors",
+    "memory_entries",
+    "growth_versions",
+    "knowledge_chunks",
+    "knowledge_files",
+    "knowledge_sources",
+)
 
 
 @pytest.fixture(scope="session")

@@ -37,6 +37,10 @@ class ArenaGroup(click.Group):
 
     lazy: ClassVar[dict[str, tuple[str, str]]] = {
         "memory": ("orchestrator.cli.memory", "Inspect and manage the groups' session memory."),
+        "knowledge": (
+            "orchestrator.cli.knowledge",
+            "Documents, project files and folders agents may read, cited to the line.",
+        ),
         "memory-md": (
             "orchestrator.cli.memory_md",
             "Edit an agent's MEMORY.md by hand, as a new version that `arena growth` lists.",

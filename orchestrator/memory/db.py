@@ -24,6 +24,7 @@ from orchestrator.memory import runs as _runs  # noqa: F401
 from orchestrator.memory import tool_calls as _tool_calls  # noqa: F401
 from orchestrator.memory.conversation import indexing as _indexing  # noqa: F401
 from orchestrator.memory.conversation import rows as _messages  # noqa: F401
+from orchestrator.memory.knowledge import tables as _knowledge  # noqa: F401
 from orchestrator.memory.session import entries as _entries  # noqa: F401
 from orchestrator.memory.session import scope_log as _scope_log  # noqa: F401
 from orchestrator.memory.versions import store as _versions  # noqa: F401

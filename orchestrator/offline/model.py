@@ -40,6 +40,12 @@
    result is back, the reply's first line is followed by the hits, quoted with their ids and
    citations (``@`` removed, markers inert), or by "I found nothing in memory about it."
 
+5. When the references hold passages of knowledge, the first one shown (the best ranked) is
+   cited after the first line: ``From <locator> (<trust>): "<its text>"`` (the locator as it
+   is, since its ``@`` follows a digit and starts no mention), the text its quoted
+   lines without the ``> `` and the Markdown heading marks, whitespace collapsed, ``@`` removed,
+   markers inert, cut to 200 characters as the quote is.
+
 A marker's sentence is stripped and loses its ``@``; ``<!--`` in it becomes ``&lt;!--`` and
 ``-->`` becomes ``--&gt;``, so no content can break a marker. The usage counts words, not
 tokens (:func:`prompt_words`): input is the words of the system prompt, its tail and the
@@ -75,6 +81,12 @@ _TASK = ("please ", "todo:", "task:", "can you")
 _TASK_PREFIX = ("todo:", "task:")
 _LESSON = ("lesson:", "next time", "remember that", "note to self")
 _MENTION_WORD_RE = re.compile(r"(?<![\w.])@[\w-]+")
+# A passage of knowledge as the references show it (core.context.references).
+_PASSAGE_RE = re.compile(
+    r"^\[\d+\] \(knowledge, (trusted|external), source: (\S+?)(?:, section: [^\n]*)?\)\n"
+    r"((?:> [^\n]*(?:\n|$))+)",
+    re.MULTILINE,
+)
 _ASKS_DECIDED = re.compile(
     r"\bwhat\s+(?:did\s+(?:we|you|they|i)\s+decide|(?:was|were|have\s+we|has\s+been)\s+decided)"
     r"\s+(?:about|on|for|regarding)\s+\S",
@@ -145,6 +157,9 @@ def _reply(request: LLMRequest) -> str:
         f"(set ANTHROPIC_API_KEY), so this is an offline reply to {_clean(trigger.sender)}: "
         f'"{_quote(trigger.text)}"'
     ]
+    passage = _first_passage(request.system_tail)
+    if passage is not None:
+        lines.append(passage)
     memory, personal = markers(trigger.text)
     lines.extend(memory)
     for exchange in request.exchanges:
@@ -152,6 +167,19 @@ def _reply(request: LLMRequest) -> str:
             lines.append(_found(result.content, result.is_error, result.hits))
     lines.extend(personal)
     return "\n".join(lines)
+
+
+def _first_passage(tail: str) -> str | None:
+    """The citation of the first passage of knowledge in the references, if any."""
+    found = _PASSAGE_RE.search(tail)
+    if found is None:
+        return None
+    trust, locator, quoted = found.group(1), found.group(2), found.group(3)
+    lines = [line[2:].lstrip("#").strip() for line in quoted.splitlines()]
+    text = " ".join(line for line in lines if line)
+    # A locator's "@" follows a digit, so it starts no mention; any other "@" goes.
+    where = neutralise(locator) if _MENTION_RE.search(locator) is None else _clean(locator)
+    return f'From {where} ({trust}): "{_quote(text)}"'
 
 
 def markers(text: str) -> tuple[list[str], list[str]]:

@@ -164,6 +164,7 @@ class Briefing:
             said=recall.messages if recall else (),
             history=self._history(recent),
             left_out=recall.dropped if recall else (),
+            knowledge=recall.knowledge if recall else (),
         )
         return Gathered(layers=layers, recall=recall)
 

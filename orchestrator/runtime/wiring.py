@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from orchestrator.memory.approvals import ApprovalStore
     from orchestrator.memory.conversation.store import HistoryStore
     from orchestrator.memory.corrections import Corrections
+    from orchestrator.memory.knowledge.indexer import Indexer
+    from orchestrator.memory.knowledge.store import KnowledgeStore
     from orchestrator.memory.personal import PersonalLog
     from orchestrator.memory.recall.recaller import Recaller
     from orchestrator.memory.runs import RunStore
@@ -175,7 +177,21 @@ class Wiring:
         from orchestrator.memory.conversation.index import HistoryIndex
         from orchestrator.memory.recall.recaller import Recaller
 
-        return Recaller(self.session, history=HistoryIndex(self.engine))
+        return Recaller(self.session, history=HistoryIndex(self.engine), knowledge=self.knowledge)
+
+    @cached_property
+    def knowledge(self) -> KnowledgeStore:
+        """The knowledge sources and their chunks."""
+        from orchestrator.memory.knowledge.store import KnowledgeStore
+
+        return KnowledgeStore(self.engine)
+
+    @cached_property
+    def indexer(self) -> Indexer:
+        """What indexes the knowledge sources' files."""
+        from orchestrator.memory.knowledge.indexer import Indexer
+
+        return Indexer(self.knowledge, self.counter)
 
     @cached_property
     def writer(self) -> MemoryWriter:

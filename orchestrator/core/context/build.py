@@ -22,6 +22,7 @@ from typing import Any
 from orchestrator.core.context.budget import plan_context as plan_budget
 from orchestrator.core.context.plan import BudgetRequest, ContextPlan, LayerBudgets
 from orchestrator.core.context.references import (
+    Known,
     Left,
     Reference,
     SaidReference,
@@ -69,6 +70,7 @@ class Layers:
     said: Sequence[SaidReference] = ()
     history: Sequence[PastMessage] = ()
     left_out: Sequence[Left] = ()  # what recall's layers dropped, for the cost report
+    knowledge: Sequence[Known] = ()  # passages of the sources this turn may see
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,7 +125,9 @@ def build_context(
         prompts, base, identity="", summary="", memory_md="", logs="", refs=(), kept=True
     )
     items, roles = transcript.items(agent.id, layers.history, trigger)
-    recall = recall_items(layers.recalled, layers.said, tz, counter, transcript.lines)
+    recall = recall_items(
+        layers.recalled, layers.said, tz, counter, transcript.lines, layers.knowledge
+    )
     plan = plan_budget(
         BudgetRequest(
             window=limits.window,
@@ -149,7 +153,8 @@ def build_context(
         logs=neutralise(plan.logs),
         refs=[item.text for item in plan.recall],
     )
-    cited = citations(layers.recalled, layers.said, {item.id for item in plan.recall})
+    shown = {item.id for item in plan.recall}
+    cited = citations(layers.recalled, layers.said, shown, layers.knowledge)
     report = ContextReport(
         window=limits.window,
         reserved_output=limits.reserved_output,

@@ -1,6 +1,8 @@
 """The references block of a turn: recalled memories and earlier messages as the agent reads
-them (each on one line, with its trust label and citation, marker-shaped text neutralised), and
-the citations the context report keeps for those shown.
+them (each on one line, with its trust label and citation, marker-shaped text neutralised),
+passages of knowledge (a header line with the source's trust and the locator, then the passage
+quoted line by line, so no line of it can pass for another reference), and the citations the
+context report keeps for those shown.
 
 What recall hands over is described by protocols (:class:`Reference`, :class:`SaidReference`):
 the core does not import memory's values.
@@ -21,6 +23,7 @@ from orchestrator.core.markers import neutralise
 
 __all__ = [
     "Cited",
+    "Known",
     "Left",
     "Reference",
     "SaidReference",
@@ -94,6 +97,33 @@ class Left(Protocol):
     def reason(self) -> str: ...
 
 
+class Known(Protocol):
+    """A passage of knowledge recalled for this turn (``memory.recall.Passage`` is one): its
+    chunk's id, where it is (``path#L12-40@digest``), its heading path, its text, its
+    source's trust (``trusted`` or ``external``), its rank and why it was found."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def locator(self) -> str: ...
+
+    @property
+    def heading(self) -> str: ...
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def trust(self) -> str: ...
+
+    @property
+    def score(self) -> float: ...
+
+    @property
+    def why(self) -> str: ...
+
+
 class SaidReference(Protocol):
     """An earlier message recalled for this turn and, when it answers another sender's
     question, the message before it and that question (``memory.recall.RecalledMessage``
@@ -143,15 +173,29 @@ def _said_lines(ref: SaidReference, tz: str) -> str:
     return _said_line(ref.said, tz, f', answering {ref.previous.sender}\'s "{asked}"')
 
 
+def passage_id(known: Known) -> str:
+    """A passage's id among the references (the report's ``recall`` and citations)."""
+    return f"chunk {known.id}"
+
+
+def _passage_text(known: Known) -> str:
+    """A passage as the agent reads it: its header, then each line quoted with ``> ``."""
+    section = f", section: {' '.join(known.heading.split())}" if known.heading else ""
+    header = f"(knowledge, {known.trust}, source: {known.locator}{section})"
+    quoted = "\n".join(f"> {line}" for line in neutralise(known.text).splitlines())
+    return f"{header}\n{quoted}"
+
+
 def recall_items(
     recalled: Sequence[Reference],
     said: Sequence[SaidReference],
     tz: str,
     counter: TokenCounter,
     lines: Lines | None = None,
+    known: Sequence[Known] = (),
 ) -> list[RecallItem]:
-    """Recalled memories and messages as the planner takes them, ranked together (the
-    memories' lines kept in ``lines``, when given)."""
+    """Recalled memories, messages and passages of knowledge as the planner takes them,
+    ranked together (the memories' lines kept in ``lines``, when given)."""
     kept: Lines = lines if lines is not None else Bounded(len(recalled) or 1)
     items = []
     for r in recalled:
@@ -162,6 +206,11 @@ def recall_items(
         for r in said
         for line in [_said_lines(r, tz)]
     ]
+    for k in known:
+        text = _passage_text(k)
+        items.append(
+            RecallItem(id=passage_id(k), text=text, tokens=counter.count(text), score=k.score)
+        )
     return items
 
 
@@ -170,10 +219,13 @@ def _said_id(ref: SaidReference) -> str:
 
 
 def citations(
-    recalled: Sequence[Reference], said: Sequence[SaidReference], kept: set[str]
+    recalled: Sequence[Reference],
+    said: Sequence[SaidReference],
+    kept: set[str],
+    known: Sequence[Known] = (),
 ) -> tuple[CitedSource, ...]:
-    """What the references shown cite: a memory's source, or a message's id (and the id of
-    the message whose question it answers)."""
+    """What the references shown cite: a memory's source, a message's id (and the id of
+    the message whose question it answers), or a passage's locator, with why it was found."""
     found = [
         CitedSource(id=r.id, ref=r.citation.ref if r.citation else None, trust=r.trust)
         for r in recalled
@@ -183,4 +235,9 @@ def citations(
         if _said_id(ref) in kept:
             shown = [ref.previous, ref.said] if ref.previous else [ref.said]
             found += [CitedSource(id=s.id, ref=s.id, trust=f"said by {s.sender}") for s in shown]
+    found += [
+        CitedSource(id=passage_id(k), ref=k.locator, trust=f"knowledge, {k.trust}", why=k.why)
+        for k in known
+        if passage_id(k) in kept
+    ]
     return tuple(found)

@@ -137,12 +137,14 @@ class LayerTokens:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CitedSource:
-    """What a reference shown cites: a memory (its id, its source's ref, its trust label) or
-    a message (its id twice, and ``said by <sender>``)."""
+    """What a reference shown cites: a memory (its id, its source's ref, its trust label), a
+    message (its id twice, and ``said by <sender>``) or a passage of knowledge (``chunk <id>``,
+    its locator, ``knowledge, <trust>``, and ``why``: what found it)."""
 
     id: int | str
     ref: str | None
     trust: str
+    why: str | None = None
 
     @property
     def is_message(self) -> bool:
@@ -151,16 +153,20 @@ class CitedSource:
 
     def as_json(self) -> dict[str, Any]:
         """The stored form."""
-        return {"id": self.id, "ref": self.ref, "trust": self.trust}
+        stored = {"id": self.id, "ref": self.ref, "trust": self.trust}
+        if self.why is not None:
+            stored["why"] = self.why
+        return stored
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CitedSource:
         """Read a stored one."""
-        ref = data.get("ref")
+        ref, why = data.get("ref"), data.get("why")
         return cls(
             id=_id(data.get("id")),
             ref=None if ref is None else str(ref),
             trust=str(data.get("trust", "")),
+            why=None if why is None else str(why),
         )
 
 

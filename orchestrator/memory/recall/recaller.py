@@ -19,10 +19,13 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from orchestrator.memory.conversation.index import HistoryIndex, Said
+from orchestrator.memory.knowledge.store import KnowledgeStore
 from orchestrator.memory.recall.fit import Ranked, fit
+from orchestrator.memory.recall.passages import find_passages
 from orchestrator.memory.recall.ranking import (
     AUTHOR_BONUS,
     Trust,
@@ -39,6 +42,7 @@ from orchestrator.memory.recall.ranking import (
 from orchestrator.memory.recall.values import (
     Dropped,
     Layer,
+    Passage,
     RecallConfig,
     RecalledMessage,
     RecallResult,
@@ -79,6 +83,7 @@ class Recaller:
         embedder: Embeds queries; defaults to the store's own embedder. Without one, recall
             uses the full-text index alone.
         history: The index of the groups' messages; without it, only memories are recalled.
+        knowledge: The knowledge sources' chunks; without it, no passage is recalled.
     """
 
     def __init__(
@@ -87,10 +92,12 @@ class Recaller:
         embedder: Embedder | None = None,
         *,
         history: HistoryIndex | None = None,
+        knowledge: KnowledgeStore | None = None,
     ) -> None:
         self.memory = memory
         self.embedder = embedder if embedder is not None else memory.embedder
         self.history = history
+        self.knowledge = knowledge
         # When this process last recorded each memory as used (see mark_used).
         self._marked: OrderedDict[int, datetime] = OrderedDict()
         self._marking = threading.Lock()
@@ -128,7 +135,13 @@ class Recaller:
         if messages:
             ranked += self._messages(query, group, before_seq, config, dropped)
         ranked.sort(key=lambda item: (-item.score, item.order))
-        return self._fit(ranked, group, config, dropped)
+        passages: tuple[Passage, ...] = ()
+        if self.knowledge is not None:
+            passages = find_passages(
+                self.knowledge, query, group=group, agent=agent, config=config, dropped=dropped
+            )
+        result = self._fit(ranked, group, config, dropped)
+        return replace(result, knowledge=passages) if passages else result
 
     def _memories(
         self,

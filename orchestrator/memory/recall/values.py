@@ -12,7 +12,15 @@ from orchestrator.errors import ValidationError
 from orchestrator.memory.conversation.index import Said
 from orchestrator.memory.session.records import Citation
 
-__all__ = ["Dropped", "Layer", "RecallConfig", "RecallResult", "RecalledMessage", "Snippet"]
+__all__ = [
+    "Dropped",
+    "Layer",
+    "Passage",
+    "RecallConfig",
+    "RecallResult",
+    "RecalledMessage",
+    "Snippet",
+]
 
 Layer = Literal[
     "relevance_floor", "untrusted", "require_source", "repeat", "max_entries", "char_budget"
@@ -34,12 +42,16 @@ class RecallConfig:
     require_source: bool = False
     exclude_untrusted: bool = True
     candidates: int = 50
+    knowledge_entries: int = 4  # passages of knowledge at most
+    knowledge_tokens: int = 1200  # and their tokens at most
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.relevance_floor <= 1.0:
             raise ValidationError("relevance_floor", "must be within 0..1")
         if self.max_entries < 0 or self.char_budget < 0 or self.candidates < 1:
             raise ValidationError("recall", "max_entries, char_budget and candidates are >= 0")
+        if self.knowledge_entries < 0 or self.knowledge_tokens < 0:
+            raise ValidationError("recall", "knowledge_entries and knowledge_tokens are >= 0")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,12 +75,30 @@ class Snippet:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Passage:
+    """A chunk of knowledge recalled for a turn: where it is, what it says, its source's
+    trust, its rank and relevance, and ``why``: the query's words it holds."""
+
+    id: int
+    source: str
+    locator: str
+    heading: str
+    text: str
+    trust: str
+    tokens: int
+    score: float
+    similarity: float
+    why: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RecallResult:
     """What recall returned, best first, and what it dropped on the way."""
 
     snippets: tuple[Snippet, ...] = ()
     messages: tuple[RecalledMessage, ...] = ()
     dropped: tuple[Dropped, ...] = ()
+    knowledge: tuple[Passage, ...] = ()  # passages of knowledge, best first
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

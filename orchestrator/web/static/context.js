@@ -37,11 +37,17 @@
   }
 
   function recall(report) {
-    const trust = new Map((report.citations || []).map((c) => [String(c.id), c.trust]));
-    const label = (item) => (typeof item === "number" ? "memory #" + item : String(item));
-    const key = (item) => String(item).replace(/^(memory|message) #?/, "");
+    const cited = new Map((report.citations || []).map((c) => [String(c.id), c]));
+    const passage = (item) => String(item).startsWith("chunk ") ? cited.get(String(item)) : undefined;
+    const label = (item) => {
+      const found = passage(item);
+      if (found && found.ref) return found.ref;
+      return typeof item === "number" ? "memory #" + item : String(item);
+    };
+    const key = (item) => String(item).startsWith("chunk ") ? String(item) : String(item).replace(/^(memory|message) #?/, "");
+    const why = (item) => { const found = passage(item); return found && found.why ? "kept: " + found.why : "kept"; };
     const rows = (report.recall || []).map((item) => el("tr", {},
-      el("td", {}, label(item)), el("td", {}, trust.get(key(item)) || ""), el("td", {class: "ok"}, "kept")));
+      el("td", {}, label(item)), el("td", {}, (cited.get(key(item)) || {}).trust || ""), el("td", {class: "ok"}, why(item))));
     (report.recall_dropped || []).forEach((d) => rows.push(el("tr", {class: "dropped"},
       el("td", {}, label(d.id)), el("td", {}, ""), el("td", {class: "text"}, `left out (${d.layer}): ${d.reason}`))));
     return rows.length ? rows : [el("tr", {class: "empty"}, el("td", {colspan: 3}, "Nothing recalled."))];

@@ -1,0 +1,313 @@
+"""Indexing a knowledge source: its files compared with what the index holds, and each new or
+changed file split into chunks (:mod:`orchestrator.core.chunking`) that replace its old ones in
+one transaction, so a reader sees a file's old chunks or its new ones, never both. A file that
+is gone loses its chunks; a file whose size and modification time are unchanged is not read.
+
+The index records how it was built (``built_with``: the chunker's version, the tokeniser, the
+chunk size); a source indexed otherwise is indexed again in full.
+
+What is read: text files by their suffix (Markdown, plain text, code, configuration), never
+hidden folders or the usual generated ones (``.git``, ``node_modules``, ``__pycache__``, …),
+never a link out of the source's folder, at most :data:`MAX_FILE_BYTES` a file. A file that is
+not UTF-8 text is recorded with its problem and no chunks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
+
+from orchestrator.core.chunking import CHUNKER_VERSION, chunk_document, digest
+from orchestrator.core.context.tokens import ENCODING_NAME, TokenCounter
+from orchestrator.memory.knowledge.store import KnowledgeStore, Source
+from orchestrator.memory.knowledge.tables import CHUNKS, FILES, SOURCES, knowledge_key
+from orchestrator.memory.transactions import writing
+
+__all__ = [
+    "BUILT_WITH",
+    "MAX_CHUNK_CHARS",
+    "MAX_FILE_BYTES",
+    "Indexer",
+    "Progress",
+    "SyncReport",
+    "readable_suffix",
+]
+
+MAX_CHUNK_CHARS = 1600  # about 400 tokens of English
+MAX_FILE_BYTES = 2_000_000
+BUILT_WITH = f"chunker {CHUNKER_VERSION}; tokens {ENCODING_NAME}; chars {MAX_CHUNK_CHARS}"
+
+_TEXT_SUFFIXES = frozenset(
+    (
+        ".md .markdown .mdx .txt .rst .adoc .text .py .pyi .js .jsx .mjs .ts .tsx .go .rs "
+        ".java .kt .c .h .cc .cpp .hpp .cs .rb .php .swift .scala .sh .bash .sql .toml .yaml "
+        ".yml .json .ini .cfg .conf .csv .j2 .jinja .proto .graphql"
+    ).split()
+)
+_TEXT_NAMES = frozenset(
+    "readme license licence changelog contributing makefile dockerfile notice".split()
+)
+_SKIPPED_DIRS = frozenset("node_modules __pycache__ venv site-packages dist build target".split())
+
+
+def readable_suffix(name: str) -> bool:
+    """Whether a file called ``name`` is read as text by its name."""
+    lowered = name.lower()
+    suffix = os.path.splitext(lowered)[1]
+    return suffix in _TEXT_SUFFIXES or (not suffix and lowered in _TEXT_NAMES)
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """How far a source's indexing got: ``done`` of ``total`` files, the last one ``path``."""
+
+    done: int
+    total: int
+    path: str
+
+
+@dataclass(slots=True, kw_only=True)
+class SyncReport:
+    """What one pass over a source changed."""
+
+    source: str
+    files: int = 0
+    added: int = 0
+    changed: int = 0
+    removed: int = 0
+    unchanged: int = 0
+    chunks_written: int = 0
+    chunks_removed: int = 0
+    rebuilt: bool = False
+    seconds: float = 0.0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def touched(self) -> bool:
+        """Whether the index changed."""
+        return bool(self.added or self.changed or self.removed)
+
+
+class Indexer:
+    """Brings a source's chunks in step with its files. Blocking: call from a thread."""
+
+    def __init__(self, store: KnowledgeStore, counter: TokenCounter | None = None) -> None:
+        self.store = store
+        self.counter = counter or TokenCounter()
+
+    def sync(
+        self,
+        source: Source,
+        *,
+        now: datetime,
+        progress: Callable[[Progress], None] | None = None,
+    ) -> SyncReport:
+        """Compare ``source``'s files with the index and index what changed."""
+        started = time.monotonic()
+        report = SyncReport(source=source.name, rebuilt=source.built_with != BUILT_WITH)
+        engine = self.store.engine
+        with engine.connect() as conn:
+            known = {
+                row.path: row
+                for row in conn.execute(select(FILES).where(FILES.c.source == source.name))
+            }
+        problem: str | None = None
+        try:
+            found = dict(_files(Path(source.root), source.kind))
+        except OSError as exc:
+            found, problem = {}, f"cannot read {source.root}: {exc.strerror or exc}"
+        report.files = len(found)
+        for done, (rel, path) in enumerate(sorted(found.items()), start=1):
+            self._file(source, rel, path, known.get(rel), report, now)
+            if progress is not None:
+                progress(Progress(done=done, total=len(found), path=rel))
+        for rel in sorted(set(known) - set(found)):
+            with writing(engine) as conn:
+                report.chunks_removed += _drop_file(conn, known[rel].id)
+            report.removed += 1
+        with writing(engine) as conn:
+            files, chunks = _totals(conn, source.name)
+            conn.execute(
+                update(SOURCES)
+                .where(SOURCES.c.name == source.name)
+                .values(
+                    built_with=BUILT_WITH,
+                    checked_at=now,
+                    files=files,
+                    chunks=chunks,
+                    problem=problem,
+                )
+            )
+        if problem:
+            report.problems.append(problem)
+        report.seconds = time.monotonic() - started
+        return report
+
+    def _file(
+        self, source: Source, rel: str, path: Path, known: Any, report: SyncReport, now: datetime
+    ) -> None:
+        try:
+            info = path.stat()
+        except OSError:
+            return  # gone since the walk: the next pass removes it
+        if (
+            known is not None
+            and not report.rebuilt
+            and known.mtime_ns == info.st_mtime_ns
+            and known.size == info.st_size
+        ):
+            report.unchanged += 1
+            return
+        problem, data = None, b""
+        if info.st_size > MAX_FILE_BYTES:
+            problem = f"larger than {MAX_FILE_BYTES // 1_000_000} MB"
+        else:
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                report.problems.append(f"{rel}: cannot read ({exc.strerror or exc})")
+                return
+        sha = hashlib.sha256(data).hexdigest()
+        if known is not None and not report.rebuilt and known.sha256 == sha and not problem:
+            with writing(self.store.engine) as conn:  # touched, not changed
+                conn.execute(
+                    update(FILES)
+                    .where(FILES.c.id == known.id)
+                    .values(mtime_ns=info.st_mtime_ns, size=info.st_size)
+                )
+            report.unchanged += 1
+            return
+        text = ""
+        if problem is None:
+            text, problem = _decoded(data)
+        rows = [] if problem else self._chunk_rows(source, rel, text)
+        values = {
+            "source": source.name,
+            "path": rel,
+            "mtime_ns": info.st_mtime_ns,
+            "size": info.st_size,
+            "sha256": sha,
+            "chunks": len(rows),
+            "indexed_at": now,
+            "problem": problem,
+        }
+        with writing(self.store.engine) as conn:
+            file_id = _upsert_file(conn, values)
+            report.chunks_removed += _drop_chunks(conn, file_id)
+            if rows:
+                conn.execute(insert(CHUNKS), [{**row, "file_id": file_id} for row in rows])
+        report.chunks_written += len(rows)
+        if problem:
+            report.problems.append(f"{rel}: {problem}")
+        if known is None:
+            report.added += 1
+        else:
+            report.changed += 1
+
+    def _chunk_rows(self, source: Source, rel: str, text: str) -> list[dict[str, Any]]:
+        key = knowledge_key(source.scope, source.scope_id)
+        located = f"{source.name}/{rel}"
+        return [
+            {
+                "source": source.name,
+                "path": located,
+                "start_line": chunk.start,
+                "end_line": chunk.end,
+                "heading": " > ".join(chunk.heading),
+                "kind": chunk.kind,
+                "digest": digest(chunk.text),
+                "tokens": self.counter.count(chunk.text),
+                "text": chunk.text,
+                "scope_key": key,
+            }
+            for chunk in chunk_document(rel, text, max_chars=MAX_CHUNK_CHARS)
+        ]
+
+
+def _decoded(data: bytes) -> tuple[str, str | None]:
+    """The text of a file, or why it is not text."""
+    if b"\x00" in data[:8192]:
+        return "", "not text (binary)"
+    try:
+        return data.decode("utf-8-sig"), None
+    except UnicodeDecodeError:
+        return "", "not UTF-8 text"
+
+
+def _files(root: Path, kind: str) -> Iterator[tuple[str, Path]]:
+    """The readable files of a source, by their path relative to its root (with "/")."""
+    if kind == "file":
+        if not root.is_file():
+            raise FileNotFoundError(2, "no such file", str(root))
+        yield root.name, root
+        return
+    if not root.is_dir():
+        raise FileNotFoundError(2, "no such folder", str(root))
+    real_root = root.resolve()
+    for folder, dirs, names in os.walk(root, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIPPED_DIRS)
+        base = Path(folder)
+        for name in names:
+            path = base / name
+            rel = path.relative_to(root).as_posix()
+            if _readable(path, name, rel, real_root):
+                yield rel, path
+
+
+def _readable(path: Path, name: str, rel: str, real_root: Path) -> bool:
+    """Whether a file found in a source's folder is indexed: not hidden, text by its name,
+    its path fit for a locator, a regular file, and no link out of the folder."""
+    if name.startswith(".") or not readable_suffix(name) or not _plain(rel):
+        return False
+    if path.is_symlink():
+        try:
+            path.resolve().relative_to(real_root)
+        except (ValueError, OSError):
+            return False  # a link out of the source's folder is never followed
+    return path.is_file()
+
+
+def _plain(rel: str) -> bool:
+    """Whether a relative path can stand in a locator (no control characters, no "#" or
+    "\\", which a locator reads otherwise)."""
+    return not any(c in rel for c in "#\\") and all(ord(c) >= 32 and c != "\x7f" for c in rel)
+
+
+def _upsert_file(conn: Connection, values: dict[str, Any]) -> int:
+    """The file's row made or brought up to date, its id returned. On PostgreSQL the row's lock
+    then keeps a second indexer of the same file waiting until this transaction ends."""
+    changed = {k: v for k, v in values.items() if k not in ("source", "path")}
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    statement = (
+        dialect.insert(FILES)
+        .values(**values)
+        .on_conflict_do_update(index_elements=["source", "path"], set_=changed)
+        .returning(FILES.c.id)
+    )
+    return int(conn.execute(statement).scalar_one())
+
+
+def _drop_chunks(conn: Connection, file_id: int) -> int:
+    return int(conn.execute(delete(CHUNKS).where(CHUNKS.c.file_id == file_id)).rowcount or 0)
+
+
+def _drop_file(conn: Connection, file_id: int) -> int:
+    removed = _drop_chunks(conn, file_id)
+    conn.execute(delete(FILES).where(FILES.c.id == file_id))
+    return removed
+
+
+def _totals(conn: Connection, source: str) -> tuple[int, int]:
+    files = conn.execute(select(func.count()).where(FILES.c.source == source)).scalar_one()
+    chunks = conn.execute(select(func.count()).where(CHUNKS.c.source == source)).scalar_one()
+    return int(files), int(chunks)
