@@ -48,16 +48,67 @@ MAX_FILE_BYTES = 2_000_000
 BUILT_WITH = f"chunker {CHUNKER_VERSION}; tokens {ENCODING_NAME}; chars {MAX_CHUNK_CHARS}"
 
 _TEXT_SUFFIXES = frozenset(
-    (
-        ".md .markdown .mdx .txt .rst .adoc .text .py .pyi .js .jsx .mjs .ts .tsx .go .rs "
-        ".java .kt .c .h .cc .cpp .hpp .cs .rb .php .swift .scala .sh .bash .sql .toml .yaml "
-        ".yml .json .ini .cfg .conf .csv .j2 .jinja .proto .graphql"
-    ).split()
+    [
+        ".md",
+        ".markdown",
+        ".mdx",
+        ".txt",
+        ".rst",
+        ".adoc",
+        ".text",
+        ".py",
+        ".pyi",
+        ".js",
+        ".jsx",
+        ".mjs",
+        ".ts",
+        ".tsx",
+        ".go",
+        ".rs",
+        ".java",
+        ".kt",
+        ".c",
+        ".h",
+        ".cc",
+        ".cpp",
+        ".hpp",
+        ".cs",
+        ".rb",
+        ".php",
+        ".swift",
+        ".scala",
+        ".sh",
+        ".bash",
+        ".sql",
+        ".toml",
+        ".yaml",
+        ".yml",
+        ".json",
+        ".ini",
+        ".cfg",
+        ".conf",
+        ".csv",
+        ".j2",
+        ".jinja",
+        ".proto",
+        ".graphql",
+    ]
 )
 _TEXT_NAMES = frozenset(
-    "readme license licence changelog contributing makefile dockerfile notice".split()
+    [
+        "readme",
+        "license",
+        "licence",
+        "changelog",
+        "contributing",
+        "makefile",
+        "dockerfile",
+        "notice",
+    ]
 )
-_SKIPPED_DIRS = frozenset("node_modules __pycache__ venv site-packages dist build target".split())
+_SKIPPED_DIRS = frozenset(
+    ["node_modules", "__pycache__", "venv", "site-packages", "dist", "build", "target"]
+)
 
 
 def readable_suffix(name: str) -> bool:
