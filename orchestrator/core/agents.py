@@ -14,7 +14,7 @@ which is also the order that breaks routing ties. Every field but ``id``, ``name
     max_tokens: 1024                # default 1024
     max_concurrency: 4              # turns in flight at once, default 4
     caps: {tokens_per_day: 50000, usd_per_day: 2.5}   # optional; this agent's own daily caps
-    tools: [memory_search, memory_get]   # memory tools it may call; default all four, [] none
+    tools: [memory_search, memory_get]   # tools it may call; default all six, [] none
     default: false                  # exactly one agent may be the default
     routing:
       rules:

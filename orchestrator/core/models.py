@@ -193,8 +193,15 @@ class AgentSpec:
     recall: Mapping[str, float | int | bool] = field(default_factory=dict)
     # This agent's own daily spending caps: ``tokens_per_day`` and ``usd_per_day``.
     caps: Mapping[str, float | int] = field(default_factory=dict)
-    # The memory tools this agent may call (core.tools.TOOL_NAMES); empty: none.
-    tools: tuple[str, ...] = ("memory_search", "memory_get", "memory_store", "memory_forget")
+    # The memory and knowledge tools this agent may call (core.tools.TOOL_NAMES); none: ().
+    tools: tuple[str, ...] = (
+        "memory_search",
+        "memory_get",
+        "memory_store",
+        "memory_forget",
+        "knowledge_search",
+        "knowledge_get",
+    )
     # How it answers: the Messages API, or Claude Code runs on the project (then ``code``).
     runtime: str = "messages"
     code: CodeSpec | None = None

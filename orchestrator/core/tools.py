@@ -1,11 +1,14 @@
-"""The memory tools an agent may call in its turn: their JSON schemas and input checks.
+"""The memory and knowledge tools an agent may call in its turn: their JSON schemas and input
+checks.
 
-Four tools, all on by default (an agent's YAML may list fewer, or ``tools: []``)::
+Six tools, all on by default (an agent's YAML may list fewer, or ``tools: []``)::
 
     memory_search(query, scope?: group|personal|all, limit?)
     memory_get(id)
     memory_store(type, content, key?, confidence?, scope?: group|personal)
     memory_forget(id, reason)
+    knowledge_search(query, limit?)
+    knowledge_get(locator)
 
 Every schema is strict (``additionalProperties: false``). :func:`parse_call` checks a call's
 input against them and returns either a typed call or a one-line reason, never raises: a bad
@@ -30,6 +33,8 @@ __all__ = [
     "BadCall",
     "Forget",
     "Get",
+    "KnowledgeGet",
+    "KnowledgeSearch",
     "Search",
     "Store",
     "ToolCall",
@@ -45,7 +50,14 @@ __all__ = [
 MAX_QUERY_CHARS: Final = 2000
 MAX_CONTENT_CHARS: Final = 2000
 MAX_LIMIT: Final = 20
-ToolName = Literal["memory_search", "memory_get", "memory_store", "memory_forget"]
+ToolName = Literal[
+    "memory_search",
+    "memory_get",
+    "memory_store",
+    "memory_forget",
+    "knowledge_search",
+    "knowledge_get",
+]
 TOOL_NAMES: Final[tuple[str, ...]] = get_args(ToolName)
 # The session memory types: what a marker or memory_store may save (memory.schema checks them).
 MEMORY_TYPES: Final = (
@@ -100,6 +112,22 @@ _SCHEMAS: Final[Mapping[str, Mapping[str, Any]]] = {
         "description": "Archive a memory entry you wrote (a person can restore it).",
         "properties": {"id": _ID, "reason": {"type": "string", "maxLength": 500}},
         "required": ["id", "reason"],
+    },
+    "knowledge_search": {
+        "description": "Search the documents and project files you may read (this group's, "
+        "yours, everyone's). Each result is a passage with its locator "
+        "(path#Lstart-end@version) and its source's trust; cite the locator.",
+        "properties": {
+            "query": {"type": "string", "maxLength": MAX_QUERY_CHARS},
+            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
+        },
+        "required": ["query"],
+    },
+    "knowledge_get": {
+        "description": "Read the lines a locator names (path#L12-40 or path#L12-40@version), "
+        "as they are now, and whether they changed since it was cited.",
+        "properties": {"locator": {"type": "string", "maxLength": 1000}},
+        "required": ["locator"],
     },
 }
 
@@ -189,13 +217,28 @@ class Forget:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class KnowledgeSearch:
+    """``knowledge_search``, checked."""
+
+    query: str
+    limit: int = 5
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KnowledgeGet:
+    """``knowledge_get``, checked (the locator's form is checked where it is resolved)."""
+
+    locator: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BadCall:
     """Why a call cannot run, in one line."""
 
     reason: str
 
 
-ToolInput = Search | Get | Store | Forget
+ToolInput = Search | Get | Store | Forget | KnowledgeSearch | KnowledgeGet
 
 
 def parse_call(call: ToolCall, allowed: tuple[str, ...]) -> ToolInput | BadCall:
@@ -251,6 +294,10 @@ def _build(name: str, data: Mapping[str, Any]) -> ToolInput:
         )
     if name == "memory_get":
         return Get(id=data["id"].strip())
+    if name == "knowledge_search":
+        return KnowledgeSearch(query=data["query"], limit=data.get("limit", 5))
+    if name == "knowledge_get":
+        return KnowledgeGet(locator=data["locator"].strip())
     if name == "memory_store":
         return Store(
             type=data["type"],
@@ -265,7 +312,8 @@ def _build(name: str, data: Mapping[str, Any]) -> ToolInput:
 def describe(call: ToolCall, result: ToolResult) -> str:
     """One line for people: ``memory_search("database") → 2 hits``."""
     data = call.input if isinstance(call.input, Mapping) else {}
-    arg = next((data[k] for k in ("query", "id", "content") if isinstance(data.get(k), str)), "")
+    keys = ("query", "id", "content", "locator")
+    arg = next((data[k] for k in keys if isinstance(data.get(k), str)), "")
     shown = json.dumps(arg if len(arg) <= 40 else arg[:39] + "…", ensure_ascii=False)
     if result.is_error:
         outcome = f"error: {result.content[:80]}"

@@ -5,6 +5,8 @@ messages, the agent's personal memory; never another group's). ``memory_get`` re
 (``m:<id>``) or message (``msg:<id>``) of the group. ``memory_store`` goes through the
 writer, so through the same schema, gate, daily limit, dedupe and supersede-by-key as a
 marker. ``memory_forget`` archives an entry the agent itself wrote, recorded in the audit.
+``knowledge_search`` and ``knowledge_get`` read the knowledge sources the turn may see
+(:mod:`orchestrator.memory.knowledge.tools`).
 
 Text handed back is neutralised like references (no marker survives in it). A failure is a
 one-line ``is_error`` result, never an exception. ``memory_store`` and ``memory_forget`` are
@@ -32,6 +34,8 @@ from orchestrator.core.tools import (
     BadCall,
     Forget,
     Get,
+    KnowledgeGet,
+    KnowledgeSearch,
     Search,
     Store,
     ToolCall,
@@ -41,6 +45,7 @@ from orchestrator.core.tools import (
 from orchestrator.errors import ValidationError
 from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.corrections import Corrections, marker_problem
+from orchestrator.memory.knowledge.tools import KnowledgeTools
 from orchestrator.memory.recall.ranking import trust_of
 from orchestrator.memory.recall.recaller import Recaller
 from orchestrator.memory.recall.values import RecallConfig
@@ -92,10 +97,12 @@ class MemoryTools:
         writer: MemoryWriter,
         corrections: Corrections,
         history: HistoryStore,
+        knowledge: KnowledgeTools | None = None,
     ) -> None:
         self.engine = engine
         self.session = session
         self.recaller = recaller
+        self.knowledge = knowledge
         self._parts = _Parts(writer=writer, corrections=corrections, history=history)
 
     def run(self, call: ToolCall, turn: ToolTurn) -> ToolResult:
@@ -111,6 +118,8 @@ class MemoryTools:
                 return replace(result, content=content, hits=hits)
             if isinstance(parsed, Get):
                 return replace(result, content=self._get(parsed, turn))
+            if isinstance(parsed, KnowledgeSearch | KnowledgeGet):
+                return self._knowledge(parsed, turn, result)
             return self._once(call, parsed, turn, result)
         except (_Refused, ValidationError) as exc:
             return replace(result, content=_one_line(str(exc)), is_error=True)
@@ -149,6 +158,19 @@ class MemoryTools:
         if not lines:
             return "no results", 0
         return "\n".join(lines), len(lines)
+
+    def _knowledge(
+        self, call: KnowledgeSearch | KnowledgeGet, turn: ToolTurn, result: ToolResult
+    ) -> ToolResult:
+        if self.knowledge is None:
+            raise _Refused("no knowledge sources here")
+        if isinstance(call, KnowledgeGet):
+            text = self.knowledge.get(call.locator, group=turn.group, agent=turn.agent)
+            return replace(result, content=text)
+        content, hits = self.knowledge.search(
+            call.query, call.limit, group=turn.group, agent=turn.agent
+        )
+        return replace(result, content=content, hits=hits)
 
     def _get(self, get: Get, turn: ToolTurn) -> str:
         if get.id.startswith("msg:"):

@@ -210,6 +210,7 @@ class Wiring:
     @cached_property
     def tools(self) -> MemoryTools:
         """The memory tools agents call."""
+        from orchestrator.memory.knowledge.tools import KnowledgeTools
         from orchestrator.memory.tools import MemoryTools
 
         return MemoryTools(
@@ -219,6 +220,7 @@ class Wiring:
             writer=self.writer,
             corrections=self.corrections,
             history=self.history,
+            knowledge=KnowledgeTools(self.knowledge),
         )
 
     def briefing(self, recent: RecentSource | None = None) -> Briefing:
