@@ -91,7 +91,8 @@ def test_search_gives_passages_with_locators_and_no_markers(tools: MemoryTools):
     assert not result.is_error
     assert result.hits == 1
     first = result.content.splitlines()[0]
-    assert first.startswith("[runbook/ops.md#L1-6@") and first.endswith(
+    assert first.startswith("[runbook/ops.md#L1-6@")
+    assert first.endswith(
         "(trusted, section: Runbook > Restarts)"
     )
     assert "> Restart the worker with `systemctl restart arena-worker`" in result.content
@@ -112,7 +113,8 @@ def test_get_gives_the_numbered_lines_as_they_are_now(tools: MemoryTools):
     result = tools.run(_call("knowledge_get", locator="runbook/ops.md#L3-5"), _turn())
     assert not result.is_error
     lines = result.content.splitlines()
-    assert lines[0].startswith("[runbook/ops.md#L3-5@") and lines[0].endswith(
+    assert lines[0].startswith("[runbook/ops.md#L3-5@")
+    assert lines[0].endswith(
         "(trusted, as they are now)"
     )
     assert lines[1] == "    3  ## Restarts"

@@ -1,7 +1,8 @@
 """Indexing a knowledge source: its files compared with what the index holds, and each new or
 changed file split into chunks (:mod:`orchestrator.core.chunking`) that replace its old ones in
 one transaction, so a reader sees a file's old chunks or its new ones, never both. A file that
-is gone loses its chunks; a file whose size and modification time are unchanged is not read.
+is gone loses its chunks; a file whose size and modification time are unchanged is not read
+(unless it changed in the last few seconds: a same-sized edit within a coarse clock's tick).
 
 The index records how it was built (``built_with``: the chunker's version, the tokeniser, the
 chunk size); a source indexed otherwise is indexed again in full.
@@ -47,6 +48,9 @@ MAX_CHUNK_CHARS = 1600  # about 400 tokens of English
 MAX_FILE_BYTES = 2_000_000
 BUILT_WITH = f"chunker {CHUNKER_VERSION}; tokens {ENCODING_NAME}; chars {MAX_CHUNK_CHARS}"
 
+# A file changed this recently may change again within its clock's resolution without its size
+# or time moving (a coarse file system, two saves in one second): it is read and hashed anyway.
+_RACY_NS = 3_000_000_000
 _TEXT_SUFFIXES = frozenset(
     [
         ".md",
@@ -216,6 +220,7 @@ class Indexer:
             and not report.rebuilt
             and known.mtime_ns == info.st_mtime_ns
             and known.size == info.st_size
+            and time.time_ns() - info.st_mtime_ns > _RACY_NS
         ):
             report.unchanged += 1
             return
@@ -230,6 +235,9 @@ class Indexer:
                 return
         sha = hashlib.sha256(data).hexdigest()
         if known is not None and not report.rebuilt and known.sha256 == sha and not problem:
+            if (known.mtime_ns, known.size) == (info.st_mtime_ns, info.st_size):
+                report.unchanged += 1
+                return
             with writing(self.store.engine) as conn:  # touched, not changed
                 conn.execute(
                     update(FILES)
