@@ -215,13 +215,8 @@ class Indexer:
             info = path.stat()
         except OSError:
             return  # gone since the walk: the next pass removes it
-        if (
-            known is not None
-            and not report.rebuilt
-            and known.mtime_ns == info.st_mtime_ns
-            and known.size == info.st_size
-            and time.time_ns() - info.st_mtime_ns > _RACY_NS
-        ):
+        fresh = known is not None and not report.rebuilt
+        if fresh and _unchanged(known, info) and time.time_ns() - info.st_mtime_ns > _RACY_NS:
             report.unchanged += 1
             return
         problem, data = None, b""
@@ -234,16 +229,14 @@ class Indexer:
                 report.problems.append(f"{rel}: cannot read ({exc.strerror or exc})")
                 return
         sha = hashlib.sha256(data).hexdigest()
-        if known is not None and not report.rebuilt and known.sha256 == sha and not problem:
-            if (known.mtime_ns, known.size) == (info.st_mtime_ns, info.st_size):
-                report.unchanged += 1
-                return
-            with writing(self.store.engine) as conn:  # touched, not changed
-                conn.execute(
-                    update(FILES)
-                    .where(FILES.c.id == known.id)
-                    .values(mtime_ns=info.st_mtime_ns, size=info.st_size)
-                )
+        if fresh and known.sha256 == sha and not problem:
+            if not _unchanged(known, info):  # touched, not changed
+                with writing(self.store.engine) as conn:
+                    conn.execute(
+                        update(FILES)
+                        .where(FILES.c.id == known.id)
+                        .values(mtime_ns=info.st_mtime_ns, size=info.st_size)
+                    )
             report.unchanged += 1
             return
         text = ""
@@ -291,6 +284,11 @@ class Indexer:
             }
             for chunk in chunk_document(rel, text, max_chars=MAX_CHUNK_CHARS)
         ]
+
+
+def _unchanged(known: Any, info: os.stat_result) -> bool:
+    """Whether a file's size and modification time are those it was indexed with."""
+    return bool(known.mtime_ns == info.st_mtime_ns and known.size == info.st_size)
 
 
 def _decoded(data: bytes) -> tuple[str, str | None]:
