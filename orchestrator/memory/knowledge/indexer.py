@@ -230,13 +230,7 @@ class Indexer:
                 return
         sha = hashlib.sha256(data).hexdigest()
         if fresh and known.sha256 == sha and not problem:
-            if not _unchanged(known, info):  # touched, not changed
-                with writing(self.store.engine) as conn:
-                    conn.execute(
-                        update(FILES)
-                        .where(FILES.c.id == known.id)
-                        .values(mtime_ns=info.st_mtime_ns, size=info.st_size)
-                    )
+            self._touched(known, info)
             report.unchanged += 1
             return
         text = ""
@@ -265,6 +259,16 @@ class Indexer:
             report.added += 1
         else:
             report.changed += 1
+
+    def _touched(self, known: Any, info: os.stat_result) -> None:
+        """A file saved again without a change: its new size and time recorded."""
+        if not _unchanged(known, info):
+            with writing(self.store.engine) as conn:
+                conn.execute(
+                    update(FILES)
+                    .where(FILES.c.id == known.id)
+                    .values(mtime_ns=info.st_mtime_ns, size=info.st_size)
+                )
 
     def _chunk_rows(self, source: Source, rel: str, text: str) -> list[dict[str, Any]]:
         key = knowledge_key(source.scope, source.scope_id)
