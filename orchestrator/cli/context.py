@@ -24,7 +24,7 @@ def _print_recall(report: ContextReport) -> None:
     for citation in report.citations:
         if citation.is_message:
             out.print(f"cites message {citation.id} ({citation.trust})", markup=False)
-        elif citation.trust.startswith("knowledge"):
+        elif citation.trust.startswith(("knowledge", "lore")):
             why = f": {citation.why}" if citation.why else ""
             out.print(f"cites {citation.ref} ({citation.trust}){why}", markup=False)
         else:

@@ -14,6 +14,7 @@ from typing import Any
 import click
 from rich.table import Table
 
+from orchestrator.cli.lore import lore
 from orchestrator.cli.output import fail, json_text, out, printable
 from orchestrator.cli.resources import wired
 from orchestrator.core.wire import validate_group
@@ -98,6 +99,9 @@ def _index(indexer: Indexer, source: Source) -> SyncReport:
 @click.group()
 def knowledge() -> None:
     """Documents, project files and folders agents may read, cited to the line."""
+
+
+knowledge.add_command(lore)
 
 
 @knowledge.command()

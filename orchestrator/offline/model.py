@@ -40,7 +40,7 @@
    result is back, the reply's first line is followed by the hits, quoted with their ids and
    citations (``@`` removed, markers inert), or by "I found nothing in memory about it."
 
-5. When the references hold passages of knowledge, the first one shown (the best ranked) is
+5. When the references hold passages of knowledge or lorebook entries, the first one shown is
    cited after the first line: ``From <locator> (<trust>): "<its text>"`` (the locator as it
    is, since its ``@`` follows a digit and starts no mention), the text its quoted
    lines without the ``> `` and the Markdown heading marks, whitespace collapsed, ``@`` removed,
@@ -83,7 +83,7 @@ _LESSON = ("lesson:", "next time", "remember that", "note to self")
 _MENTION_WORD_RE = re.compile(r"(?<![\w.])@[\w-]+")
 # A passage of knowledge as the references show it (core.context.references).
 _PASSAGE_RE = re.compile(
-    r"^\[\d+\] \(knowledge, (trusted|external), source: (\S+?)(?:, section: [^\n]*)?\)\n"
+    r"^\[\d+\] \((?:knowledge|lore), (trusted|external), source: (\S+?)(?:, section: [^\n]*)?\)\n"
     r"((?:> [^\n]*(?:\n|$))+)",
     re.MULTILINE,
 )

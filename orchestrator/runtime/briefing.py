@@ -23,11 +23,16 @@ from pathlib import Path
 from typing import Protocol
 
 from orchestrator.core.context.build import Layers, PastMessage
+from orchestrator.core.context.report import LeftOutCandidate
 from orchestrator.core.context.tokens import DriftCorrector, TokenCounter
 from orchestrator.core.kept import Bounded, Kept
+from orchestrator.core.lore import LoreHit, match_lore
+from orchestrator.core.lore import Said as LoreSaid
 from orchestrator.core.models import AgentSpec, ChatMessage
 from orchestrator.files import TextFiles, write_atomic
 from orchestrator.memory.conversation.store import StoredMessage
+from orchestrator.memory.knowledge.lore import LoreShelf
+from orchestrator.memory.knowledge.store import turn_scopes
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.recall.recaller import Recaller, RecallResult
 from orchestrator.memory.summaries import summary_path
@@ -88,6 +93,7 @@ class Briefing:
         recaller: Recaller | None,
         counter: TokenCounter,
         files: TextFiles | None = None,
+        lore: LoreShelf | None = None,
         cpu_clock: Callable[[], float] = time.thread_time,
     ) -> None:
         self.files = files or TextFiles()  # MEMORY.md and the summary, read every turn
@@ -98,6 +104,7 @@ class Briefing:
         self.personal = personal
         self.recaller = recaller
         self.counter = counter
+        self.lore = lore
         self._past: Kept[StoredMessage, PastMessage] = Kept(_PAST_KEPT)
         self._cpu: dict[str, float] = {}  # each group's last reading's CPU time, in s
         self._shown_logs: Bounded[tuple[str, tuple[str, ...]], str] = Bounded(_GROUPS_TIMED)
@@ -155,6 +162,7 @@ class Briefing:
         recall = self._recall(agent, trigger, now, recent[0].seq if older else None, older)
         if recall is not None and mark_used and self.recaller is not None:
             self.recaller.mark_used(recall, now)
+        lore, lore_left = self._lore(agent, trigger, recent)
         layers = Layers(
             identity=self.team.identity(agent.id),
             summary=self.files.read(self._summary_of(trigger.group)),
@@ -163,10 +171,29 @@ class Briefing:
             recalled=recall.snippets if recall else (),
             said=recall.messages if recall else (),
             history=self._history(recent),
-            left_out=recall.dropped if recall else (),
-            knowledge=recall.knowledge if recall else (),
+            left_out=(*recall.dropped, *lore_left) if recall else lore_left,
+            knowledge=(*lore, *recall.knowledge) if recall else lore,
         )
         return Gathered(layers=layers, recall=recall)
+
+    def _lore(
+        self, agent: AgentSpec, trigger: ChatMessage, recent: list[StoredMessage]
+    ) -> tuple[tuple[LoreHit, ...], tuple[LeftOutCandidate, ...]]:
+        """The lorebook entries the last messages bring in, and those that did not fit."""
+        if self.lore is None:
+            return (), ()
+        entries = self.lore.for_scopes(turn_scopes(trigger.group, agent.id))
+        if not entries:
+            return (), ()
+        said = [LoreSaid(sender=s.message.sender, text=s.message.text) for s in recent]
+        if not recent or recent[-1].message.id != trigger.id:
+            said.append(LoreSaid(sender=trigger.sender, text=trigger.text))
+        budget = self.tuning.recall(agent).lore_tokens
+        given, left = match_lore(entries, said, budget)
+        return tuple(given), tuple(
+            LeftOutCandidate(id=f"lore {entry.id}", layer="lore_budget", reason=reason)
+            for entry, reason in left
+        )
 
     def _summary_of(self, group: str) -> str:
         """Where ``group``'s summary is kept (made once per group: every turn reads it)."""

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from orchestrator.memory.conversation.store import HistoryStore
     from orchestrator.memory.corrections import Corrections
     from orchestrator.memory.knowledge.indexer import Indexer
+    from orchestrator.memory.knowledge.lore import LoreShelf, LoreStore
     from orchestrator.memory.knowledge.store import KnowledgeStore
     from orchestrator.memory.personal import PersonalLog
     from orchestrator.memory.recall.recaller import Recaller
@@ -187,6 +188,20 @@ class Wiring:
         return KnowledgeStore(self.engine)
 
     @cached_property
+    def lore(self) -> LoreStore:
+        """The lorebooks' entries."""
+        from orchestrator.memory.knowledge.lore import LoreStore
+
+        return LoreStore(self.knowledge, self.counter)
+
+    @cached_property
+    def lore_shelf(self) -> LoreShelf:
+        """The lorebooks' entries as turns read them, held in memory a few seconds."""
+        from orchestrator.memory.knowledge.lore import LoreShelf
+
+        return LoreShelf(self.lore)
+
+    @cached_property
     def indexer(self) -> Indexer:
         """What indexes the knowledge sources' files."""
         from orchestrator.memory.knowledge.indexer import Indexer
@@ -237,4 +252,5 @@ class Wiring:
             recaller=self.recaller,
             counter=self.counter,
             files=self.files,
+            lore=self.lore_shelf,
         )

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import Engine
 
+from orchestrator.memory.knowledge.lore import LoreShelf, NewLore
 from orchestrator.offline.model import OfflineProvider
 from orchestrator.runtime.freshness import refresh
 from orchestrator.runtime.preview import next_trigger, preview
@@ -109,3 +110,38 @@ def test_external_text_is_quoted_inert(wiring: Wiring, tmp_path: Path):
     tail = _turn(wiring, "@ping any postgres tuning notes?").built.request.system_tail
     assert "(knowledge, external, source: vendor/vendor.md#L" in tail
     assert "<!--SAVE_MEMORY" not in tail
+
+
+async def test_lore_comes_in_when_its_keys_come_up_and_is_cited(wiring: Wiring):
+    now = datetime.now(UTC)
+    book = wiring.knowledge.add(
+        name="lore-demo",
+        kind="lore",
+        root=Path("unused"),
+        scope="group",
+        scope_id="demo",
+        trust="trusted",
+        now=now,
+    )
+    freeze = wiring.lore.add(
+        book,
+        NewLore(
+            keys=["freeze", "code freeze"], priority=90, text="The code freeze starts on the 20th."
+        ),
+        now=now,
+    )
+    shelf = LoreShelf(wiring.lore, reload_s=0)  # what the daemon's shelf gives within seconds
+    wiring.__dict__["lore_shelf"] = shelf
+    quiet = _turn(wiring, "@ping what is for lunch?").built
+    assert "(lore," not in quiet.request.system_tail
+    built = _turn(wiring, "@ping when does the code freeze start?").built
+    assert f"[1] (lore, trusted, source: lore-demo#{freeze.id})\n> The code freeze starts" in (
+        built.request.system_tail
+    )
+    (cited,) = [c for c in built.report.citations if c.trust == "lore, trusted"]
+    assert (cited.id, cited.why) == (f"lore {freeze.id}", "key 'freeze' in user's message")
+    async with OfflineProvider() as model:
+        reply = (await model.complete(built.request)).text
+    assert f'From lore-demo#{freeze.id} (trusted): "The code freeze starts on the 20th."' in reply
+    assert wiring.lore.remove(freeze.id)
+    assert "(lore," not in _turn(wiring, "@ping code freeze?").built.request.system_tail

@@ -98,12 +98,17 @@ class Left(Protocol):
 
 
 class Known(Protocol):
-    """A passage of knowledge recalled for this turn (``memory.recall.Passage`` is one): its
-    chunk's id, where it is (``path#L12-40@digest``), its heading path, its text, its
-    source's trust (``trusted`` or ``external``), its rank and why it was found."""
+    """A passage of knowledge recalled for this turn (``memory.recall.Passage`` is one) or a
+    lorebook entry its messages brought in (``core.lore.LoreHit``): ``kind`` (``knowledge``
+    or ``lore``), its id among the references (``key``: ``chunk 12``, ``lore 3``), where it is
+    (``path#L12-40@digest``, ``book#3``), its heading path, its text, its source's trust
+    (``trusted`` or ``external``), its rank and why it was given."""
 
     @property
-    def id(self) -> int: ...
+    def kind(self) -> str: ...
+
+    @property
+    def key(self) -> str: ...
 
     @property
     def locator(self) -> str: ...
@@ -173,15 +178,10 @@ def _said_lines(ref: SaidReference, tz: str) -> str:
     return _said_line(ref.said, tz, f', answering {ref.previous.sender}\'s "{asked}"')
 
 
-def passage_id(known: Known) -> str:
-    """A passage's id among the references (the report's ``recall`` and citations)."""
-    return f"chunk {known.id}"
-
-
 def _passage_text(known: Known) -> str:
     """A passage as the agent reads it: its header, then each line quoted with ``> ``."""
     section = f", section: {' '.join(known.heading.split())}" if known.heading else ""
-    header = f"(knowledge, {known.trust}, source: {known.locator}{section})"
+    header = f"({known.kind}, {known.trust}, source: {known.locator}{section})"
     quoted = "\n".join(f"> {line}" for line in neutralise(known.text).splitlines())
     return f"{header}\n{quoted}"
 
@@ -208,9 +208,7 @@ def recall_items(
     ]
     for k in known:
         text = _passage_text(k)
-        items.append(
-            RecallItem(id=passage_id(k), text=text, tokens=counter.count(text), score=k.score)
-        )
+        items.append(RecallItem(id=k.key, text=text, tokens=counter.count(text), score=k.score))
     return items
 
 
@@ -236,8 +234,8 @@ def citations(
             shown = [ref.previous, ref.said] if ref.previous else [ref.said]
             found += [CitedSource(id=s.id, ref=s.id, trust=f"said by {s.sender}") for s in shown]
     found += [
-        CitedSource(id=passage_id(k), ref=k.locator, trust=f"knowledge, {k.trust}", why=k.why)
+        CitedSource(id=k.key, ref=k.locator, trust=f"{k.kind}, {k.trust}", why=k.why)
         for k in known
-        if passage_id(k) in kept
+        if k.key in kept
     ]
     return tuple(found)

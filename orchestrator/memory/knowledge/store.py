@@ -23,7 +23,7 @@ from sqlalchemy.engine import Engine
 from orchestrator.core.chunking import format_locator
 from orchestrator.core.models import AGENT_ID_RE, GROUP_ID_RE
 from orchestrator.errors import ValidationError
-from orchestrator.memory.knowledge.tables import CHUNKS, FILES, SOURCES, knowledge_key
+from orchestrator.memory.knowledge.tables import CHUNKS, FILES, LORE, SOURCES, knowledge_key
 from orchestrator.memory.session.fts import fts5_phrase, websearch_query
 from orchestrator.memory.transactions import writing
 
@@ -39,7 +39,7 @@ __all__ = [
     "validate_source_name",
 ]
 
-KINDS = ("folder", "file", "project", "upload")
+KINDS = ("folder", "file", "project", "upload", "lore")
 SCOPES = ("group", "agent", "everyone")
 TRUSTS = ("trusted", "external")
 SOURCE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}\Z")
@@ -240,6 +240,7 @@ class KnowledgeStore:
         """Forget a source and its chunks (never the files it indexed). False when there was
         no such source."""
         with writing(self.engine) as conn:
+            conn.execute(delete(LORE).where(LORE.c.source == name))
             conn.execute(delete(CHUNKS).where(CHUNKS.c.source == name))
             conn.execute(delete(FILES).where(FILES.c.source == name))
             return bool(conn.execute(delete(SOURCES).where(SOURCES.c.name == name)).rowcount)

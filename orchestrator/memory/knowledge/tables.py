@@ -1,5 +1,6 @@
 """The tables of knowledge: its sources (``knowledge_sources``), the files each one holds
-(``knowledge_files``) and their chunks (``knowledge_chunks``), with the chunks' full-text index.
+(``knowledge_files``) and their chunks (``knowledge_chunks``), with the chunks' full-text index,
+and the entries of lorebooks (``knowledge_lore``).
 
 - SQLite: an FTS5 table over a chunk's text (weight 1), its heading path and locator path
   (weight 0.5) and its source's scope key (one token, weight 0), external content through a
@@ -24,9 +25,11 @@ from orchestrator.memory.session.fts import postgres_needs_install, sqlite_needs
 __all__ = [
     "CHUNKS",
     "FILES",
+    "LORE",
     "SOURCES",
     "KnowledgeChunkRow",
     "KnowledgeFileRow",
+    "KnowledgeLoreRow",
     "KnowledgeSourceRow",
     "install",
     "knowledge_key",
@@ -90,7 +93,24 @@ class KnowledgeChunkRow(SQLModel, table=True):
     scope_key: str = Field(max_length=160)
 
 
+class KnowledgeLoreRow(SQLModel, table=True):
+    """An entry of a lorebook (a source of kind ``lore``): the keys (a JSON list) or the
+    pattern that bring it in, its priority, its text and its tokens."""
+
+    __tablename__ = "knowledge_lore"
+
+    id: int | None = Field(default=None, primary_key=True)
+    source: str = Field(max_length=64, index=True)
+    keys: str = "[]"
+    pattern: str | None = None
+    priority: int = 0
+    text: str
+    tokens: int
+    created_at: datetime
+
+
 SOURCES: Table = KnowledgeSourceRow.__table__  # type: ignore[attr-defined]
+LORE: Table = KnowledgeLoreRow.__table__  # type: ignore[attr-defined]
 FILES: Table = KnowledgeFileRow.__table__  # type: ignore[attr-defined]
 CHUNKS: Table = KnowledgeChunkRow.__table__  # type: ignore[attr-defined]
 

@@ -44,14 +44,15 @@ class RecallConfig:
     candidates: int = 50
     knowledge_entries: int = 4  # passages of knowledge at most
     knowledge_tokens: int = 1200  # and their tokens at most
+    lore_tokens: int = 400  # lorebook entries' tokens at most
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.relevance_floor <= 1.0:
             raise ValidationError("relevance_floor", "must be within 0..1")
         if self.max_entries < 0 or self.char_budget < 0 or self.candidates < 1:
             raise ValidationError("recall", "max_entries, char_budget and candidates are >= 0")
-        if self.knowledge_entries < 0 or self.knowledge_tokens < 0:
-            raise ValidationError("recall", "knowledge_entries and knowledge_tokens are >= 0")
+        if self.knowledge_entries < 0 or min(self.knowledge_tokens, self.lore_tokens) < 0:
+            raise ValidationError("recall", "knowledge_entries, _tokens and lore_tokens are >= 0")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,6 +90,13 @@ class Passage:
     score: float
     similarity: float
     why: str
+
+    kind = "knowledge"
+
+    @property
+    def key(self) -> str:
+        """Its id among the references: ``chunk <id>``."""
+        return f"chunk {self.id}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

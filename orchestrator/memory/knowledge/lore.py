@@ -1,0 +1,159 @@
+"""Lorebooks in the database: a lorebook is a knowledge source of kind ``lore`` for one group,
+one agent or everyone; its entries (``knowledge_lore``) are added, listed and removed here, and
+read for the turns by :class:`LoreShelf`, which holds them in memory and reads them again at
+most every :data:`RELOAD_S` seconds (an entry added is given within that)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import delete, insert, select
+
+from orchestrator.core.context.tokens import TokenCounter
+from orchestrator.core.lore import LoreEntry, check_keys, check_pattern
+from orchestrator.errors import ValidationError
+from orchestrator.memory.knowledge.store import KnowledgeStore, Source
+from orchestrator.memory.knowledge.tables import LORE, SOURCES
+from orchestrator.memory.transactions import writing
+
+__all__ = ["MAX_LORE_CHARS", "RELOAD_S", "LoreShelf", "LoreStore", "NewLore"]
+
+MAX_LORE_CHARS = 2000
+RELOAD_S = 2.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewLore:
+    """An entry to add: its keys and/or pattern, priority (0..100) and text."""
+
+    keys: Sequence[str] = ()
+    pattern: str | None = None
+    priority: int = 50
+    text: str
+
+
+class LoreStore:
+    """Lorebook entries on the knowledge sources' database. Blocking."""
+
+    def __init__(self, store: KnowledgeStore, counter: TokenCounter) -> None:
+        self.store = store
+        self.counter = counter
+
+    def add(self, book: Source, new: NewLore, *, now: datetime) -> LoreEntry:
+        """Add an entry to ``book`` (a source of kind ``lore``).
+
+        Raises:
+            ValidationError: not a lorebook, no key and no pattern, a bad key, pattern,
+                priority or text.
+        """
+        if book.kind != "lore":
+            raise ValidationError("book", f"{book.name!r} is a {book.kind} source, not a lorebook")
+        keys = check_keys(new.keys)
+        pattern = check_pattern(new.pattern) if new.pattern is not None else None
+        if not keys and pattern is None:
+            raise ValidationError("keys", "give at least one key or a pattern")
+        if not 0 <= new.priority <= 100:
+            raise ValidationError("priority", "must be within 0..100")
+        text = new.text.strip()
+        if not text or len(text) > MAX_LORE_CHARS:
+            raise ValidationError("text", f"must be 1 to {MAX_LORE_CHARS} characters")
+        tokens = self.counter.count(text)
+        values = {
+            "source": book.name,
+            "keys": json.dumps(list(keys), ensure_ascii=False),
+            "pattern": new.pattern,
+            "priority": new.priority,
+            "text": text,
+            "tokens": tokens,
+            "created_at": now,
+        }
+        with writing(self.store.engine) as conn:
+            entry_id = conn.execute(insert(LORE).values(**values).returning(LORE.c.id)).scalar_one()
+        return LoreEntry(
+            id=int(entry_id),
+            book=book.name,
+            keys=keys,
+            pattern=pattern,
+            priority=new.priority,
+            text=text,
+            tokens=tokens,
+            trust=book.trust,
+        )
+
+    def entries(self, books: Sequence[str] | None = None) -> list[LoreEntry]:
+        """Every entry (of ``books``, when given), by book and id."""
+        query = (
+            select(LORE, SOURCES.c.trust)
+            .join(SOURCES, SOURCES.c.name == LORE.c.source)
+            .order_by(LORE.c.source, LORE.c.id)
+        )
+        if books is not None:
+            query = query.where(LORE.c.source.in_(list(books)))
+        with self.store.engine.connect() as conn:
+            rows = conn.execute(query).all()
+        found = []
+        for row in rows:
+            try:
+                pattern = check_pattern(row.pattern) if row.pattern else None
+            except ValidationError:
+                pattern = None  # stored before a check it would fail: its keys still work
+            found.append(
+                LoreEntry(
+                    id=row.id,
+                    book=row.source,
+                    keys=tuple(str(k) for k in json.loads(row.keys or "[]")),
+                    pattern=pattern,
+                    priority=row.priority,
+                    text=row.text,
+                    tokens=row.tokens,
+                    trust=row.trust,
+                )
+            )
+        return found
+
+    def remove(self, entry_id: int) -> bool:
+        """Remove one entry; False when there was none."""
+        with writing(self.store.engine) as conn:
+            return bool(conn.execute(delete(LORE).where(LORE.c.id == entry_id)).rowcount)
+
+
+class LoreShelf:
+    """The entries each scope's turns may be given, held in memory, read again at most every
+    ``reload_s`` seconds. Safe to share between threads."""
+
+    def __init__(
+        self,
+        lore: LoreStore,
+        *,
+        reload_s: float = RELOAD_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.lore = lore
+        self.reload_s = reload_s
+        self.clock = clock
+        self._by_scope: dict[tuple[str, str], tuple[LoreEntry, ...]] = {}
+        self._read_at = -float("inf")
+        self._lock = threading.Lock()
+
+    def for_scopes(self, scopes: Sequence[tuple[str, str]]) -> list[LoreEntry]:
+        """The entries of the lorebooks of ``scopes``."""
+        with self._lock:
+            if self.clock() - self._read_at >= self.reload_s:
+                self._reload()
+            return [entry for scope in scopes for entry in self._by_scope.get(scope, ())]
+
+    def _reload(self) -> None:
+        books = {
+            s.name: (s.scope, s.scope_id) for s in self.lore.store.sources() if s.kind == "lore"
+        }
+        by_scope: dict[tuple[str, str], list[LoreEntry]] = {}
+        if books:
+            for entry in self.lore.entries(list(books)):
+                by_scope.setdefault(books[entry.book], []).append(entry)
+        self._by_scope = {scope: tuple(found) for scope, found in by_scope.items()}
+        self._read_at = self.clock()
