@@ -138,6 +138,11 @@ def add(
     if len(paths) != 1:
         raise click.UsageError("give one PATH (a folder or a file), or --project")
     path = paths[0].expanduser()
+    if project and not path.is_dir():
+        fail(
+            f"the shared project {printable(str(path))} does not exist yet: it is made when an "
+            "agent first acts (or give its folder as PATH)"
+        )
     if not path.exists():
         fail(f"{printable(str(path))}: no such file or folder")
     kind = "project" if project else ("folder" if path.is_dir() else "file")
@@ -184,7 +189,8 @@ def _source_row(source: Source) -> dict[str, Any]:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 @click.pass_obj
 def list_(settings: Settings, group: str | None, as_json: bool) -> None:
-    """List the sources: who reads them, their files and chunks, and their last check."""
+    """List the sources: who reads them, their files and chunks, and their last check (with
+    --json, their folders too)."""
     with _wiring(settings) as wiring:
         sources = wiring.knowledge.sources()
     if group is not None:
@@ -198,9 +204,9 @@ def list_(settings: Settings, group: str | None, as_json: bool) -> None:
     if not rows:
         out.print("no knowledge sources (add one: arena knowledge add --group G PATH)")
         return
-    table = Table("name", "kind", "read by", "trust", "files", "chunks", "checked", "root")
+    table = Table("name", "kind", "read by", "trust", "files", "chunks", "checked")
     for r in rows:
-        checked = (r["checked_at"] or "never")[:19]
+        checked = (r["checked_at"] or "never")[:16].replace("T", " ")
         if r["problem"]:
             checked += f" ({r['problem']})"
         table.add_row(
@@ -210,8 +216,7 @@ def list_(settings: Settings, group: str | None, as_json: bool) -> None:
             r["trust"],
             str(r["files"]),
             str(r["chunks"]),
-            checked,
-            r["root"],
+            printable(checked),
         )
     out.print(table)
 

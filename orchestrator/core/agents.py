@@ -114,6 +114,9 @@ class _RecallModel(_Model):
     char_budget: int | None = Field(default=None, ge=0)
     require_source: bool | None = None
     exclude_untrusted: bool | None = None
+    knowledge_entries: int | None = Field(default=None, ge=0, le=20)
+    knowledge_tokens: int | None = Field(default=None, ge=0, le=20_000)
+    lore_tokens: int | None = Field(default=None, ge=0, le=20_000)
 
 
 class _CapsModel(_Model):

@@ -54,7 +54,8 @@ def test_add_list_search_show_and_remove(docs: Path):
     code, chunks = arena("knowledge", "chunks", "team-docs")
     assert "Setup > Database" in chunks
     code, removed = arena("knowledge", "remove", "team-docs")
-    assert code == 0 and "its files are untouched" in removed
+    assert code == 0
+    assert "its files are untouched" in removed
     assert (docs / "setup.md").exists()
     assert arena("knowledge", "list")[1].startswith("no knowledge sources")
 
@@ -66,7 +67,8 @@ def test_reindex_picks_up_an_edit(docs: Path):
     info = page.stat()
     os.utime(page, ns=(info.st_atime_ns, info.st_mtime_ns + 2_000_000_000))
     code, said = arena("knowledge", "reindex")
-    assert code == 0 and "0 new, 1 changed" in said
+    assert code == 0
+    assert "0 new, 1 changed" in said
     code, found = arena("knowledge", "search", "where are the streams kept", "--group", "demo")
     assert "team-docs/setup.md#L7-9@" in found
 
@@ -126,6 +128,7 @@ def test_lore_entries_are_added_listed_and_removed(docs: Path):
     code, other = arena(
         "knowledge", "lore", "add", "--agent", "ping", "--book", "lore-demo", "--keys", "x", "t"
     )
-    assert code != 0 and "lorebook 'lore-demo' is for group demo" in other
+    assert code != 0
+    assert "lorebook 'lore-demo' is for group demo" in other
     assert arena("knowledge", "lore", "remove", "1")[0] == 0
     assert arena("knowledge", "lore", "list")[1].startswith("no lore entries")

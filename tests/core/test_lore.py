@@ -48,7 +48,8 @@ def test_a_key_matches_whole_words_and_phrases_only():
 def test_a_pattern_is_searched_case_insensitively():
     given, _ = match_lore([entry(1, pattern=r"\bv\d+\.\d+\b")], said("Is V2.3 out?"), 100)
     assert ids(given) == [1]
-    assert given[0].why.startswith("pattern ") and given[0].why.endswith(" in p0's message")
+    assert given[0].why.startswith("pattern ")
+    assert given[0].why.endswith(" in p0's message")
 
 
 def test_only_the_last_messages_bring_lore_in():

@@ -127,6 +127,9 @@ RUN_BY = {
     ("README.md", "Quick start"): "test_quick_start_make_targets, test_quick_start_commands",
     ("README.md", "Agents that act"): "test_agents_that_act",
     ("README.md", "Approvals"): "test_approvals_example",
+    ("README.md", "Knowledge"): "test_knowledge_example",
+    ("docs/knowledge.md", "Sources"): "test_knowledge_docs_examples",
+    ("docs/knowledge.md", "Lorebooks"): "test_knowledge_docs_examples",
     ("docs/configuration.md", "Secured Redis and MQTT"): "test_secured_service_urls",
     ("docs/configuration.md", "Running against external services"): "test_compose_commands",
     ("docs/cli.md", "The Python client"): "test_python_client",
@@ -604,3 +607,54 @@ def test_compose_commands() -> None:
             assert service in services, command
             assert rest[0] == "arena"
             assert rest[1] in main.list_commands(click.Context(main)), command
+
+
+def test_knowledge_example(stack: Stack) -> None:
+    """The README's knowledge example: the repository's docs/ added for demo, a question
+    answered citing a passage of them with its locator, a lore entry added; then forgotten,
+    so that what follows sees no knowledge."""
+    (block,) = _runnable("README.md", "Knowledge")
+    add, post, lore = block.commands
+    try:
+        added = stack.sh(add)
+        assert "added docs (folder, trusted) for group demo" in added
+        assert re.search(r"docs: \d+ files, \d+ new", added)
+        answered = stack.sh(post)
+        assert re.search(r"From docs/[\w./-]+\.md#L\d+-\d+@[0-9a-f]{12} \(trusted\): \"", answered)
+        assert re.fullmatch(
+            r"added lore lore-demo#\d+ \(\d+ tokens\) for group demo\n", stack.sh(lore)
+        )
+    finally:
+        _forget_knowledge(stack, "docs", "lore-demo")
+
+
+def test_knowledge_docs_examples(stack: Stack) -> None:
+    """docs/knowledge.md's sources and lorebook examples print what their comments say."""
+    (sources,) = _runnable("docs/knowledge.md", "Sources")
+    (lore,) = _runnable("docs/knowledge.md", "Lorebooks")
+    try:
+        said = [stack.sh(command) for command in sources.commands]
+        assert "added docs (folder, trusted) for group demo" in said[0]
+        assert "added readme (file, trusted) for agent developer" in said[1]
+        assert "added starlette (folder, external) for group demo" in said[2]
+        listed = stack.sh("arena knowledge list --json")
+        names = {json.loads(line)["name"] for line in listed.splitlines()}
+        assert names == {"docs", "readme"}  # starlette was removed last
+        assert "external" in said[3]
+        assert "0 changed, 0 removed" in said[4]
+        assert re.search(r"\[1\] (docs|starlette)/[\w./-]+#L\d+-\d+@", said[5])
+        assert "removed starlette; its files are untouched" in said[6]
+        outputs = [stack.sh(command) for command in lore.commands]
+        assert outputs[0].startswith("added lore lore-demo#")
+        assert outputs[1].startswith("added lore lore#")
+        assert "Deploys happen on" in outputs[2]
+        assert outputs[3] == "removed lore entry 2\n"
+    finally:
+        _forget_knowledge(stack, "docs", "readme", "starlette", "lore-demo", "lore")
+
+
+def _forget_knowledge(stack: Stack, *names: str) -> None:
+    """The sources an example added, removed whether or not it got that far."""
+    unset: dict[str, str | None] = {name: None for name in os.environ if name not in stack.env}
+    for name in names:
+        CliRunner().invoke(main, ["knowledge", "remove", name], env={**unset, **stack.env})

@@ -92,9 +92,7 @@ def test_search_gives_passages_with_locators_and_no_markers(tools: MemoryTools):
     assert result.hits == 1
     first = result.content.splitlines()[0]
     assert first.startswith("[runbook/ops.md#L1-6@")
-    assert first.endswith(
-        "(trusted, section: Runbook > Restarts)"
-    )
+    assert first.endswith("(trusted, section: Runbook > Restarts)")
     assert "> Restart the worker with `systemctl restart arena-worker`" in result.content
     assert "<!--SAVE_MEMORY" not in result.content
 
@@ -114,9 +112,7 @@ def test_get_gives_the_numbered_lines_as_they_are_now(tools: MemoryTools):
     assert not result.is_error
     lines = result.content.splitlines()
     assert lines[0].startswith("[runbook/ops.md#L3-5@")
-    assert lines[0].endswith(
-        "(trusted, as they are now)"
-    )
+    assert lines[0].endswith("(trusted, as they are now)")
     assert lines[1] == "    3  ## Restarts"
     assert lines[3].startswith("    5  Restart the worker")
 
