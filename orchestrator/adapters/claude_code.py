@@ -6,12 +6,12 @@ project is added to it (``--add-dir``). It runs under :mod:`orchestrator.adapter
 so ending it ends everything it started, and sees only the environment built here: the model's
 key and base URL, its own configuration folder (``CLAUDE_CONFIG_DIR``, also its ``HOME``) and
 switches that keep it offline and quiet, never the arena's own settings. No settings file is
-read (``setting_sources=[]``): what the agent knows comes in the arena's context, appended to
-Claude Code's system prompt, and Claude Code's automatic memory is off
-(``CLAUDE_CODE_DISABLE_AUTO_MEMORY=1``): the arena's memory is the only one.
+read (``setting_sources=[]``): the agent's knowledge is the arena's context, appended to Claude
+Code's system prompt, its automatic memory off (``CLAUDE_CODE_DISABLE_AUTO_MEMORY=1``), and the
+arena's read-only tools served in process (:mod:`orchestrator.adapters.claude_tools`).
 
 A run ends ``done``, or ``failed`` (the CLI said so, or it was denied a tool even if it then
-succeeded; a denial by the run's gate, the person's decision, is not a failure), ``cancelled``,
+succeeded; a denial by its gate, the person's decision, is not a failure), ``cancelled``,
 ``stalled`` (no event for ``code.inactivity_s``), ``timed_out`` (past ``code.wall_s``) or
 ``crashed`` (the CLI died or wrote what is not its protocol); or it stops ``waiting`` (the gate
 waited for a decision in vain: the CLI ended its turn, its session can be resumed). Unless
@@ -32,7 +32,7 @@ import signal
 import sys
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -50,6 +50,7 @@ from orchestrator.adapters.claude_permits import (
     text_of,
     usage_of,
 )
+from orchestrator.adapters.claude_tools import ExtraTool, allowed_names, mcp_servers
 from orchestrator.adapters.process_group import GRACE_S, PIDFILE_ENV, wait_ended
 from orchestrator.core.coding import describe_tool
 from orchestrator.core.models import CodeSpec, Usage
@@ -98,6 +99,7 @@ class RunRequest:
     gate: Gate | None = None  # asks for each edit and command (approvals); None: allowed
     resume: str | None = None  # the CLI session to go on with (a run woken by a decision)
     steps_before: int = 0  # the steps it made before it was woken
+    tools: Sequence[ExtraTool] = ()  # the arena's own tools it may call (read-only)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -191,16 +193,15 @@ class ClaudeCode:
             "DISABLE_ERROR_REPORTING": "1",
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
             "CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1",
-            # Else its scratch files go to /tmp/claude-<uid>, shared by every run.
-            "CLAUDE_CODE_TMPDIR": str(request.config_dir / "tmp"),
+            "CLAUDE_CODE_TMPDIR": str(request.config_dir / "tmp"),  # not /tmp/claude-<uid>
             "TMPDIR": str(request.config_dir / "tmp"),  # a command's scratch files, too
             PIDFILE_ENV: str(pidfile),  # read by the launcher, not passed on
+            **({"ANTHROPIC_BASE_URL": request.base_url} if request.base_url else {}),
         }
-        if request.base_url:
-            env["ANTHROPIC_BASE_URL"] = request.base_url
         gate, allowed, mode = request.gate, list(code.tools), code.permission_mode
         if gate is not None:  # edits and commands are asked of the gate
             allowed, mode = [t for t in code.tools if t in READ_TOOLS], "default"
+        allowed += allowed_names(request.tools)
         return sdk.ClaudeAgentOptions(
             cwd=str(request.workspace),
             add_dirs=[str(request.project)],
@@ -219,6 +220,7 @@ class ClaudeCode:
             max_turns=code.max_turns,
             max_budget_usd=request.max_budget_usd,
             setting_sources=[],
+            mcp_servers=mcp_servers(request.tools),
             max_buffer_size=_MAX_LINE_BYTES,
             stderr=run.stderr.append,
             hooks=run.guard.hooks(READ_TOOLS if gate is not None else None),

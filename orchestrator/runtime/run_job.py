@@ -55,6 +55,7 @@ from orchestrator.runtime.run_parts import (
     Unannounced,
     compose,
     follow,
+    knowledge_tools,
     note_outcome,
     preload,
     publishing,
@@ -176,6 +177,7 @@ async def _run(
             gate=gate,
             resume=paused.session_id if paused is not None else None,
             steps_before=len(runs.steps(run.id)),
+            tools=knowledge_tools(wiring, agent, run.group),
         )
         runner = cli or ClaudeCode(settings.data_dir / "runs", cli=settings.claude_cli)
         async with StepPublisher(redis, publisher_url(settings)) as steps:

@@ -1,20 +1,31 @@
 """What a Claude Code run is given and how it is followed, for its job
 (:mod:`orchestrator.runtime.run_job`): the agent's context as a turn builds it, the model it
-talks to, each step kept and published as it happens (a cancel honoured within a second), and
-the outcome in the agent's daily log."""
+talks to, the knowledge tools (the sources its group and agent may read), each step kept and
+published as it happens (a cancel honoured within a second), and the outcome in the agent's
+daily log."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from orchestrator.adapters.claude_code import ClaudeCode, RunOutcome, RunRequest, RunStep
+from orchestrator.adapters.claude_tools import ExtraTool
 from orchestrator.adapters.steps import StepPublisher
 from orchestrator.core.context.report import ContextReport
 from orchestrator.core.models import AgentSpec, LLMRequest
+from orchestrator.core.tools import (
+    BadCall,
+    KnowledgeGet,
+    KnowledgeSearch,
+    ToolCall,
+    parse_call,
+    schemas,
+)
 from orchestrator.memory.runs import RunRecord, RunStore, StoredStep
 from orchestrator.memory.schema import PersonalDraft
 from orchestrator.runtime.gate import RunGate
@@ -28,6 +39,7 @@ __all__ = [
     "Unannounced",
     "compose",
     "follow",
+    "knowledge_tools",
     "note_outcome",
     "preload",
     "publishing",
@@ -35,6 +47,43 @@ __all__ = [
 ]
 
 CANCEL_POLL_S = 1.0
+_KNOWLEDGE_TOOLS = ("knowledge_search", "knowledge_get")
+
+
+def knowledge_tools(wiring: Wiring, agent: AgentSpec, group: str) -> tuple[ExtraTool, ...]:
+    """``knowledge_search`` and ``knowledge_get`` for a run of ``agent`` in ``group`` (those of
+    the two its ``tools`` list), checked as a turn's calls are, on the sources it may read."""
+    names = tuple(name for name in _KNOWLEDGE_TOOLS if name in agent.tools)
+    knowledge = wiring.tools.knowledge
+    if not names or knowledge is None:
+        return ()
+    found = knowledge
+
+    def answering(name: str) -> Callable[[Mapping[str, Any]], Awaitable[str]]:
+        async def answer(data: Mapping[str, Any]) -> str:
+            parsed = parse_call(ToolCall(id=name, name=name, input=data), names)
+            if isinstance(parsed, KnowledgeGet):
+                return await asyncio.to_thread(
+                    found.get, parsed.locator, group=group, agent=agent.id
+                )
+            if not isinstance(parsed, KnowledgeSearch):
+                raise ValueError(parsed.reason if isinstance(parsed, BadCall) else "not known")
+            text, _ = await asyncio.to_thread(
+                found.search, parsed.query, parsed.limit, group=group, agent=agent.id
+            )
+            return text
+
+        return answer
+
+    return tuple(
+        ExtraTool(
+            name=spec["name"],
+            description=spec["description"],
+            schema=spec["input_schema"],
+            call=answering(spec["name"]),
+        )
+        for spec in schemas(names)
+    )
 
 
 class RunContext:

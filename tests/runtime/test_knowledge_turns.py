@@ -5,6 +5,7 @@ and after the file is edited and the sources refreshed the next turn gets the ne
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from orchestrator.memory.knowledge.lore import LoreShelf, NewLore
 from orchestrator.offline.model import OfflineProvider
 from orchestrator.runtime.freshness import refresh
 from orchestrator.runtime.preview import next_trigger, preview
+from orchestrator.runtime.run_parts import knowledge_tools
 from orchestrator.runtime.wiring import Wiring
 from orchestrator.settings import Settings
 
@@ -145,3 +147,19 @@ async def test_lore_comes_in_when_its_keys_come_up_and_is_cited(wiring: Wiring):
     assert f'From lore-demo#{freeze.id} (trusted): "The code freeze starts on the 20th."' in reply
     assert wiring.lore.remove(freeze.id)
     assert "(lore," not in _turn(wiring, "@ping code freeze?").built.request.system_tail
+
+
+async def test_a_runs_knowledge_tools_read_only_its_groups_sources(wiring: Wiring):
+    agent = wiring.team.get("ping")
+    search, get = knowledge_tools(wiring, agent, "demo")
+    assert (search.name, get.name) == ("knowledge_search", "knowledge_get")
+    found = await search.call({"query": "where does the arena keep its state"})
+    assert found.startswith("[handbook/ops.md#L1-5@")
+    lines = await get.call({"locator": "handbook/ops.md#L5"})
+    assert lines.splitlines()[1].startswith("    5  The arena keeps its state")
+    (elsewhere, _) = knowledge_tools(wiring, agent, "other")
+    assert await elsewhere.call({"query": "arena state"}) == "no passages found"
+    with pytest.raises(ValueError, match="query is required"):
+        await search.call({})
+    none = replace(agent, tools=("memory_search",))
+    assert knowledge_tools(wiring, none, "demo") == ()
