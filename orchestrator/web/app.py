@@ -42,6 +42,7 @@ from orchestrator.web import (
     api_approvals,
     api_caps,
     api_context,
+    api_knowledge,
     api_memory,
     api_runs,
     api_summary,
@@ -149,7 +150,8 @@ def create_app(
     )
     app.state.guard = Guard(settings.web_token)
     limits = (*api.body_limits(settings.max_message_bytes), *api_agents.BODY_LIMITS)
-    app.add_middleware(BodyLimitMiddleware, limits=(*limits, *api_memory.BODY_LIMITS))
+    limits = (*limits, *api_memory.BODY_LIMITS, *api_knowledge.BODY_LIMITS)
+    app.add_middleware(BodyLimitMiddleware, limits=limits)
     # Added after, so outside: a refused request's body is never read, a 413 has the headers.
     app.add_middleware(SecurityMiddleware, guard=app.state.guard)
     app.add_middleware(_HeadAsGet)
@@ -160,6 +162,7 @@ def create_app(
     app.include_router(api_caps.router)
     app.include_router(api_runs.router)
     app.include_router(api_approvals.router)
+    app.include_router(api_knowledge.router)
     _errors(app)
     app.add_api_route(
         "/docs", _docs_page(app), include_in_schema=False, response_class=HTMLResponse

@@ -76,6 +76,12 @@ def memory_page(request: Request) -> HTMLResponse:
     return templates.TemplateResponse(request, "memory.html", {"types": MEMORY_TYPES})
 
 
+@router.get("/knowledge", response_class=HTMLResponse)
+def knowledge_page(request: Request) -> HTMLResponse:
+    """The knowledge sources: their chunks, search, uploads, and a locator's lines now."""
+    return templates.TemplateResponse(request, "knowledge.html")
+
+
 @router.get("/context", response_class=HTMLResponse)
 def context_page(request: Request) -> HTMLResponse:
     """The context inspector: an agent's next turn in a group, layer by layer."""

@@ -33,6 +33,8 @@ from orchestrator.core.wire import deadletter_stream
 from orchestrator.memory.conversation.run_meta import RunMeta
 from orchestrator.memory.conversation.store import NewReply
 from orchestrator.memory.db import make_engine
+from orchestrator.memory.knowledge.indexer import Indexer
+from orchestrator.memory.knowledge.store import KnowledgeStore
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.runs import RunStore, StoredStep
 from orchestrator.memory.session.store import NewMemory, SessionMemory
@@ -63,7 +65,9 @@ WIDTHS = {"desktop": 1280, "phone": 390}
 
 # Path parameters of the pages, and the query that fills a page whose content comes from it.
 SAMPLES = {"group": LONG_GROUP, "agent": LONG_AGENT}
+LONG_SOURCE = "a-very-long-knowledge-source-name-" + "k" * 30  # 64 characters, the most
 QUERIES = {
+    "/knowledge": f"?locator={LONG_SOURCE}/notes.md%23L1-4",
     "/context": f"?agent={LONG_AGENT}&group={LONG_GROUP}&message=what+did+we+decide",
     "/memory": f"?group={LONG_GROUP}",
     "/groups": f"?group={LONG_GROUP}",
@@ -128,12 +132,32 @@ def _seed_database(settings: Settings) -> None:
             )
     finally:
         engine.dispose()
+    _seed_knowledge(settings)
     folder = settings.workspaces_dir / LONG_AGENT
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "MEMORY.md").write_text(f"- [decision] 3 {LONG_WORD}\n", encoding="utf-8")
     log = PersonalLog(settings.workspaces_dir, settings.zone).path(LONG_AGENT, at.date())
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text(f"- 09:00 [fact] {LONG_WORD} (source: {LONG_GROUP}/long-1)\n", "utf-8")
+
+
+def _seed_knowledge(settings: Settings) -> None:
+    """A knowledge source with a long name, read by the long group, whose file has long words
+    and long lines (the page opens one of its locators)."""
+    folder = settings.data_dir / "long-kb"
+    folder.mkdir(parents=True, exist_ok=True)
+    body = f"# {LONG_WORD}\n\nsee {LONG_WORD}\n\n    {LONG_WORD} {LONG_WORD}\n"
+    (folder / "notes.md").write_text(body, encoding="utf-8")
+    engine = make_engine(settings.effective_database_url)
+    try:
+        store = KnowledgeStore(engine)
+        source = store.add(
+            name=LONG_SOURCE, kind="folder", root=folder, scope="group", scope_id=LONG_GROUP,
+            trust="external", now=datetime.now(UTC),
+        )  # fmt: skip
+        Indexer(store).sync(source, now=datetime.now(UTC))
+    finally:
+        engine.dispose()
 
 
 def _seed_runs(engine: Engine, at: datetime) -> None:

@@ -63,6 +63,7 @@ class Seeded:
     memory: int
     run: str
     approval: str
+    locator: str
 
 
 def _seed_room(engine: Engine, group: str) -> str:
@@ -173,6 +174,20 @@ def _seed_files(settings: Settings, engine: Engine, group: str, api: httpx.Clien
         r.hset(spend_key(today), mapping={f"tokens:group:{group}": 1500, "tokens:all:*": 1500})
 
 
+def _seed_knowledge(api: httpx.Client, group: str) -> str:
+    """A document uploaded for the group (a source of its own, indexed); a chunk's locator."""
+    text = b"# Deploys\n\nThe deploy pipeline runs on GitHub Actions.\n"
+    uploaded = api.post(
+        "/api/knowledge/uploads",
+        files=[("files", ("deploys.md", text, "text/markdown"))],
+        data={"group": group},
+    )
+    assert uploaded.status_code == 201, uploaded.text
+    found = api.get("/api/knowledge/search", params={"q": "deploy pipeline", "group": group})
+    locator: str = found.json()["hits"][0]["locator"]
+    return locator
+
+
 @pytest.fixture(scope="module")
 def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
     folder = tmp_path_factory.mktemp("web-openapi")
@@ -189,7 +204,8 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
             ApprovalStore(engine).decide(
                 approval, approve=True, by="user", note="once", always=True, now=T0
             )
-            yield Seeded(base, settings, group, reply, memory, run, approval)
+            locator = _seed_knowledge(api, group)
+            yield Seeded(base, settings, group, reply, memory, run, approval, locator)
         engine.dispose()
 
 
@@ -305,6 +321,16 @@ def _calls(seeded: Seeded) -> dict[str, list[tuple[str, dict[str, str]]]]:
         "/api/approvals": [("/api/approvals", {}), ("/api/approvals", {"state": "all"})],
         "/api/approvals/{approval_id}": [(f"/api/approvals/{seeded.approval}", {})],
         "/api/allow": [("/api/allow", {}), ("/api/allow", {"agent": "ping"})],
+        "/api/knowledge/sources": [("/api/knowledge/sources", {})],
+        "/api/knowledge/sources/{name}/chunks": [
+            (f"/api/knowledge/sources/uploads-{g}/chunks", {}),
+            (f"/api/knowledge/sources/uploads-{g}/chunks", {"path": "deploys.md", "limit": "1"}),
+        ],
+        "/api/knowledge/locate": [("/api/knowledge/locate", {"locator": seeded.locator})],
+        "/api/knowledge/search": [
+            ("/api/knowledge/search", {"q": "deploy pipeline"}),
+            ("/api/knowledge/search", {"q": "deploy pipeline", "group": g, "agent": "ping"}),
+        ],
     }
 
 

@@ -39,6 +39,8 @@ GUARDED = [
     "/api/status",
     "/api/route?text=hi",
     "/api/dead-letters",
+    "/knowledge",
+    "/api/knowledge/sources",
     "/metrics",
     "/docs",
     "/openapi.json",

@@ -46,8 +46,14 @@
     };
     const key = (item) => String(item).startsWith("chunk ") ? String(item) : String(item).replace(/^(memory|message) #?/, "");
     const why = (item) => { const found = passage(item); return found && found.why ? "kept: " + found.why : "kept"; };
+    /* A passage's locator links to the knowledge page, which shows its lines now. */
+    const labelled = (item) => {
+      const found = passage(item);
+      if (!found || !found.ref) return label(item);
+      return el("a", {href: "/knowledge?locator=" + encodeURIComponent(found.ref), class: "locator"}, found.ref);
+    };
     const rows = (report.recall || []).map((item) => el("tr", {},
-      el("td", {}, label(item)), el("td", {}, (cited.get(key(item)) || {}).trust || ""), el("td", {class: "ok"}, why(item))));
+      el("td", {}, labelled(item)), el("td", {}, (cited.get(key(item)) || {}).trust || ""), el("td", {class: "ok"}, why(item))));
     (report.recall_dropped || []).forEach((d) => rows.push(el("tr", {class: "dropped"},
       el("td", {}, label(d.id)), el("td", {}, ""), el("td", {class: "text"}, `left out (${d.layer}): ${d.reason}`))));
     return rows.length ? rows : [el("tr", {class: "empty"}, el("td", {colspan: 3}, "Nothing recalled."))];

@@ -1,0 +1,164 @@
+"""What the console's API of knowledge sources answers, as models: the sources (who reads
+them, their counts and their last check), a source's chunks, a locator resolved to the lines
+it names now, a search as a turn's recall would make it, an upload and a removal. Times are
+ISO 8601.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from orchestrator.web.schemas import Answer
+
+__all__ = [
+    "ChunkRow",
+    "KnowledgeChunks",
+    "KnowledgeHitOut",
+    "KnowledgeSearch",
+    "KnowledgeSources",
+    "Located",
+    "LocatedLine",
+    "SourceOut",
+    "SourceRemoved",
+    "SyncOut",
+    "Uploaded",
+    "UploadedFile",
+]
+
+
+class SourceOut(Answer):
+    """A knowledge source: what it indexes, who reads it, how far it is trusted, and how its
+    last check went."""
+
+    name: str
+    kind: str = Field(description="folder, file, project or upload.")
+    root: str = Field(description="The folder or file it indexes.")
+    scope: str = Field(description="group, agent or everyone.")
+    scope_id: str = Field(description="The group or agent (empty for everyone).")
+    owner: str = Field(description="Who reads it, as people write it: `group demo`, `everyone`.")
+    trust: str = Field(description="trusted, or external (material, never instructions).")
+    files: int
+    chunks: int
+    created_at: str
+    checked_at: str | None = Field(description="When its files were last checked.")
+    problem: str | None = Field(description="Why its last check could not read them, if so.")
+
+
+class KnowledgeSources(Answer):
+    """Every source, by name."""
+
+    sources: list[SourceOut]
+
+
+class ChunkRow(Answer):
+    """One chunk of a source: where it is, what it sits under, its size and its first lines."""
+
+    id: int
+    locator: str = Field(description="`source/path#L12-40@digest`.")
+    path: str = Field(description="The file, as locators name it (`source/path`).")
+    start: int
+    end: int
+    heading: str = Field(description="The headings or definitions it sits under (`A > B`).")
+    kind: str = Field(description="section, paragraph, definition or lines.")
+    tokens: int
+    preview: str = Field(description="Its first lines.")
+
+
+class KnowledgeChunks(Answer):
+    """A source's chunks in file and line order (of one file when asked), up to ``limit``."""
+
+    source: str
+    path: str | None
+    chunks: list[ChunkRow]
+    more: bool = Field(description="Whether there are more than were sent.")
+
+
+class LocatedLine(Answer):
+    """A line of a file, numbered as an editor numbers it."""
+
+    n: int
+    text: str
+
+
+class Located(Answer):
+    """What a locator names now."""
+
+    asked: str = Field(description="The locator as asked.")
+    locator: str = Field(description="Where the text is now (with the digest of the lines now).")
+    source: str
+    path: str = Field(description="The file, as locators name it (`source/path`).")
+    state: str = Field(
+        description="current (as cited), moved (the cited text is at other lines now), changed "
+        "(these lines differ from what was cited) or unversioned (no digest was given)."
+    )
+    trust: str
+    start: int
+    end: int
+    lines: list[LocatedLine]
+
+
+class KnowledgeHitOut(Answer):
+    """A chunk a search found: where it is, its text and trust, its full-text score."""
+
+    rank: int
+    locator: str
+    source: str
+    path: str
+    start: int
+    end: int
+    heading: str
+    trust: str
+    tokens: int
+    score: float = Field(description="Higher is better; comparable within one search only.")
+    text: str
+
+
+class KnowledgeSearch(Answer):
+    """The chunks the query finds among the sources a turn would see, best first."""
+
+    query: str
+    terms: list[str] = Field(description="The content words searched for.")
+    scopes: list[str] = Field(description="Whose sources were searched (`group demo`, …).")
+    hits: list[KnowledgeHitOut]
+
+
+class SyncOut(Answer):
+    """What indexing a source changed."""
+
+    files: int
+    added: int
+    changed: int
+    removed: int
+    unchanged: int
+    chunks_written: int
+    chunks_removed: int
+    seconds: float
+    problems: list[str] = Field(description="Files it could not index, and why.")
+
+
+class UploadedFile(Answer):
+    """A file saved by an upload."""
+
+    name: str
+    bytes: int
+    replaced: bool = Field(description="Whether it replaced an earlier upload of that name.")
+    path: str = Field(description="The file, as locators name it (`source/name`).")
+
+
+class Uploaded(Answer):
+    """The source the files were saved to (created by the first upload), the files, and what
+    indexing them changed."""
+
+    source: SourceOut
+    created: bool = Field(description="Whether this upload created the source.")
+    files: list[UploadedFile]
+    sync: SyncOut
+    note: str = Field(description="What happened, in one line.")
+
+
+class SourceRemoved(Answer):
+    """A source forgotten: its chunks are gone, its files are kept."""
+
+    name: str
+    root: str = Field(description="Where its files are, untouched.")
+    note: str

@@ -1,0 +1,196 @@
+/* The knowledge page: the sources (who reads them, trust, counts, last check, problem), a
+ * source's chunks on click, search as a turn would be given passages, uploading documents as a
+ * source of their own, and a locator opened to the file's lines now, numbered, with whether
+ * they are still what was cited. Every text from the server is put in the page as text. */
+"use strict";
+
+(function () {
+  const el = arena.el;
+  const params = new URLSearchParams(window.location.search);
+  const problem = document.getElementById("knowledge-error");
+  const note = document.getElementById("knowledge-note");
+  const sourcesBody = document.querySelector("#sources tbody");
+  const upload = document.getElementById("upload");
+  const owner = document.getElementById("upload-owner");
+  const uploadGroup = document.getElementById("upload-group");
+  const uploadAgent = document.getElementById("upload-agent");
+  const uploadError = document.getElementById("upload-error");
+  const searchForm = document.getElementById("search");
+  const locateForm = document.getElementById("locate-form");
+  const STATES = {
+    current: "as cited",
+    moved: "moved: the cited text is at these lines now",
+    changed: "changed since it was cited: these are the lines now",
+    unversioned: "no digest given: the lines now",
+  };
+
+  function trustTag(trust) {
+    return el("span", {class: "tag " + (trust === "external" ? "external" : "")}, trust);
+  }
+
+  /* A locator as a link that opens it below (and in the address, to share). */
+  function locatorLink(locator) {
+    const a = el("a", {href: "/knowledge?locator=" + encodeURIComponent(locator), class: "locator"}, locator);
+    a.addEventListener("click", (event) => { event.preventDefault(); openLocator(locator); });
+    return a;
+  }
+
+  function forgetButton(s) {
+    const b = el("button", {type: "button", class: "small"}, "Forget");
+    b.addEventListener("click", async () => {
+      if (b.dataset.armed !== "yes") {
+        b.dataset.armed = "yes";
+        b.textContent = "Forget " + s.name + "?";
+        return;
+      }
+      try {
+        const done = await arena.api("/api/knowledge/sources/" + encodeURIComponent(s.name), {method: "DELETE"});
+        arena.show(note, done.note);
+        arena.show(problem, "");
+        await loadSources();
+      } catch (error) {
+        arena.show(problem, error.message);
+      }
+    });
+    return b;
+  }
+
+  function sourceRow(s) {
+    const open = el("button", {type: "button", class: "small link"}, s.name);
+    open.addEventListener("click", () => showChunks(s.name));
+    return el("tr", {dataset: {source: s.name}},
+      el("td", {class: "name"}, open, el("div", {class: "hint"}, s.root)),
+      el("td", {}, s.owner),
+      el("td", {}, trustTag(s.trust)),
+      el("td", {}, s.kind),
+      el("td", {class: "num"}, arena.number(s.files)),
+      el("td", {class: "num"}, arena.number(s.chunks)),
+      el("td", {}, s.checked_at ? arena.when(s.checked_at) : "never"),
+      el("td", {class: "error"}, s.problem || ""),
+      el("td", {class: "actions"}, forgetButton(s)));
+  }
+
+  async function loadSources() {
+    try {
+      const data = await arena.api("/api/knowledge/sources");
+      sourcesBody.replaceChildren(...(data.sources.length ? data.sources.map(sourceRow)
+        : [el("tr", {class: "empty"}, el("td", {colspan: 9}, "No knowledge sources yet: upload documents below, or `arena knowledge add`."))]));
+    } catch (error) {
+      arena.show(problem, error.message);
+    }
+  }
+
+  async function showChunks(name) {
+    try {
+      const data = await arena.api("/api/knowledge/sources/" + encodeURIComponent(name) + "/chunks?limit=500");
+      document.getElementById("chunks-title").textContent = `Chunks of ${name}` +
+        (data.more ? ` (the first ${data.chunks.length})` : ` (${data.chunks.length})`);
+      document.querySelector("#chunk-rows tbody").replaceChildren(...(data.chunks.length ? data.chunks.map((c) => el("tr", {},
+        el("td", {class: "locator"}, locatorLink(c.locator)),
+        el("td", {}, c.heading),
+        el("td", {}, c.kind),
+        el("td", {class: "num"}, arena.number(c.tokens)),
+        el("td", {class: "preview"}, c.preview)))
+        : [el("tr", {class: "empty"}, el("td", {colspan: 5}, "No chunks: nothing readable was indexed."))]));
+      const panel = document.getElementById("chunks");
+      panel.hidden = false;
+      panel.scrollIntoView({block: "nearest"});
+    } catch (error) {
+      arena.show(problem, error.message);
+    }
+  }
+
+  function ownerChanged() {
+    uploadGroup.hidden = owner.value !== "group";
+    uploadAgent.hidden = owner.value !== "agent";
+  }
+
+  upload.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const files = document.getElementById("upload-files").files;
+    const body = new FormData();
+    for (const file of files) body.append("files", file, file.name);
+    if (owner.value === "group") body.append("group", uploadGroup.value.trim());
+    else if (owner.value === "agent") body.append("agent", uploadAgent.value);
+    else body.append("everyone", "true");
+    const source = document.getElementById("upload-source").value.trim();
+    if (source) body.append("source", source);
+    body.append("trust", document.getElementById("upload-trust").value);
+    try {
+      const done = await arena.api("/api/knowledge/uploads", {method: "POST", body});
+      const skipped = done.sync.problems.length ? " Not indexed: " + done.sync.problems.join("; ") : "";
+      arena.show(note, done.note + ` Indexed: ${done.sync.chunks_written} chunks written.` + skipped);
+      arena.show(uploadError, "");
+      upload.reset();
+      ownerChanged();
+      await loadSources();
+      await showChunks(done.source.name);
+    } catch (error) {
+      arena.show(uploadError, error.message);
+    }
+  });
+
+  async function search() {
+    const query = new URLSearchParams();
+    for (const [name, value] of new FormData(searchForm).entries()) if (String(value).trim()) query.set(name, String(value).trim());
+    try {
+      const data = await arena.api("/api/knowledge/search?" + query);
+      const rows = data.hits.map((h) => el("tr", {},
+        el("td", {class: "num"}, String(h.rank)),
+        el("td", {class: "text"}, locatorLink(h.locator), h.heading ? el("div", {class: "hint"}, h.heading) : null,
+          el("div", {class: "passage"}, h.text.split("\n").slice(0, 6).join("\n"))),
+        el("td", {}, trustTag(h.trust)),
+        el("td", {class: "num"}, String(Number(h.score.toPrecision(3))))));
+      document.querySelector("#hits tbody").replaceChildren(...(rows.length ? rows
+        : [el("tr", {class: "empty"}, el("td", {colspan: 4}, "No passages found in " + (data.scopes.join(", ") || "any source") + "."))]));
+      document.getElementById("hits-box").hidden = false;
+      arena.show(document.getElementById("search-error"), "");
+    } catch (error) {
+      arena.show(document.getElementById("search-error"), error.message);
+    }
+  }
+
+  async function openLocator(locator) {
+    const error = document.getElementById("locate-error");
+    document.getElementById("locator").value = locator;
+    const query = new URLSearchParams({locator});
+    window.history.replaceState(null, "", "/knowledge?" + query);
+    try {
+      const found = await arena.api("/api/knowledge/locate?" + query);
+      document.getElementById("located-head").replaceChildren(
+        el("code", {}, found.locator), " ",
+        el("span", {class: "tag state-" + found.state}, found.state), " ", trustTag(found.trust));
+      const notes = [STATES[found.state] || found.state];
+      if (found.locator !== found.asked) notes.push("asked for " + found.asked);
+      if (found.trust === "external") notes.push("external text: material to read, never instructions");
+      document.getElementById("located-note").textContent = notes.join(" · ");
+      document.querySelector("#lines tbody").replaceChildren(...found.lines.map((line) =>
+        el("tr", {}, el("td", {class: "n"}, String(line.n)), el("td", {class: "code"}, line.text))));
+      document.getElementById("located").hidden = false;
+      arena.show(error, "");
+      document.getElementById("locate").scrollIntoView({block: "nearest"});
+    } catch (failure) {
+      document.getElementById("located").hidden = true;
+      arena.show(error, failure.message);
+    }
+  }
+
+  owner.addEventListener("change", ownerChanged);
+  searchForm.addEventListener("submit", (event) => { event.preventDefault(); search(); });
+  locateForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    openLocator(document.getElementById("locator").value.trim());
+  });
+  ownerChanged();
+  (async () => {
+    try {
+      const agents = (await arena.api("/api/agents")).agents;
+      agents.forEach((a) => {
+        uploadAgent.append(el("option", {value: a.id}, a.name));
+        document.getElementById("search-agent").append(el("option", {value: a.id}, a.name));
+      });
+    } catch (error) { /* the agent choices stay empty */ }
+    await loadSources();
+    if (params.get("locator")) openLocator(params.get("locator"));
+  })();
+})();

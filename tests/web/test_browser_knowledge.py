@@ -1,0 +1,86 @@
+"""The knowledge page in a real headless Chromium: a Markdown document uploaded through the
+page for a group becomes a source in the table (external, read by the group, its chunks on
+click), search finds its passage, and a locator opened from the hit shows the file's lines now,
+numbered, as cited; the context inspector's passage links to the same view. Hostile text in the
+document is shown as text.
+
+A failing test saves its page as a screenshot under ``test-artifacts/screenshots/``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.browser import needs_chromium
+from tests.web_helpers import console_server, console_settings
+
+playwright = pytest.importorskip("playwright.sync_api")
+
+pytestmark = [pytest.mark.slow, needs_chromium, pytest.mark.timeout(120)]
+
+GROUP = "kb-browser"
+GUIDE = """# Deploy guide
+
+How we ship.
+
+## Rollback
+
+To roll back a release, run `make rollback` with the previous tag.
+The pipeline keeps the last five artefacts. <img src=x onerror=alert(1)>
+"""
+
+
+def test_upload_search_and_open_a_locator(tmp_path: Path, embedded_redis_url: str, page: Any):
+    expect = playwright.expect
+    settings = console_settings(tmp_path, embedded_redis_url)
+    with console_server(settings) as base:
+        page.goto(f"{base}/knowledge")
+        expect(page.locator("#sources tbody tr.empty")).to_contain_text("No knowledge sources")
+        page.set_input_files(
+            "#upload-files",
+            files=[{"name": "deploy.md", "mimeType": "text/markdown", "buffer": GUIDE.encode()}],
+        )
+        page.select_option("#upload-owner", "group")
+        page.fill("#upload-group", GROUP)
+        page.click("#upload button[type=submit]")
+        source = "uploads-kb-browser"
+        expect(page.locator("#knowledge-note")).to_contain_text(f"1 file saved to {source}")
+        row = page.locator(f'#sources tr[data-source="{source}"]')
+        expect(row).to_contain_text(f"group {GROUP}")
+        expect(row).to_contain_text("external")
+        expect(row.locator("td.num").first).to_have_text("1")  # files
+        expect(page.locator("#chunks-title")).to_contain_text("Chunks of uploads-kb-browser")
+        expect(page.locator("#chunk-rows tbody tr", has_text="Rollback")).to_have_count(1)
+        assert (settings.data_dir / "knowledge" / "uploads-kb-browser" / "deploy.md").is_file()
+
+        page.fill("#q", "how do we roll back")
+        page.fill("#search-group", GROUP)
+        page.press("#q", "Enter")
+        hit = page.locator("#hits tbody tr").first
+        expect(hit).to_contain_text("make rollback")
+        expect(hit).to_contain_text("external")
+        hit.locator("a.locator").click()
+        expect(page.locator("#located")).to_be_visible()
+        expect(page.locator("#located-head")).to_contain_text("current")
+        expect(page.locator("#located-note")).to_contain_text("never instructions")
+        line = page.locator("#lines tr", has_text="make rollback")
+        expect(line.locator("td.n")).to_have_text("7")
+        expect(page.locator("#lines")).to_contain_text("<img src=x onerror=alert(1)>")
+        assert page.locator("main img").count() == 0
+        assert "/knowledge?locator=uploads-kb-browser%2Fdeploy.md" in page.url
+
+        page.reload()  # the locator in the address opens again
+        reopened = page.locator("#lines tr", has_text="make rollback")
+        expect(reopened.locator("td.n")).to_have_text("7")
+        page.fill("#locator", "uploads-kb-browser/nothing.md#L1")
+        page.press("#locator", "Enter")
+        expect(page.locator("#locate-error")).to_contain_text("nothing.md")
+
+        page.goto(f"{base}/context?agent=ping&group={GROUP}&message=how+do+we+roll+back")
+        passage = page.locator("#recall a.locator").first
+        expect(passage).to_contain_text("uploads-kb-browser/deploy.md#L")
+        passage.click()
+        expect(page.locator("#lines")).to_contain_text("make rollback")
