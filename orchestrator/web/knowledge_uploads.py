@@ -3,8 +3,9 @@ checked (its name, its suffix, its size, UTF-8 text) before any is written, then
 ``<data_dir>/knowledge/<source>/<name>`` (atomically: a reader sees the old file or the new
 one), the source created on the first upload and indexed at once.
 
-A second upload of a name replaces the file (the answer says so); the source's chunks of it are
-replaced when it is indexed. Removing the source forgets its chunks and keeps the files.
+A second upload of a name replaces the file (the answer says so), the one it replaces kept in
+the folder's ``.versions/`` (never indexed) under its name and the time; the source's chunks of
+it are replaced when it is indexed. Removing the source forgets its chunks and keeps the files.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ __all__ = [
     "MAX_FILES",
     "MAX_NAME_CHARS",
     "MAX_UPLOAD_BODY_BYTES",
+    "VERSIONS",
     "Refused",
     "Saved",
     "Upload",
@@ -35,6 +37,8 @@ __all__ = [
 
 MAX_FILES = 20
 """The most files one upload may carry."""
+VERSIONS = ".versions"
+"""Where, in an upload source's folder, the files an upload replaced are kept."""
 MAX_NAME_CHARS = 200
 MAX_UPLOAD_BODY_BYTES = 4 * MAX_FILE_BYTES + 64 * 1024
 """The most one upload's request may send: four files of the largest size indexed, and the
@@ -162,6 +166,13 @@ def _source_for(
     return found, False
 
 
+def _keep_version(path: Path, kept: Path) -> None:
+    """The file an upload replaces, kept under :data:`VERSIONS` (a hidden folder: never
+    indexed), so no version a person uploaded is lost."""
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(kept, path.read_text(encoding="utf-8", errors="replace"))
+
+
 def save_and_index(
     wiring: Wiring,
     uploads: list[Upload],
@@ -179,9 +190,12 @@ def save_and_index(
     found, created = _source_for(wiring, source, scope, scope_id, trust)
     folder = Path(found.root)
     files = []
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     for upload in uploads:
         path = folder / upload.name
         replaced = path.exists()
+        if replaced:
+            _keep_version(path, folder / VERSIONS / f"{upload.name}.{stamp}")
         write_atomic(path, upload.text)
         files.append((upload, replaced))
     report = wiring.indexer.sync(found, now=datetime.now(UTC))

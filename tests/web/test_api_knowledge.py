@@ -128,6 +128,12 @@ def test_a_locator_gives_the_lines_now(api: httpx.Client, served: Served, group:
     after = api.get("/api/knowledge/locate", params={"locator": locator}).json()
     assert after["state"] == "changed"
     assert "make revert" in "\n".join(line["text"] for line in after["lines"])
+    # The replaced upload is kept, never indexed (its old text is no longer found).
+    kept = list((served.settings.data_dir / "knowledge" / name / ".versions").iterdir())
+    assert [p.name.split(".md.")[0] for p in kept] == ["guide"]
+    assert kept[0].read_text(encoding="utf-8") == GUIDE
+    hits = api.get("/api/knowledge/search", params={"q": "make rollback", "group": group}).json()
+    assert all("make rollback" not in h["text"] for h in hits["hits"])
 
 
 def test_bad_uploads_are_refused_and_nothing_is_saved(
