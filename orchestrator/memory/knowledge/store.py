@@ -11,7 +11,9 @@ instructions. Indexing a source's files is :mod:`orchestrator.memory.knowledge.i
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -173,8 +175,32 @@ _POSTGRES_SEARCH = f"""
 class KnowledgeStore:
     """The sources and chunks on one database. Blocking: call from a thread in async code."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(
+        self, engine: Engine, *, recheck_s: float = 2.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.engine = engine
+        self.recheck_s = recheck_s  # how long the scopes that hold chunks are trusted
+        self.clock = clock
+        self._holding: frozenset[tuple[str, str]] = frozenset()
+        self._checked = -float("inf")
+        self._lock = threading.Lock()
+
+    def holds_any(self, scopes: Sequence[tuple[str, str]]) -> bool:
+        """Whether a source of one of ``scopes`` holds chunks, as of at most ``recheck_s``
+        seconds ago (a turn in a group without knowledge makes no search)."""
+        with self._lock:
+            if self.clock() - self._checked >= self.recheck_s:
+                query = select(SOURCES.c.scope, SOURCES.c.scope_id).where(SOURCES.c.chunks > 0)
+                with self.engine.connect() as conn:
+                    self._holding = frozenset((r[0], r[1]) for r in conn.execute(query))
+                self._checked = self.clock()
+            holding = self._holding
+        return any(scope in holding for scope in scopes)
+
+    def changed(self) -> None:
+        """Sources or chunks changed in this process: :meth:`holds_any` looks again."""
+        with self._lock:
+            self._checked = -float("inf")
 
     def add(
         self,
@@ -243,7 +269,9 @@ class KnowledgeStore:
             conn.execute(delete(LORE).where(LORE.c.source == name))
             conn.execute(delete(CHUNKS).where(CHUNKS.c.source == name))
             conn.execute(delete(FILES).where(FILES.c.source == name))
-            return bool(conn.execute(delete(SOURCES).where(SOURCES.c.name == name)).rowcount)
+            removed = bool(conn.execute(delete(SOURCES).where(SOURCES.c.name == name)).rowcount)
+        self.changed()
+        return removed
 
     def chunks(self, name: str, *, path: str | None = None, limit: int = 1000) -> list[Chunked]:
         """A source's chunks in file and line order (of one locator path, when given)."""

@@ -54,8 +54,11 @@ def find_passages(
     ``config.knowledge_tokens``; what the floor and the limits left out goes to ``dropped``."""
     if config.knowledge_entries == 0:
         return ()
+    scopes = turn_scopes(group, agent)
+    if not store.holds_any(scopes):
+        return ()
     terms = fts.query_terms(query)
-    hits = store.search(terms, turn_scopes(group, agent), config.candidates)
+    hits = store.search(terms, scopes, config.candidates)
     kept: list[Passage] = []
     tokens = 0
     for hit, (similarity, found) in zip(hits, passage_relevance(terms, hits), strict=True):
