@@ -11,9 +11,7 @@ instructions. Indexing a source's files is :mod:`orchestrator.memory.knowledge.i
 from __future__ import annotations
 
 import re
-import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -26,6 +24,7 @@ from orchestrator.core.chunking import format_locator
 from orchestrator.core.models import AGENT_ID_RE, GROUP_ID_RE
 from orchestrator.errors import ValidationError
 from orchestrator.memory.knowledge.tables import CHUNKS, FILES, LORE, SOURCES, knowledge_key
+from orchestrator.memory.quick import QuickReader
 from orchestrator.memory.session.fts import fts5_phrase, websearch_query
 from orchestrator.memory.transactions import writing
 
@@ -175,32 +174,19 @@ _POSTGRES_SEARCH = f"""
 class KnowledgeStore:
     """The sources and chunks on one database. Blocking: call from a thread in async code."""
 
-    def __init__(
-        self, engine: Engine, *, recheck_s: float = 2.0, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self.recheck_s = recheck_s  # how long the scopes that hold chunks are trusted
-        self.clock = clock
-        self._holding: frozenset[tuple[str, str]] = frozenset()
-        self._checked = -float("inf")
-        self._lock = threading.Lock()
+        self._quick = QuickReader(engine)  # holds_any: a read at every turn
 
     def holds_any(self, scopes: Sequence[tuple[str, str]]) -> bool:
-        """Whether a source of one of ``scopes`` holds chunks, as of at most ``recheck_s``
-        seconds ago (a turn in a group without knowledge makes no search)."""
-        with self._lock:
-            if self.clock() - self._checked >= self.recheck_s:
-                query = select(SOURCES.c.scope, SOURCES.c.scope_id).where(SOURCES.c.chunks > 0)
-                with self.engine.connect() as conn:
-                    self._holding = frozenset((r[0], r[1]) for r in conn.execute(query))
-                self._checked = self.clock()
-            holding = self._holding
-        return any(scope in holding for scope in scopes)
-
-    def changed(self) -> None:
-        """Sources or chunks changed in this process: :meth:`holds_any` looks again."""
-        with self._lock:
-            self._checked = -float("inf")
+        """Whether a source of one of ``scopes`` holds chunks: a turn in a group without
+        knowledge makes no search (one small read, microseconds on SQLite)."""
+        if not scopes:
+            return False
+        ors = " OR ".join("(scope = ? AND scope_id = ?)" for _ in scopes)
+        params = [value for scope in scopes for value in scope]
+        sql = f"SELECT 1 FROM knowledge_sources WHERE chunks > 0 AND ({ors}) LIMIT 1"
+        return bool(self._quick.rows(sql, params))
 
     def add(
         self,
@@ -269,9 +255,7 @@ class KnowledgeStore:
             conn.execute(delete(LORE).where(LORE.c.source == name))
             conn.execute(delete(CHUNKS).where(CHUNKS.c.source == name))
             conn.execute(delete(FILES).where(FILES.c.source == name))
-            removed = bool(conn.execute(delete(SOURCES).where(SOURCES.c.name == name)).rowcount)
-        self.changed()
-        return removed
+            return bool(conn.execute(delete(SOURCES).where(SOURCES.c.name == name)).rowcount)
 
     def chunks(self, name: str, *, path: str | None = None, limit: int = 1000) -> list[Chunked]:
         """A source's chunks in file and line order (of one locator path, when given)."""
