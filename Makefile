@@ -81,6 +81,7 @@ bench: $(STAMP)
 	$(BIN)/python tests/bench/chaos.py --messages 500 --groups 20 --kills 5 --daemons 2 \
 		--json bench-results/chaos-2-daemons.json
 	$(BIN)/python tests/bench/memory_scale.py --json bench-results/memory_scale.json
+	$(BIN)/python tests/bench/knowledge.py --json bench-results/knowledge.json
 	$(BIN)/python tests/bench/rss.py --json bench-results/rss.json
 	$(BIN)/python tests/bench/peers.py --messages 300 --groups 20 --json bench-results/peers.json
 	$(BIN)/python tests/bench/console.py --json bench-results/console.json
