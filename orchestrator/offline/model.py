@@ -83,7 +83,8 @@ _LESSON = ("lesson:", "next time", "remember that", "note to self")
 _MENTION_WORD_RE = re.compile(r"(?<![\w.])@[\w-]+")
 # A passage of knowledge as the references show it (core.context.references).
 _PASSAGE_RE = re.compile(
-    r"^\[\d+\] \((?:knowledge|lore), (trusted|external), source: (\S+?)(?:, section: [^\n]*)?\)\n"
+    r"^\[\d+\] \((?:knowledge|lore), (trusted|external), source: ([^\n]+?)"
+    r"(?:, section: [^\n]*)?\)\n"
     r"((?:> [^\n]*(?:\n|$))+)",
     re.MULTILINE,
 )

@@ -266,3 +266,38 @@ def test_only_scopes_with_chunks_are_searched_and_a_change_is_seen_at_once(
     assert not other.holds_any(turn_scopes("other", "dev"))
     store.remove("docs")
     assert not other.holds_any(turn_scopes("demo", "dev"))
+
+
+def test_a_folder_with_too_many_files_is_refused_and_keeps_its_index(
+    engine: Engine, docs: Path, monkeypatch: pytest.MonkeyPatch
+):
+    store = KnowledgeStore(engine)
+    indexer = Indexer(store)
+    indexer.sync(_add(store, docs), now=T0)
+    before = {c.locator for c in store.chunks("docs")}
+    for n in range(3):
+        (docs / f"extra{n}.md").write_text(f"# Extra {n}\n\nMore.\n")
+    monkeypatch.setattr("orchestrator.memory.knowledge.indexer.MAX_FILES", 4)
+    report = indexer.sync(store.get("docs"), now=T0)  # type: ignore[arg-type]
+    assert report.problems == ["more than 4 readable files: add a narrower folder"]
+    assert {c.locator for c in store.chunks("docs")} == before
+    listed = store.get("docs")
+    assert listed is not None and listed.problem == report.problems[0]
+
+
+def test_a_source_removed_while_it_is_indexed_leaves_no_chunks(engine: Engine, docs: Path):
+    for n in range(5):
+        (docs / f"page{n}.md").write_text(f"# Page {n}\n\nText {n}.\n")
+    store = KnowledgeStore(engine)
+    source = _add(store, docs)
+
+    def remove_half_way(progress) -> None:
+        if progress.done == 3:
+            store.remove("docs")
+
+    report = Indexer(store).sync(source, now=T0, progress=remove_half_way)
+    assert report.problems == ["docs was removed while it was indexed"]
+    assert store.chunks("docs") == []
+    again = _add(store, docs)  # the same name again starts from nothing
+    assert (again.files, again.chunks) == (0, 0)
+    assert store.chunks("docs") == []

@@ -163,3 +163,28 @@ async def test_a_runs_knowledge_tools_read_only_its_groups_sources(wiring: Wirin
         await search.call({})
     none = replace(agent, tools=("memory_search",))
     assert knowledge_tools(wiring, none, "demo") == ()
+
+
+async def test_a_passage_of_a_file_with_spaces_and_accents_in_its_name_is_cited(
+    wiring: Wiring, tmp_path: Path
+):
+    folder = tmp_path / "menus"
+    (folder / "sub dir").mkdir(parents=True)
+    (folder / "sub dir" / "menu été.md").write_text("# Café\n\nLe café est servi à 8h.\n")
+    (folder / "a#b.md").write_text("# Hash\n\nA name a locator cannot carry.\n")
+    source = wiring.knowledge.add(
+        name="menus",
+        kind="folder",
+        root=folder,
+        scope="group",
+        scope_id="demo",
+        trust="trusted",
+        now=datetime.now(UTC),
+    )
+    report = wiring.indexer.sync(source, now=datetime.now(UTC))
+    assert report.problems == ["a#b.md: a locator cannot name it ('#' or '\\' in its path)"]
+    built = _turn(wiring, "@ping à quelle heure est servi le café ?").built
+    async with OfflineProvider() as model:
+        reply = (await model.complete(built.request)).text
+    assert "From menus/sub dir/menu été.md#L1-3@" in reply
+    assert "Le café est servi à 8h." in reply

@@ -37,6 +37,7 @@ from orchestrator.memory.transactions import writing
 __all__ = [
     "BUILT_WITH",
     "MAX_CHUNK_CHARS",
+    "MAX_FILES",
     "MAX_FILE_BYTES",
     "Indexer",
     "Progress",
@@ -46,6 +47,7 @@ __all__ = [
 
 MAX_CHUNK_CHARS = 1600  # about 400 tokens of English
 MAX_FILE_BYTES = 2_000_000
+MAX_FILES = 50_000  # a source's readable files at most (a folder such as / is refused)
 BUILT_WITH = f"chunker {CHUNKER_VERSION}; tokens {ENCODING_NAME}; chars {MAX_CHUNK_CHARS}"
 
 # A file changed this recently may change again within its clock's resolution without its size
@@ -177,19 +179,34 @@ class Indexer:
                 for row in conn.execute(select(FILES).where(FILES.c.source == source.name))
             }
         problem: str | None = None
+        unfit: list[str] = []
         try:
-            found = dict(_files(Path(source.root), source.kind))
+            found = dict(_files(Path(source.root), source.kind, unfit))
         except OSError as exc:
             found, problem = {}, f"cannot read {source.root}: {exc.strerror or exc}"
+        except _TooMany:
+            # Neither indexed nor emptied: what was indexed stays until the folder is narrowed.
+            found = {rel: Path(source.root) / rel for rel in known}
+            problem = f"more than {MAX_FILES:,} readable files: add a narrower folder"
         report.files = len(found)
-        for done, (rel, path) in enumerate(sorted(found.items()), start=1):
-            self._file(source, rel, path, known.get(rel), report, now)
-            if progress is not None:
-                progress(Progress(done=done, total=len(found), path=rel))
-        for rel in sorted(set(known) - set(found)):
-            with writing(engine) as conn:
-                report.chunks_removed += _drop_file(conn, known[rel].id)
-            report.removed += 1
+        report.problems += [
+            f"{rel}: a locator cannot name it ('#' or '\\' in its path)" for rel in unfit
+        ]
+        try:
+            for done, (rel, path) in enumerate(sorted(found.items()), start=1):
+                if problem is None:
+                    self._file(source, rel, path, known.get(rel), report, now)
+                if progress is not None:
+                    progress(Progress(done=done, total=len(found), path=rel))
+            for rel in sorted(set(known) - set(found)):
+                with writing(engine) as conn:
+                    _still_there(conn, source.name)
+                    report.chunks_removed += _drop_file(conn, known[rel].id)
+                report.removed += 1
+        except _Gone:
+            report.problems.append(f"{source.name} was removed while it was indexed")
+            report.seconds = time.monotonic() - started
+            return report
         with writing(engine) as conn:
             files, chunks = _totals(conn, source.name)
             conn.execute(
@@ -248,6 +265,7 @@ class Indexer:
             "problem": problem,
         }
         with writing(self.store.engine) as conn:
+            _still_there(conn, source.name)
             file_id = _upsert_file(conn, values)
             report.chunks_removed += _drop_chunks(conn, file_id)
             if rows:
@@ -290,6 +308,24 @@ class Indexer:
         ]
 
 
+class _TooMany(Exception):
+    """A source folder with more than :data:`MAX_FILES` readable files."""
+
+
+class _Gone(Exception):
+    """The source was removed while it was being indexed."""
+
+
+def _still_there(conn: Connection, name: str) -> None:
+    """Stop indexing a source that was removed meanwhile (its chunks must not come back).
+
+    Raises:
+        _Gone: when it was removed.
+    """
+    if conn.execute(select(SOURCES.c.name).where(SOURCES.c.name == name)).first() is None:
+        raise _Gone(name)
+
+
 def _unchanged(known: Any, info: os.stat_result) -> bool:
     """Whether a file's size and modification time are those it was indexed with."""
     return bool(known.mtime_ns == info.st_mtime_ns and known.size == info.st_size)
@@ -305,8 +341,9 @@ def _decoded(data: bytes) -> tuple[str, str | None]:
         return "", "not UTF-8 text"
 
 
-def _files(root: Path, kind: str) -> Iterator[tuple[str, Path]]:
-    """The readable files of a source, by their path relative to its root (with "/")."""
+def _files(root: Path, kind: str, unfit: list[str]) -> Iterator[tuple[str, Path]]:
+    """The readable files of a source, by their path relative to its root (with "/"); those a
+    locator cannot name go to ``unfit``."""
     if kind == "file":
         if not root.is_file():
             raise FileNotFoundError(2, "no such file", str(root))
@@ -315,13 +352,19 @@ def _files(root: Path, kind: str) -> Iterator[tuple[str, Path]]:
     if not root.is_dir():
         raise FileNotFoundError(2, "no such folder", str(root))
     real_root = root.resolve()
+    count = 0
     for folder, dirs, names in os.walk(root, followlinks=False):
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIPPED_DIRS)
         base = Path(folder)
         for name in names:
             path = base / name
             rel = path.relative_to(root).as_posix()
-            if _readable(path, name, rel, real_root):
+            if not _plain(rel) and readable_suffix(name) and not name.startswith("."):
+                unfit.append(rel)
+            elif _readable(path, name, rel, real_root):
+                count += 1
+                if count > MAX_FILES:
+                    raise _TooMany
                 yield rel, path
 
 

@@ -227,6 +227,8 @@ class KnowledgeStore:
         with writing(self.engine) as conn:
             if conn.execute(select(SOURCES.c.name).where(SOURCES.c.name == name)).first():
                 raise ValidationError("name", f"a source named {name!r} exists already")
+            for table in (LORE, CHUNKS, FILES):  # what an interrupted removal may have left
+                conn.execute(delete(table).where(table.c.source == name))
             conn.execute(insert(SOURCES).values(**values))
         found = self.get(name)
         assert found is not None
