@@ -282,7 +282,8 @@ def test_a_folder_with_too_many_files_is_refused_and_keeps_its_index(
     assert report.problems == ["more than 4 readable files: add a narrower folder"]
     assert {c.locator for c in store.chunks("docs")} == before
     listed = store.get("docs")
-    assert listed is not None and listed.problem == report.problems[0]
+    assert listed is not None
+    assert listed.problem == report.problems[0]
 
 
 def test_a_source_removed_while_it_is_indexed_leaves_no_chunks(engine: Engine, docs: Path):
