@@ -17,8 +17,9 @@ from pathlib import Path
 
 from orchestrator.errors import ValidationError
 from orchestrator.files import write_atomic
-from orchestrator.memory.knowledge.indexer import MAX_FILE_BYTES, SyncReport, readable_suffix
+from orchestrator.memory.knowledge.indexer import MAX_FILE_BYTES, SyncReport
 from orchestrator.memory.knowledge.store import Source, validate_source_name
+from orchestrator.memory.knowledge.walk import readable_suffix
 from orchestrator.runtime.wiring import Wiring
 
 __all__ = [

@@ -277,6 +277,7 @@ def test_a_folder_with_too_many_files_is_refused_and_keeps_its_index(
     before = {c.locator for c in store.chunks("docs")}
     for n in range(3):
         (docs / f"extra{n}.md").write_text(f"# Extra {n}\n\nMore.\n")
+    monkeypatch.setattr("orchestrator.memory.knowledge.walk.MAX_FILES", 4)
     monkeypatch.setattr("orchestrator.memory.knowledge.indexer.MAX_FILES", 4)
     report = indexer.sync(store.get("docs"), now=T0)  # type: ignore[arg-type]
     assert report.problems == ["more than 4 readable files: add a narrower folder"]

@@ -7,10 +7,9 @@ is gone loses its chunks; a file whose size and modification time are unchanged 
 The index records how it was built (``built_with``: the chunker's version, the tokeniser, the
 chunk size); a source indexed otherwise is indexed again in full.
 
-What is read: text files by their suffix (Markdown, plain text, code, configuration), never
-hidden folders or the usual generated ones (``.git``, ``node_modules``, ``__pycache__``, …),
-never a link out of the source's folder, at most :data:`MAX_FILE_BYTES` a file. A file that is
-not UTF-8 text is recorded with its problem and no chunks.
+Which files are read is :mod:`orchestrator.memory.knowledge.walk`; at most
+:data:`MAX_FILE_BYTES` of each. A file that is not UTF-8 text is recorded with its problem and
+no chunks.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -32,96 +31,25 @@ from orchestrator.core.chunking import CHUNKER_VERSION, chunk_document, digest
 from orchestrator.core.context.tokens import ENCODING_NAME, TokenCounter
 from orchestrator.memory.knowledge.store import KnowledgeStore, Source
 from orchestrator.memory.knowledge.tables import CHUNKS, FILES, SOURCES, knowledge_key
+from orchestrator.memory.knowledge.walk import MAX_FILES, TooMany, source_files
 from orchestrator.memory.transactions import writing
 
 __all__ = [
     "BUILT_WITH",
     "MAX_CHUNK_CHARS",
-    "MAX_FILES",
     "MAX_FILE_BYTES",
     "Indexer",
     "Progress",
     "SyncReport",
-    "readable_suffix",
 ]
 
 MAX_CHUNK_CHARS = 1600  # about 400 tokens of English
 MAX_FILE_BYTES = 2_000_000
-MAX_FILES = 50_000  # a source's readable files at most (a folder such as / is refused)
 BUILT_WITH = f"chunker {CHUNKER_VERSION}; tokens {ENCODING_NAME}; chars {MAX_CHUNK_CHARS}"
 
 # A file changed this recently may change again within its clock's resolution without its size
 # or time moving (a coarse file system, two saves in one second): it is read and hashed anyway.
 _RACY_NS = 3_000_000_000
-_TEXT_SUFFIXES = frozenset(
-    [
-        ".md",
-        ".markdown",
-        ".mdx",
-        ".txt",
-        ".rst",
-        ".adoc",
-        ".text",
-        ".py",
-        ".pyi",
-        ".js",
-        ".jsx",
-        ".mjs",
-        ".ts",
-        ".tsx",
-        ".go",
-        ".rs",
-        ".java",
-        ".kt",
-        ".c",
-        ".h",
-        ".cc",
-        ".cpp",
-        ".hpp",
-        ".cs",
-        ".rb",
-        ".php",
-        ".swift",
-        ".scala",
-        ".sh",
-        ".bash",
-        ".sql",
-        ".toml",
-        ".yaml",
-        ".yml",
-        ".json",
-        ".ini",
-        ".cfg",
-        ".conf",
-        ".csv",
-        ".j2",
-        ".jinja",
-        ".proto",
-        ".graphql",
-    ]
-)
-_TEXT_NAMES = frozenset(
-    [
-        "readme",
-        "license",
-        "licence",
-        "changelog",
-        "contributing",
-        "makefile",
-        "dockerfile",
-        "notice",
-    ]
-)
-_SKIPPED_DIRS = frozenset(
-    ["node_modules", "__pycache__", "venv", "site-packages", "dist", "build", "target"]
-)
-
-
-def readable_suffix(name: str) -> bool:
-    """Whether a file called ``name`` is read as text by its name."""
-    lowered = name.lower()
-    suffix = os.path.splitext(lowered)[1]
-    return suffix in _TEXT_SUFFIXES or (not suffix and lowered in _TEXT_NAMES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,10 +109,10 @@ class Indexer:
         problem: str | None = None
         unfit: list[str] = []
         try:
-            found = dict(_files(Path(source.root), source.kind, unfit))
+            found = dict(source_files(Path(source.root), source.kind, unfit))
         except OSError as exc:
             found, problem = {}, f"cannot read {source.root}: {exc.strerror or exc}"
-        except _TooMany:
+        except TooMany:
             # Neither indexed nor emptied: what was indexed stays until the folder is narrowed.
             found = {rel: Path(source.root) / rel for rel in known}
             problem = f"more than {MAX_FILES:,} readable files: add a narrower folder"
@@ -308,10 +236,6 @@ class Indexer:
         ]
 
 
-class _TooMany(Exception):
-    """A source folder with more than :data:`MAX_FILES` readable files."""
-
-
 class _Gone(Exception):
     """The source was removed while it was being indexed."""
 
@@ -339,52 +263,6 @@ def _decoded(data: bytes) -> tuple[str, str | None]:
         return data.decode("utf-8-sig"), None
     except UnicodeDecodeError:
         return "", "not UTF-8 text"
-
-
-def _files(root: Path, kind: str, unfit: list[str]) -> Iterator[tuple[str, Path]]:
-    """The readable files of a source, by their path relative to its root (with "/"); those a
-    locator cannot name go to ``unfit``."""
-    if kind == "file":
-        if not root.is_file():
-            raise FileNotFoundError(2, "no such file", str(root))
-        yield root.name, root
-        return
-    if not root.is_dir():
-        raise FileNotFoundError(2, "no such folder", str(root))
-    real_root = root.resolve()
-    count = 0
-    for folder, dirs, names in os.walk(root, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIPPED_DIRS)
-        base = Path(folder)
-        for name in names:
-            path = base / name
-            rel = path.relative_to(root).as_posix()
-            if not _plain(rel) and readable_suffix(name) and not name.startswith("."):
-                unfit.append(rel)
-            elif _readable(path, name, rel, real_root):
-                count += 1
-                if count > MAX_FILES:
-                    raise _TooMany
-                yield rel, path
-
-
-def _readable(path: Path, name: str, rel: str, real_root: Path) -> bool:
-    """Whether a file found in a source's folder is indexed: not hidden, text by its name,
-    its path fit for a locator, a regular file, and no link out of the folder."""
-    if name.startswith(".") or not readable_suffix(name) or not _plain(rel):
-        return False
-    if path.is_symlink():
-        try:
-            path.resolve().relative_to(real_root)
-        except (ValueError, OSError):
-            return False  # a link out of the source's folder is never followed
-    return path.is_file()
-
-
-def _plain(rel: str) -> bool:
-    """Whether a relative path can stand in a locator (no control characters, no "#" or
-    "\\", which a locator reads otherwise)."""
-    return not any(c in rel for c in "#\\") and all(ord(c) >= 32 and c != "\x7f" for c in rel)
 
 
 def _upsert_file(conn: Connection, values: dict[str, Any]) -> int:
