@@ -1,12 +1,14 @@
 """Knowledge kept fresh: every few seconds (``knowledge_poll_s``) a daemon compares each
 source's files with the index and indexes what changed, so an edited file's new text is what
-the next turn finds, and a removed file's chunks are gone."""
+the next turn finds, and a removed file's chunks are gone. A pass over large sources waits ten
+times as long as it took before the next (a tenth of a core at most, whatever their size)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import time
 from datetime import UTC, datetime
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -14,9 +16,11 @@ from sqlalchemy.exc import SQLAlchemyError
 from orchestrator.errors import OrchestratorError
 from orchestrator.memory.knowledge.indexer import Indexer
 
-__all__ = ["keep_fresh", "refresh"]
+__all__ = ["PAUSE_FACTOR", "keep_fresh", "refresh"]
 
 logger = logging.getLogger(__name__)
+
+PAUSE_FACTOR = 10  # the pause after a pass, in multiples of the time it took
 
 
 def refresh(indexer: Indexer) -> int:
@@ -42,11 +46,13 @@ def keep_fresh(indexer: Indexer, stop: asyncio.Event, poll_s: float) -> asyncio.
 
     async def watch() -> None:
         while not stop.is_set():
+            started = time.monotonic()
             try:
                 await asyncio.to_thread(refresh, indexer)
             except (OrchestratorError, SQLAlchemyError, OSError) as exc:
                 logger.warning("could not check the knowledge sources: %s", exc)
+            pause = max(poll_s, PAUSE_FACTOR * (time.monotonic() - started))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), poll_s)
+                await asyncio.wait_for(stop.wait(), pause)
 
     return asyncio.create_task(watch(), name="orchestrator.runtime.freshness.keep_fresh")

@@ -152,6 +152,7 @@ def build_context(
         memory_md=neutralise(plan.memory_md),
         logs=neutralise(plan.logs),
         refs=[item.text for item in plan.recall],
+        knowledge=bool(layers.knowledge),
     )
     shown = {item.id for item in plan.recall}
     cited = citations(layers.recalled, layers.said, shown, layers.knowledge)
@@ -196,16 +197,29 @@ def _render(
     logs: str,
     refs: Sequence[str],
     kept: bool = False,
+    knowledge: bool = False,
 ) -> tuple[str, str]:
     # The stable prefix: rendered again only when a value it reads changes (the team, the
     # group, the identity); the tail with the layers (``kept`` False) at every turn.
     system = prompts.render_kept_stripped("system.md.j2", **base, identity=identity)
     if kept:
         tail = prompts.render_kept_stripped(
-            "turn.md.j2", **base, summary=summary, memory_md=memory_md, logs=logs, references=refs
+            "turn.md.j2",
+            **base,
+            summary=summary,
+            memory_md=memory_md,
+            logs=logs,
+            references=refs,
+            knowledge=knowledge,
         )
     else:
         tail = prompts.render(
-            "turn.md.j2", **base, summary=summary, memory_md=memory_md, logs=logs, references=refs
+            "turn.md.j2",
+            **base,
+            summary=summary,
+            memory_md=memory_md,
+            logs=logs,
+            references=refs,
+            knowledge=knowledge,
         ).strip()
     return system, tail
