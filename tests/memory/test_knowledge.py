@@ -303,3 +303,23 @@ def test_a_source_removed_while_it_is_indexed_leaves_no_chunks(engine: Engine, d
     again = _add(store, docs)  # the same name again starts from nothing
     assert (again.files, again.chunks) == (0, 0)
     assert store.chunks("docs") == []
+
+
+def test_an_html_page_is_indexed_as_its_text_and_its_locators_name_its_lines(
+    engine: Engine, docs: Path
+):
+    (docs / "page.html").write_text(
+        "<html><body>\n<h1>Proxy</h1>\n<p>Behind a proxy, set <code>FORWARDED_ALLOW_IPS</code>"
+        " &amp; restart.</p>\n<script>var secret = 1;</script>\n</body></html>\n",
+        encoding="utf-8",
+    )
+    store = KnowledgeStore(engine)
+    Indexer(store).sync(_add(store, docs), now=T0)
+    (hit,) = _search(store, "running behind a proxy forwarded ips")
+    assert hit.locator.startswith("docs/page.html#L2-3@")
+    assert hit.heading == "Proxy"
+    assert hit.text == "# Proxy\nBehind a proxy, set FORWARDED_ALLOW_IPS & restart."
+    assert not _search(store, "secret")
+    found = resolve(store, hit.locator)
+    assert found.state == "current"
+    assert found.text == hit.text

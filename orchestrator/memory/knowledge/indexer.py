@@ -8,8 +8,9 @@ The index records how it was built (``built_with``: the chunker's version, the t
 chunk size); a source indexed otherwise is indexed again in full.
 
 Which files are read is :mod:`orchestrator.memory.knowledge.walk`; at most
-:data:`MAX_FILE_BYTES` of each. A file that is not UTF-8 text is recorded with its problem and
-no chunks.
+:data:`MAX_FILE_BYTES` of each. An HTML page is indexed as its text, line for line
+(:mod:`orchestrator.core.html_text`), so its locators name the page's own lines. A file that is
+not UTF-8 text is recorded with its problem and no chunks.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
-from orchestrator.core.chunking import CHUNKER_VERSION, chunk_document, digest
+from orchestrator.core.chunking import CHUNKER_VERSION, Chunk, chunk_document, digest
 from orchestrator.core.context.tokens import ENCODING_NAME, TokenCounter
+from orchestrator.core.html_text import HTML_SUFFIXES, html_text
 from orchestrator.memory.knowledge.store import KnowledgeStore, Source
 from orchestrator.memory.knowledge.tables import CHUNKS, FILES, SOURCES, knowledge_key
 from orchestrator.memory.knowledge.walk import MAX_FILES, TooMany, source_files
@@ -232,7 +234,7 @@ class Indexer:
                 "text": chunk.text,
                 "scope_key": key,
             }
-            for chunk in chunk_document(rel, text, max_chars=MAX_CHUNK_CHARS)
+            for chunk in _chunks(rel, text)
         ]
 
 
@@ -253,6 +255,13 @@ def _still_there(conn: Connection, name: str) -> None:
 def _unchanged(known: Any, info: os.stat_result) -> bool:
     """Whether a file's size and modification time are those it was indexed with."""
     return bool(known.mtime_ns == info.st_mtime_ns and known.size == info.st_size)
+
+
+def _chunks(rel: str, text: str) -> list[Chunk]:
+    """A file's chunks; an HTML page's text (line for line) split as Markdown."""
+    if rel.lower().endswith(HTML_SUFFIXES):
+        return chunk_document(rel + ".md", html_text(text), max_chars=MAX_CHUNK_CHARS)
+    return chunk_document(rel, text, max_chars=MAX_CHUNK_CHARS)
 
 
 def _decoded(data: bytes) -> tuple[str, str | None]:

@@ -1,9 +1,10 @@
 """A locator resolved to the lines it names, as they are now: ``docs/guide.md#L12-40@digest``
 is the source ``docs``, the file ``guide.md`` in its folder, lines 12 to 40.
 
-When those lines no longer hold what was cited (their digest differs), the chunk that does
-hold it is looked for in the index (lines added above it moved it); failing that, the lines
-now at that place are given, marked as changed since.
+An HTML page's lines are its text's (:mod:`orchestrator.core.html_text`). When those lines no
+longer hold what was cited (their digest differs), the chunk that does hold it is looked for in
+the index (lines added above it moved it); failing that, the lines now at that place are given,
+marked as changed since.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from sqlalchemy import select
 
 from orchestrator.core.chunking import digest, format_locator, parse_locator
+from orchestrator.core.html_text import HTML_SUFFIXES, html_text
 from orchestrator.errors import ValidationError
 from orchestrator.memory.knowledge.store import KnowledgeStore
 from orchestrator.memory.knowledge.tables import CHUNKS
@@ -57,7 +59,8 @@ def resolve(store: KnowledgeStore, value: str) -> Resolved:
     inside = root.parent if source.kind == "file" else root
     try:
         path.resolve().relative_to(inside.resolve())
-        lines = _lines(path.read_text(encoding="utf-8-sig"))
+        raw = path.read_text(encoding="utf-8-sig")
+        lines = _lines(html_text(raw) if path.name.lower().endswith(HTML_SUFFIXES) else raw)
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         raise ValidationError("locator", f"cannot read {locator.path}: {exc}") from exc
     if locator.start > len(lines):

@@ -57,6 +57,8 @@ _TEXT_SUFFIXES = frozenset(
         ".jinja",
         ".proto",
         ".graphql",
+        ".html",
+        ".htm",
     ]
 )
 _TEXT_NAMES = frozenset(
