@@ -11,9 +11,10 @@ import pytest
 from sqlalchemy.engine import Engine
 
 from orchestrator.errors import ValidationError
+from orchestrator.memory.knowledge.common import MIN_CHUNKS
 from orchestrator.memory.knowledge.indexer import Indexer
 from orchestrator.memory.knowledge.locate import resolve
-from orchestrator.memory.knowledge.store import KnowledgeStore, Source, turn_scopes
+from orchestrator.memory.knowledge.store import HOLDING_S, KnowledgeStore, Source, turn_scopes
 from orchestrator.memory.session.fts import query_terms
 from tests.databases import on_each_database
 
@@ -253,18 +254,21 @@ def test_bad_locators_are_refused_clearly(engine: Engine, docs: Path, locator, p
         resolve(store, locator)
 
 
-def test_only_scopes_with_chunks_are_searched_and_a_change_is_seen_at_once(
-    engine: Engine, docs: Path
-):
-    store = KnowledgeStore(engine)
-    other = KnowledgeStore(engine)  # as another process sees it
+def test_only_scopes_with_chunks_are_searched_and_a_change_is_seen_soon(engine: Engine, docs: Path):
+    now = [0.0]
+    store = KnowledgeStore(engine, clock=lambda: now[0])
+    other = KnowledgeStore(engine, clock=lambda: now[0])  # as another process sees it
     assert not store.holds_any(turn_scopes("demo", "dev"))
     assert not other.holds_any(turn_scopes("demo", "dev"))
     Indexer(store).sync(_add(store, docs), now=T0)
-    assert store.holds_any(turn_scopes("demo", "dev"))
-    assert other.holds_any(turn_scopes("demo", "dev"))
+    assert store.holds_any(turn_scopes("demo", "dev")), "this process's change is seen at once"
+    assert not other.holds_any(turn_scopes("demo", "dev"))
+    now[0] += HOLDING_S
+    assert other.holds_any(turn_scopes("demo", "dev")), "another's within HOLDING_S"
     assert not other.holds_any(turn_scopes("other", "dev"))
     store.remove("docs")
+    assert not store.holds_any(turn_scopes("demo", "dev"))
+    now[0] += HOLDING_S
     assert not other.holds_any(turn_scopes("demo", "dev"))
 
 
@@ -323,3 +327,19 @@ def test_an_html_page_is_indexed_as_its_text_and_its_locators_name_its_lines(
     found = resolve(store, hit.locator)
     assert found.state == "current"
     assert found.text == hit.text
+
+
+def test_a_word_in_most_chunks_is_left_out_when_the_query_has_rarer_ones(
+    engine: Engine, tmp_path: Path
+):
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for n in range(MIN_CHUNKS + 50):
+        (folder / f"page{n}.md").write_text(f"# Page {n}\n\nThe app serves page number {n}.\n")
+    (folder / "hooks.md").write_text("# Hooks\n\nThe app calls a webhook on every deploy.\n")
+    store = KnowledgeStore(engine)
+    Indexer(store).sync(_add(store, folder, name="many"), now=T0)
+    hits = store.search(["app", "webhook"], turn_scopes("demo", "dev"), 10)
+    assert [h.path for h in hits] == ["many/hooks.md"]
+    alone = store.search(["app"], turn_scopes("demo", "dev"), 10)
+    assert len(alone) == 10, "a query of common words only still searches them"

@@ -152,6 +152,8 @@ class Indexer:
             )
         if problem:
             report.problems.append(problem)
+        if report.touched:
+            self.store.changed()
         report.seconds = time.monotonic() - started
         return report
 

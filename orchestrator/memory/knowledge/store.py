@@ -11,7 +11,9 @@ instructions. Indexing a source's files is :mod:`orchestrator.memory.knowledge.i
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -23,12 +25,14 @@ from sqlalchemy.engine import Engine
 from orchestrator.core.chunking import format_locator
 from orchestrator.core.models import AGENT_ID_RE, GROUP_ID_RE
 from orchestrator.errors import ValidationError
+from orchestrator.memory.knowledge.common import CommonWords
 from orchestrator.memory.knowledge.tables import CHUNKS, FILES, LORE, SOURCES, knowledge_key
 from orchestrator.memory.quick import QuickReader
 from orchestrator.memory.session.fts import fts5_phrase, websearch_query
 from orchestrator.memory.transactions import writing
 
 __all__ = [
+    "HOLDING_S",
     "KINDS",
     "SCOPES",
     "TRUSTS",
@@ -43,6 +47,7 @@ __all__ = [
 KINDS = ("folder", "file", "project", "upload", "lore")
 SCOPES = ("group", "agent", "everyone")
 TRUSTS = ("trusted", "external")
+HOLDING_S = 0.25
 SOURCE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}\Z")
 BODY_WEIGHT = 1.0
 META_WEIGHT = 0.5
@@ -174,19 +179,35 @@ _POSTGRES_SEARCH = f"""
 class KnowledgeStore:
     """The sources and chunks on one database. Blocking: call from a thread in async code."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.engine = engine
-        self._quick = QuickReader(engine)  # holds_any: a read at every turn
+        self.clock = clock
+        self._quick = QuickReader(engine)  # holds_any's read
+        self._common = CommonWords()  # the words a search leaves out
+        self._holding: frozenset[tuple[str, str]] = frozenset()
+        self._read_at = -float("inf")
+        self._lock = threading.Lock()
 
     def holds_any(self, scopes: Sequence[tuple[str, str]]) -> bool:
-        """Whether a source of one of ``scopes`` holds chunks: a turn in a group without
-        knowledge makes no search (one small read, microseconds on SQLite)."""
-        if not scopes:
-            return False
-        ors = " OR ".join("(scope = ? AND scope_id = ?)" for _ in scopes)
-        params = [value for scope in scopes for value in scope]
-        sql = f"SELECT 1 FROM knowledge_sources WHERE chunks > 0 AND ({ors}) LIMIT 1"
-        return bool(self._quick.rows(sql, params))
+        """Whether a source of one of ``scopes`` holds chunks (a turn in a group without
+        knowledge makes no search). The scopes that do are read at most every
+        :data:`HOLDING_S` seconds: under load that is once for hundreds of turns, and a source
+        added by another process is seen within a quarter of a second."""
+        now = self.clock()
+        with self._lock:
+            if now - self._read_at >= HOLDING_S:
+                rows = self._quick.rows(
+                    "SELECT DISTINCT scope, scope_id FROM knowledge_sources WHERE chunks > 0"
+                )
+                self._holding = frozenset((str(a), str(b)) for a, b in rows)
+                self._read_at = now
+            holding = self._holding
+        return any(scope in holding for scope in scopes)
+
+    def changed(self) -> None:
+        """This process changed sources or chunks: :meth:`holds_any` reads them again."""
+        with self._lock:
+            self._read_at = -float("inf")
 
     def add(
         self,
@@ -257,7 +278,9 @@ class KnowledgeStore:
             conn.execute(delete(LORE).where(LORE.c.source == name))
             conn.execute(delete(CHUNKS).where(CHUNKS.c.source == name))
             conn.execute(delete(FILES).where(FILES.c.source == name))
-            return bool(conn.execute(delete(SOURCES).where(SOURCES.c.name == name)).rowcount)
+            removed = bool(conn.execute(delete(SOURCES).where(SOURCES.c.name == name)).rowcount)
+        self.changed()
+        return removed
 
     def chunks(self, name: str, *, path: str | None = None, limit: int = 1000) -> list[Chunked]:
         """A source's chunks in file and line order (of one locator path, when given)."""
@@ -285,14 +308,15 @@ class KnowledgeStore:
         self, terms: Sequence[str], scopes: Sequence[tuple[str, str]], limit: int
     ) -> list[KnowledgeHit]:
         """The chunks of the sources in ``scopes`` that match any of ``terms`` (content words,
-        as :func:`orchestrator.memory.session.fts.query_terms` gives them), best first."""
+        as :func:`orchestrator.memory.session.fts.query_terms` gives them, less those too common
+        to tell chunks apart: :mod:`orchestrator.memory.knowledge.common`), best first."""
         if not terms or not scopes or limit <= 0:
             return []
         keys = [knowledge_key(scope, scope_id) for scope, scope_id in scopes]
         with self.engine.connect() as conn:
             if conn.dialect.name == "sqlite":
                 ored = " OR ".join(f'"{key}"' for key in keys)
-                words = " OR ".join(fts5_phrase(t) for t in terms)
+                words = " OR ".join(fts5_phrase(t) for t in self._common.rare(conn, terms))
                 params: dict[str, object] = {
                     "match": f"scope : ({ored}) AND ({words})",
                     "limit": limit,
