@@ -35,6 +35,8 @@ LORE_WINDOW = 4  # the last messages whose words bring lore in
 MAX_KEYS = 20
 MAX_KEY_CHARS = 80
 MAX_PATTERN_CHARS = 200
+# A group holding a repetition, itself repeated: the shape of catastrophic backtracking.
+_NESTED_RE = re.compile(r"\((?:[^()\\]|\\.)*[+*}](?:[^()\\]|\\.)*\)[+*{]")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -138,6 +140,9 @@ def check_pattern(pattern: str) -> re.Pattern[str]:
         raise ValidationError("pattern", "must not be empty")
     if len(pattern) > MAX_PATTERN_CHARS:
         raise ValidationError("pattern", f"at most {MAX_PATTERN_CHARS} characters")
+    if _NESTED_RE.search(pattern):
+        # "(a+)+" can take exponential time on a message that almost matches.
+        raise ValidationError("pattern", "a repeated group that itself repeats, such as (a+)+")
     try:
         return re.compile(pattern, re.IGNORECASE)
     except re.error as exc:

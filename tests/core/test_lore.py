@@ -97,7 +97,13 @@ def test_keys_are_cleaned_and_deduplicated():
 
 @pytest.mark.parametrize(
     ("pattern", "problem"),
-    [("(", "not a regular expression"), ("a" * 201, "at most 200"), ("  ", "empty")],
+    [
+        ("(", "not a regular expression"),
+        ("a" * 201, "at most 200"),
+        ("  ", "empty"),
+        ("(a+)+$", "repeated group that itself repeats"),
+        (r"(\d+)*x", "repeated group that itself repeats"),
+    ],
 )
 def test_bad_patterns_are_refused(pattern, problem):
     with pytest.raises(ValidationError, match=problem):
