@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from orchestrator.core.tools import ToolCall, ToolExchange
+from orchestrator.core.tools import TOOL_NAMES, ToolCall, ToolExchange
 from orchestrator.errors import ValidationError
 
 __all__ = [
@@ -194,14 +194,7 @@ class AgentSpec:
     # This agent's own daily spending caps: ``tokens_per_day`` and ``usd_per_day``.
     caps: Mapping[str, float | int] = field(default_factory=dict)
     # The memory and knowledge tools this agent may call (core.tools.TOOL_NAMES); none: ().
-    tools: tuple[str, ...] = (
-        "memory_search",
-        "memory_get",
-        "memory_store",
-        "memory_forget",
-        "knowledge_search",
-        "knowledge_get",
-    )
+    tools: tuple[str, ...] = TOOL_NAMES
     # How it answers: the Messages API, or Claude Code runs on the project (then ``code``).
     runtime: str = "messages"
     code: CodeSpec | None = None

@@ -202,24 +202,9 @@ def _render(
     # The stable prefix: rendered again only when a value it reads changes (the team, the
     # group, the identity); the tail with the layers (``kept`` False) at every turn.
     system = prompts.render_kept_stripped("system.md.j2", **base, identity=identity)
+    layers = {"summary": summary, "memory_md": memory_md, "logs": logs, "references": refs}
     if kept:
-        tail = prompts.render_kept_stripped(
-            "turn.md.j2",
-            **base,
-            summary=summary,
-            memory_md=memory_md,
-            logs=logs,
-            references=refs,
-            knowledge=knowledge,
-        )
+        tail = prompts.render_kept_stripped("turn.md.j2", **base, **layers, knowledge=knowledge)
     else:
-        tail = prompts.render(
-            "turn.md.j2",
-            **base,
-            summary=summary,
-            memory_md=memory_md,
-            logs=logs,
-            references=refs,
-            knowledge=knowledge,
-        ).strip()
+        tail = prompts.render("turn.md.j2", **base, **layers, knowledge=knowledge).strip()
     return system, tail

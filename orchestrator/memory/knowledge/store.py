@@ -10,7 +10,6 @@ instructions. Indexing a source's files is :mod:`orchestrator.memory.knowledge.i
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -48,7 +47,6 @@ KINDS = ("folder", "file", "project", "upload", "lore")
 SCOPES = ("group", "agent", "everyone")
 TRUSTS = ("trusted", "external")
 HOLDING_S = 0.25
-SOURCE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}\Z")
 BODY_WEIGHT = 1.0
 META_WEIGHT = 0.5
 
@@ -59,7 +57,7 @@ def validate_source_name(name: str) -> str:
     Raises:
         ValidationError: naming what is wrong.
     """
-    if not SOURCE_NAME_RE.match(name):
+    if not GROUP_ID_RE.match(name):  # a source is named as a group is
         raise ValidationError(
             "name",
             f"{name[:80]!r} is not a valid source name (lowercase letters, digits, '_' and '-', "
