@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from orchestrator.core.context.build import Layers, PastMessage
 from orchestrator.core.context.report import LeftOutCandidate
@@ -43,6 +43,8 @@ from orchestrator.settings import Settings
 __all__ = ["Briefing", "Gathered", "RecentSource", "load_drift", "save_drift"]
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 INLINE_CPU_S = 0.002  # a reading that took less is done on the event loop next time
@@ -171,8 +173,8 @@ class Briefing:
             recalled=recall.snippets if recall else (),
             said=recall.messages if recall else (),
             history=self._history(recent),
-            left_out=(*recall.dropped, *lore_left) if recall else lore_left,
-            knowledge=(*lore, *recall.knowledge) if recall else lore,
+            left_out=_joined(recall.dropped, lore_left) if recall else lore_left,
+            knowledge=_joined(lore, recall.knowledge) if recall else lore,
         )
         return Gathered(layers=layers, recall=recall)
 
@@ -261,6 +263,11 @@ class Briefing:
             before_seq=before_seq,
             messages=older,
         )
+
+
+def _joined(first: tuple[T, ...], then: tuple[T, ...]) -> tuple[T, ...]:
+    """Both in order (most turns have one of them empty: no new tuple then)."""
+    return first + then if first and then else first or then
 
 
 def _drift_path(settings: Settings) -> Path:
