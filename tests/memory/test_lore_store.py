@@ -69,7 +69,7 @@ def test_an_entry_needs_a_lorebook_and_a_key_or_pattern(engine: Engine):
     book = _book(store)
     with pytest.raises(ValidationError, match="at least one key or a pattern"):
         lore.add(book, NewLore(text="text"), now=T0)
-    with pytest.raises(ValidationError, match="within 0..100"):
+    with pytest.raises(ValidationError, match=r"within 0\.\.100"):
         lore.add(book, NewLore(keys=["x"], priority=101, text="text"), now=T0)
     with pytest.raises(ValidationError, match="1 to 2000 characters"):
         lore.add(book, NewLore(keys=["x"], text="  "), now=T0)
