@@ -46,7 +46,7 @@ from orchestrator.web.schemas_knowledge import (
 )
 from orchestrator.web.state import Console, console
 
-__all__ = ["BODY_LIMITS", "router"]
+__all__ = ["BODY_LIMITS", "read_by", "router"]
 
 router = APIRouter(prefix="/api/knowledge", tags=["knowledge"])
 
@@ -235,9 +235,11 @@ async def search(
     )
 
 
-def _owner(
+def read_by(
     running: Console, group: str | None, agent: str | None, everyone: bool
 ) -> tuple[str, str]:
+    """The scope and scope id of who reads it: exactly one of a group, an agent of the team
+    or everyone (422 otherwise)."""
     chosen = [c for c in (bool(group), bool(agent), everyone) if c]
     if len(chosen) != 1:
         raise HTTPException(422, "say who may read it: one of group, agent or everyone")
@@ -273,7 +275,7 @@ async def upload(
     upload (``trust`` default external), and indexes it. A file of a name uploaded before
     replaces it (``replaced``). Nothing is saved when any file is refused: a bad name (no
     path, no hidden name, a text suffix the index reads), not UTF-8 text, over the size."""
-    scope, scope_id = _owner(running, group, agent, everyone)
+    scope, scope_id = read_by(running, group, agent, everyone)
     name = source or default_source_name(scope, scope_id)
     try:
         validate_source_name(name)

@@ -43,6 +43,7 @@ from orchestrator.web import (
     api_caps,
     api_context,
     api_knowledge,
+    api_lore,
     api_memory,
     api_runs,
     api_summary,
@@ -150,7 +151,7 @@ def create_app(
     )
     app.state.guard = Guard(settings.web_token)
     limits = (*api.body_limits(settings.max_message_bytes), *api_agents.BODY_LIMITS)
-    limits = (*limits, *api_memory.BODY_LIMITS, *api_knowledge.BODY_LIMITS)
+    limits = (*limits, *api_memory.BODY_LIMITS, *api_knowledge.BODY_LIMITS, *api_lore.BODY_LIMITS)
     app.add_middleware(BodyLimitMiddleware, limits=limits)
     # Added after, so outside: a refused request's body is never read, a 413 has the headers.
     app.add_middleware(SecurityMiddleware, guard=app.state.guard)
@@ -163,6 +164,7 @@ def create_app(
     app.include_router(api_runs.router)
     app.include_router(api_approvals.router)
     app.include_router(api_knowledge.router)
+    app.include_router(api_lore.router)
     _errors(app)
     app.add_api_route(
         "/docs", _docs_page(app), include_in_schema=False, response_class=HTMLResponse

@@ -1,12 +1,12 @@
 """What the console's API of knowledge sources answers, as models: the sources (who reads
 them, their counts and their last check), a source's chunks, a locator resolved to the lines
-it names now, a search as a turn's recall would make it, an upload and a removal. Times are
-ISO 8601.
+it names now, a search as a turn's recall would make it, an upload and a removal, and the
+lorebooks' entries (one to add, as asked). Times are ISO 8601.
 """
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from orchestrator.web.schemas import Answer
 
@@ -18,6 +18,10 @@ __all__ = [
     "KnowledgeSources",
     "Located",
     "LocatedLine",
+    "LoreEntries",
+    "LoreEntryOut",
+    "LoreRemoved",
+    "NewLoreEntry",
     "SourceOut",
     "SourceRemoved",
     "SyncOut",
@@ -161,4 +165,47 @@ class SourceRemoved(Answer):
 
     name: str
     root: str = Field(description="Where its files are, untouched.")
+    note: str
+
+
+class NewLoreEntry(BaseModel):
+    """A lorebook entry to add: its text, the keys and/or pattern that bring it in, its
+    priority, whose turns are given it (exactly one of group, agent, everyone) and its book
+    (default ``lore-<group>``, ``lore-<agent>`` or ``lore``, made on first use)."""
+
+    text: str = Field(description="The fact given to the agent, 1 to 2000 characters.")
+    keys: list[str] = Field(default=[], description="Words or phrases that bring it in.")
+    pattern: str | None = Field(
+        default=None, description="A regular expression that brings it in (case-insensitive)."
+    )
+    priority: int = Field(default=50, description="0..100; higher is given first.")
+    group: str | None = Field(default=None, max_length=200)
+    agent: str | None = Field(default=None, max_length=64)
+    everyone: bool = False
+    book: str | None = Field(default=None, max_length=200, description="The lorebook.")
+
+
+class LoreEntryOut(Answer):
+    """A lorebook entry: its book and who reads it, what brings it in, its priority and cost."""
+
+    id: int
+    book: str
+    owner: str = Field(description="Whose turns are given it: `group demo`, `everyone`.")
+    keys: list[str]
+    pattern: str | None = Field(description="The regular expression that brings it in, if any.")
+    priority: int
+    tokens: int
+    text: str
+
+
+class LoreEntries(Answer):
+    """Every lorebook entry, by book and id."""
+
+    entries: list[LoreEntryOut]
+
+
+class LoreRemoved(Answer):
+    """A lorebook entry removed."""
+
+    id: int
     note: str

@@ -2,7 +2,9 @@
 page for a group becomes a source in the table (external, read by the group, its chunks on
 click), search finds its passage, and a locator opened from the hit shows the file's lines now,
 numbered, as cited; the context inspector's passage links to the same view. Hostile text in the
-document is shown as text.
+document is shown as text. A lorebook entry added through the page's form (after a refused
+one, its reason shown) is listed with its book, owner, keys and pattern, its hostile text shown
+as text, and removed after the Remove button asks once more.
 
 A failing test saves its page as a screenshot under ``test-artifacts/screenshots/``.
 """
@@ -84,3 +86,45 @@ def test_upload_search_and_open_a_locator(tmp_path: Path, embedded_redis_url: st
         expect(passage).to_contain_text("uploads-kb-browser/deploy.md#L")
         passage.click()
         expect(page.locator("#lines")).to_contain_text("make rollback")
+
+
+def test_a_lore_entry_is_added_listed_and_removed(
+    tmp_path: Path, embedded_redis_url: str, page: Any
+):
+    expect = playwright.expect
+    settings = console_settings(tmp_path, embedded_redis_url)
+    with console_server(settings) as base:
+        page.goto(f"{base}/knowledge")
+        expect(page.locator("#lore-entries tbody tr.empty")).to_contain_text("No lore entries")
+        page.select_option("#lore-owner", "group")
+        page.fill("#lore-group", GROUP)
+        page.fill("#lore-text", "x")
+        page.fill("#lore-keys", "")
+        page.click("#lore-form button[type=submit]")
+        expect(page.locator("#lore-error")).to_contain_text("give at least one key or a pattern")
+
+        hostile = "Rollbacks need two approvals. <img src=x onerror=alert(1)>"
+        page.fill("#lore-text", hostile)
+        page.fill("#lore-keys", "rollback, roll back")
+        page.fill("#lore-pattern", r"revert\w*")
+        page.fill("#lore-priority", "70")
+        page.click("#lore-form button[type=submit]")
+        expect(page.locator("#knowledge-note")).to_contain_text("to lore-kb-browser")
+        expect(page.locator("#lore-error")).to_be_hidden()
+        row = page.locator("#lore-entries tbody tr[data-lore]")
+        expect(row).to_have_count(1)
+        expect(row).to_contain_text("lore-kb-browser")
+        expect(row).to_contain_text(f"group {GROUP}")
+        expect(row).to_contain_text(r"rollback, roll back /revert\w*/")
+        expect(row).to_contain_text("70")
+        expect(row.locator("td.text")).to_have_text(hostile)
+        assert page.locator("main img").count() == 0
+        expect(page.locator('#sources tr[data-source="lore-kb-browser"]')).to_contain_text("lore")
+
+        remove = row.locator("button", has_text="Remove")
+        remove.click()
+        expect(remove).to_contain_text("Remove entry")  # asks once more
+        expect(row).to_have_count(1)
+        remove.click()
+        expect(page.locator("#lore-entries tbody tr[data-lore]")).to_have_count(0)
+        expect(page.locator("#knowledge-note")).to_contain_text("removed lore entry")

@@ -175,7 +175,8 @@ def _seed_files(settings: Settings, engine: Engine, group: str, api: httpx.Clien
 
 
 def _seed_knowledge(api: httpx.Client, group: str) -> str:
-    """A document uploaded for the group (a source of its own, indexed); a chunk's locator."""
+    """A document uploaded for the group (a source of its own, indexed) and two lorebook
+    entries (keys, pattern); a chunk's locator."""
     text = b"# Deploys\n\nThe deploy pipeline runs on GitHub Actions.\n"
     uploaded = api.post(
         "/api/knowledge/uploads",
@@ -183,6 +184,12 @@ def _seed_knowledge(api: httpx.Client, group: str) -> str:
         data={"group": group},
     )
     assert uploaded.status_code == 201, uploaded.text
+    for lore in (
+        {"text": "Deploys freeze on Fridays.", "keys": ["deploy"], "group": group},
+        {"text": "Ping answers pong.", "pattern": "p[io]ng", "agent": "ping"},
+    ):
+        added = api.post("/api/knowledge/lore", json=lore)
+        assert added.status_code == 201, added.text
     found = api.get("/api/knowledge/search", params={"q": "deploy pipeline", "group": group})
     locator: str = found.json()["hits"][0]["locator"]
     return locator
@@ -331,6 +338,7 @@ def _calls(seeded: Seeded) -> dict[str, list[tuple[str, dict[str, str]]]]:
             ("/api/knowledge/search", {"q": "deploy pipeline"}),
             ("/api/knowledge/search", {"q": "deploy pipeline", "group": g, "agent": "ping"}),
         ],
+        "/api/knowledge/lore": [("/api/knowledge/lore", {})],
     }
 
 

@@ -6,6 +6,7 @@ most every :data:`RELOAD_S` seconds (an entry added is given within that)."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -21,7 +22,7 @@ from orchestrator.memory.knowledge.store import KnowledgeStore, Source
 from orchestrator.memory.knowledge.tables import LORE, SOURCES
 from orchestrator.memory.transactions import writing
 
-__all__ = ["MAX_LORE_CHARS", "RELOAD_S", "LoreShelf", "LoreStore", "NewLore"]
+__all__ = ["MAX_LORE_CHARS", "RELOAD_S", "LoreShelf", "LoreStore", "NewLore", "check_new"]
 
 MAX_LORE_CHARS = 2000
 RELOAD_S = 2.0
@@ -35,6 +36,24 @@ class NewLore:
     pattern: str | None = None
     priority: int = 50
     text: str
+
+
+def check_new(new: NewLore) -> tuple[tuple[str, ...], re.Pattern[str] | None, str]:
+    """``new``'s keys (cleaned), pattern (compiled) and text (stripped), as they are stored.
+
+    Raises:
+        ValidationError: no key and no pattern, a bad key, pattern, priority or text.
+    """
+    keys = check_keys(new.keys)
+    pattern = check_pattern(new.pattern) if new.pattern is not None else None
+    if not keys and pattern is None:
+        raise ValidationError("keys", "give at least one key or a pattern")
+    if not 0 <= new.priority <= 100:
+        raise ValidationError("priority", "must be within 0..100")
+    text = new.text.strip()
+    if not text or len(text) > MAX_LORE_CHARS:
+        raise ValidationError("text", f"must be 1 to {MAX_LORE_CHARS} characters")
+    return keys, pattern, text
 
 
 class LoreStore:
@@ -53,15 +72,7 @@ class LoreStore:
         """
         if book.kind != "lore":
             raise ValidationError("book", f"{book.name!r} is a {book.kind} source, not a lorebook")
-        keys = check_keys(new.keys)
-        pattern = check_pattern(new.pattern) if new.pattern is not None else None
-        if not keys and pattern is None:
-            raise ValidationError("keys", "give at least one key or a pattern")
-        if not 0 <= new.priority <= 100:
-            raise ValidationError("priority", "must be within 0..100")
-        text = new.text.strip()
-        if not text or len(text) > MAX_LORE_CHARS:
-            raise ValidationError("text", f"must be 1 to {MAX_LORE_CHARS} characters")
+        keys, pattern, text = check_new(new)
         tokens = self.counter.count(text)
         values = {
             "source": book.name,

@@ -1,7 +1,8 @@
 /* The knowledge page: the sources (who reads them, trust, counts, last check, problem), a
  * source's chunks on click, search as a turn would be given passages, uploading documents as a
- * source of their own, and a locator opened to the file's lines now, numbered, with whether
- * they are still what was cited. Every text from the server is put in the page as text. */
+ * source of their own, the lorebook entries (added and removed here), and a locator opened to
+ * the file's lines now, numbered, with whether they are still what was cited. Every text from
+ * the server is put in the page as text. */
 "use strict";
 
 (function () {
@@ -15,6 +16,12 @@
   const uploadGroup = document.getElementById("upload-group");
   const uploadAgent = document.getElementById("upload-agent");
   const uploadError = document.getElementById("upload-error");
+  const loreBody = document.querySelector("#lore-entries tbody");
+  const loreForm = document.getElementById("lore-form");
+  const loreOwner = document.getElementById("lore-owner");
+  const loreGroup = document.getElementById("lore-group");
+  const loreAgent = document.getElementById("lore-agent");
+  const loreError = document.getElementById("lore-error");
   const searchForm = document.getElementById("search");
   const locateForm = document.getElementById("locate-form");
   const STATES = {
@@ -130,6 +137,78 @@
     }
   });
 
+  function removeLoreButton(entry) {
+    const b = el("button", {type: "button", class: "small"}, "Remove");
+    b.addEventListener("click", async () => {
+      if (b.dataset.armed !== "yes") {
+        b.dataset.armed = "yes";
+        b.textContent = "Remove entry " + entry.id + "?";
+        return;
+      }
+      try {
+        const done = await arena.api("/api/knowledge/lore/" + encodeURIComponent(entry.id), {method: "DELETE"});
+        arena.show(note, done.note);
+        arena.show(loreError, "");
+        await loadLore();
+      } catch (error) {
+        arena.show(loreError, error.message);
+      }
+    });
+    return b;
+  }
+
+  function loreRow(entry) {
+    const brings = entry.keys.join(", ") + (entry.pattern ? (entry.keys.length ? " " : "") + "/" + entry.pattern + "/" : "");
+    return el("tr", {dataset: {lore: String(entry.id)}},
+      el("td", {class: "name"}, entry.book, el("div", {class: "hint"}, "#" + entry.id)),
+      el("td", {}, entry.owner),
+      el("td", {}, brings),
+      el("td", {class: "num"}, String(entry.priority)),
+      el("td", {class: "num"}, arena.number(entry.tokens)),
+      el("td", {class: "text"}, entry.text),
+      el("td", {class: "actions"}, removeLoreButton(entry)));
+  }
+
+  async function loadLore() {
+    try {
+      const data = await arena.api("/api/knowledge/lore");
+      loreBody.replaceChildren(...(data.entries.length ? data.entries.map(loreRow)
+        : [el("tr", {class: "empty"}, el("td", {colspan: 7}, "No lore entries yet: add one below, or `arena knowledge lore add`."))]));
+    } catch (error) {
+      arena.show(loreError, error.message);
+    }
+  }
+
+  function loreOwnerChanged() {
+    loreGroup.hidden = loreOwner.value !== "group";
+    loreAgent.hidden = loreOwner.value !== "agent";
+  }
+
+  loreForm.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const body = {
+      text: document.getElementById("lore-text").value,
+      keys: document.getElementById("lore-keys").value.split(",").map((k) => k.trim()).filter((k) => k),
+      priority: Number(document.getElementById("lore-priority").value || "50"),
+    };
+    const pattern = document.getElementById("lore-pattern").value;
+    if (pattern.trim()) body.pattern = pattern;
+    if (loreOwner.value === "group") body.group = loreGroup.value.trim();
+    else if (loreOwner.value === "agent") body.agent = loreAgent.value;
+    else body.everyone = true;
+    try {
+      const entry = await arena.api("/api/knowledge/lore", {json: body});
+      arena.show(note, `Added lore entry ${entry.id} to ${entry.book} (${entry.tokens} tokens), given to ${entry.owner}.`);
+      arena.show(loreError, "");
+      loreForm.reset();
+      loreOwnerChanged();
+      await loadLore();
+      await loadSources();
+    } catch (error) {
+      arena.show(loreError, error.message);
+    }
+  });
+
   async function search() {
     const query = new URLSearchParams();
     for (const [name, value] of new FormData(searchForm).entries()) if (String(value).trim()) query.set(name, String(value).trim());
@@ -176,21 +255,25 @@
   }
 
   owner.addEventListener("change", ownerChanged);
+  loreOwner.addEventListener("change", loreOwnerChanged);
   searchForm.addEventListener("submit", (event) => { event.preventDefault(); search(); });
   locateForm.addEventListener("submit", (event) => {
     event.preventDefault();
     openLocator(document.getElementById("locator").value.trim());
   });
   ownerChanged();
+  loreOwnerChanged();
   (async () => {
     try {
       const agents = (await arena.api("/api/agents")).agents;
       agents.forEach((a) => {
         uploadAgent.append(el("option", {value: a.id}, a.name));
+        loreAgent.append(el("option", {value: a.id}, a.name));
         document.getElementById("search-agent").append(el("option", {value: a.id}, a.name));
       });
     } catch (error) { /* the agent choices stay empty */ }
     await loadSources();
+    await loadLore();
     if (params.get("locator")) openLocator(params.get("locator"));
   })();
 })();

@@ -1,0 +1,156 @@
+"""The console's lore API against a real uvicorn server and a real SQLite file: an entry added
+for a group goes to the group's lorebook (made on first use, trusted, read by the group), is
+listed with its owner, keys, pattern and tokens, and is removed; every bad input is refused
+with a one-line reason and makes no lorebook; a lorebook of another owner, or a source that is
+not a lorebook, is a 409."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.web_helpers import Served, served_console
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with served_console(tmp_path_factory.mktemp("web-lore-api")) as served:
+        yield served
+
+
+@pytest.fixture
+def api(served: Served) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=served.base, timeout=20) as client:
+        yield client
+
+
+@pytest.fixture
+def group() -> str:
+    return f"lore-{uuid.uuid4().hex[:10]}"
+
+
+def _add(api: httpx.Client, **body: Any) -> httpx.Response:
+    return api.post("/api/knowledge/lore", json=body)
+
+
+def _sources(api: httpx.Client) -> dict[str, dict[str, Any]]:
+    return {s["name"]: s for s in api.get("/api/knowledge/sources").json()["sources"]}
+
+
+def test_an_entry_is_added_listed_and_removed(api: httpx.Client, group: str):
+    made = _add(
+        api,
+        text="  The deploy freeze starts on Friday at noon.  ",
+        keys=["deploy", " freeze window ", "Deploy"],
+        pattern=r"release\s+train",
+        priority=80,
+        group=group,
+    )
+    assert made.status_code == 201, made.text
+    entry = made.json()
+    book = f"lore-{group}"
+    assert entry["book"] == book
+    assert entry["owner"] == f"group {group}"
+    assert entry["keys"] == ["deploy", "freeze window"]
+    assert entry["pattern"] == r"release\s+train"
+    assert entry["priority"] == 80
+    assert entry["text"] == "The deploy freeze starts on Friday at noon."
+    assert entry["tokens"] > 0
+    source = _sources(api)[book]
+    assert source["kind"] == "lore"
+    assert source["trust"] == "trusted"
+    assert source["owner"] == f"group {group}"
+
+    second = _add(api, text="Pings are answered with pong.", keys=["ping"], agent="ping")
+    assert second.status_code == 201, second.text
+    assert second.json()["book"] == "lore-ping"
+    assert second.json()["owner"] == "agent ping"
+    assert second.json()["priority"] == 50
+    everyone = _add(api, text="The office is in Lyon.", pattern="office", everyone=True)
+    assert everyone.status_code == 201, everyone.text
+    assert everyone.json()["book"] == "lore"
+    assert everyone.json()["keys"] == []
+
+    listed = api.get("/api/knowledge/lore")
+    assert listed.status_code == 200
+    rows = {row["id"]: row for row in listed.json()["entries"]}
+    assert rows[entry["id"]] == entry
+    assert rows[second.json()["id"]]["owner"] == "agent ping"
+
+    gone = api.delete(f"/api/knowledge/lore/{entry['id']}")
+    assert gone.status_code == 200, gone.text
+    assert gone.json() == {"id": entry["id"], "note": f"removed lore entry {entry['id']}"}
+    ids = {row["id"] for row in api.get("/api/knowledge/lore").json()["entries"]}
+    assert entry["id"] not in ids
+    again = api.delete(f"/api/knowledge/lore/{entry['id']}")
+    assert again.status_code == 404
+    assert again.json() == {"error": f"no lore entry {entry['id']}"}
+    assert api.delete("/api/knowledge/lore/not-a-number").status_code == 422
+
+
+def test_bad_entries_are_refused_and_make_no_book(api: httpx.Client, group: str):
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"text": "a fact"}, "keys: give at least one key or a pattern"),
+        ({"text": "a fact", "keys": ["", "  "]}, "keys: give at least one key or a pattern"),
+        ({"text": "a fact", "keys": ["x" * 81]}, "keys: a key is at most 80 characters"),
+        ({"text": "a fact", "pattern": "(a+)+"}, "pattern: a repeated group that itself repeats"),
+        ({"text": "a fact", "pattern": "(unclosed"}, "pattern: not a regular expression"),
+        ({"text": "a fact", "pattern": "x" * 201}, "pattern: at most 200 characters"),
+        ({"text": "a fact", "keys": ["k"], "priority": 101}, "priority: must be within 0..100"),
+        ({"text": "a fact", "keys": ["k"], "priority": -1}, "priority: must be within 0..100"),
+        ({"text": "a fact", "keys": ["k"], "priority": "high"}, "priority: "),
+        ({"text": "   ", "keys": ["k"]}, "text: must be 1 to 2000 characters"),
+        ({"text": "y" * 2001, "keys": ["k"]}, "text: must be 1 to 2000 characters"),
+        ({"keys": ["k"]}, "text: Field required"),
+        ({"text": "a fact", "keys": ["k"], "book": "Bad Name"}, "book: "),
+    ]
+    for body, words in cases:
+        response = _add(api, group=group, **body)
+        assert response.status_code == 422, (body, response.text)
+        assert words in response.json()["error"], (body, response.json())
+        assert "\n" not in response.json()["error"]
+    assert f"lore-{group}" not in _sources(api)
+
+    owners: list[tuple[dict[str, Any], str]] = [
+        ({}, "say who may read it"),
+        ({"group": group, "everyone": True}, "say who may read it"),
+        ({"group": "../etc"}, "group"),
+        ({"agent": "nobody"}, "agent: no agent 'nobody'"),
+    ]
+    for owner, words in owners:
+        response = _add(api, text="a fact", keys=["k"], **owner)
+        assert response.status_code == 422, (owner, response.text)
+        assert words in response.json()["error"], (owner, response.json())
+    assert "lore-nobody" not in _sources(api)
+
+
+def test_a_lorebook_is_read_by_one_owner(api: httpx.Client, group: str):
+    book = f"book-{uuid.uuid4().hex[:8]}"
+    made = _add(api, text="For the group.", keys=["k"], group=group, book=book)
+    assert made.status_code == 201, made.text
+    clash = _add(api, text="For ping.", keys=["k"], agent="ping", book=book)
+    assert clash.status_code == 409
+    assert clash.json()["error"] == (
+        f"lorebook {book!r} is read by group {group}, not agent ping: choose another book"
+    )
+    uploaded = api.post(
+        "/api/knowledge/uploads",
+        files=[("files", ("a.md", b"# a\n", "text/markdown"))],
+        data={"group": group},
+    )
+    assert uploaded.status_code == 201, uploaded.text
+    not_lore = _add(api, text="Into uploads.", keys=["k"], group=group, book=f"uploads-{group}")
+    assert not_lore.status_code == 409
+    assert "not a lorebook" in not_lore.json()["error"]
+    entries = [e for e in api.get("/api/knowledge/lore").json()["entries"] if e["book"] == book]
+    assert [e["text"] for e in entries] == ["For the group."]
+
+
+def test_a_lore_body_over_its_limit_is_refused(api: httpx.Client, group: str):
+    response = _add(api, text="z" * (64 * 1024), keys=["k"], group=group)
+    assert response.status_code == 413
+    assert response.json()["error"].startswith("lore: ")
