@@ -12,7 +12,7 @@ from rich.table import Table
 from orchestrator.cli.output import fail, json_text, out, printable
 from orchestrator.cli.resources import wired
 from orchestrator.core.wire import validate_group
-from orchestrator.memory.knowledge.lore import NewLore
+from orchestrator.memory.knowledge.lore import NewLore, check_new
 from orchestrator.settings import Settings
 
 __all__ = ["lore"]
@@ -57,6 +57,13 @@ def add(
     )
     name = book or (f"lore-{scope_id}" if scope_id else "lore")
     now = datetime.now(UTC)
+    new = NewLore(
+        keys=[k for k in keys.split(",") if k.strip()],
+        pattern=pattern,
+        priority=priority,
+        text=content,
+    )
+    check_new(new)  # a refused entry makes no book
     with wired(settings) as wiring:
         if scope == "agent" and scope_id not in wiring.team.ids:
             fail(f"no agent {printable(scope_id)!r} (see `arena status`)")
@@ -73,12 +80,6 @@ def add(
             )
         elif (source.scope, source.scope_id) != (scope, scope_id):
             fail(f"lorebook {name!r} is for {source.owner}: choose another with --book")
-        new = NewLore(
-            keys=[k for k in keys.split(",") if k.strip()],
-            pattern=pattern,
-            priority=priority,
-            text=content,
-        )
         entry = wiring.lore.add(source, new, now=now)
     out.print(f"added lore {entry.locator} ({entry.tokens} tokens) for {source.owner}")
 

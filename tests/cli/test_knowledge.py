@@ -103,6 +103,13 @@ def test_bad_input_is_a_clear_error_not_a_traceback(docs: Path, args, message):
     assert "Traceback" not in said
 
 
+def test_a_refused_lore_entry_makes_no_lorebook(docs: Path):
+    code, said = arena("knowledge", "lore", "add", "--group", "demo", "no keys")
+    assert code != 0
+    assert "at least one key or a pattern" in said
+    assert arena("knowledge", "list")[1].startswith("no knowledge sources")
+
+
 def test_lore_entries_are_added_listed_and_removed(docs: Path):
     code, said = arena(
         "knowledge",
