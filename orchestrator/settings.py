@@ -6,7 +6,7 @@ import json
 import os
 import socket
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator
@@ -130,9 +130,9 @@ class Settings(BaseSettings):
     budget_summary: int = Field(default=500, ge=0)
     budget_memory_md: int = Field(default=800, ge=0)
     budget_logs: int = Field(default=600, ge=0)
-    # Recall holds memories and earlier messages: about 20 references of 70 tokens each.
-    budget_recall: int = Field(default=1400, ge=0)
+    budget_recall: int = Field(default=1400, ge=0)  # about 20 references of 70 tokens each
     knowledge_poll_s: float = Field(default=2.0, ge=0.1, le=3600)  # knowledge files checked, s
+    knowledge_embeddings: Literal["auto", "off"] = "auto"  # by meaning, with [embeddings]
 
     # The daemon.
     consumer: str = Field(default_factory=socket.gethostname)

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from orchestrator.memory.knowledge.indexer import Indexer
     from orchestrator.memory.knowledge.lore import LoreShelf, LoreStore
     from orchestrator.memory.knowledge.store import KnowledgeStore
+    from orchestrator.memory.knowledge.vectors import ChunkVectors
     from orchestrator.memory.personal import PersonalLog
     from orchestrator.memory.recall.recaller import Recaller
     from orchestrator.memory.runs import RunStore
@@ -178,7 +179,12 @@ class Wiring:
         from orchestrator.memory.conversation.index import HistoryIndex
         from orchestrator.memory.recall.recaller import Recaller
 
-        return Recaller(self.session, history=HistoryIndex(self.engine), knowledge=self.knowledge)
+        return Recaller(
+            self.session,
+            history=HistoryIndex(self.engine),
+            knowledge=self.knowledge,
+            knowledge_vectors=self.knowledge_vectors,
+        )
 
     @cached_property
     def knowledge(self) -> KnowledgeStore:
@@ -202,11 +208,21 @@ class Wiring:
         return LoreShelf(self.lore)
 
     @cached_property
+    def knowledge_vectors(self) -> ChunkVectors | None:
+        """Knowledge by meaning: when the ``[embeddings]`` extra is installed and
+        ``ARENA_KNOWLEDGE_EMBEDDINGS`` is not ``off`` (the model loads when first needed)."""
+        from orchestrator.memory.knowledge.vectors import ChunkVectors, embeddings_installed
+
+        if self.settings.knowledge_embeddings == "off" or not embeddings_installed():
+            return None
+        return ChunkVectors(self.engine)
+
+    @cached_property
     def indexer(self) -> Indexer:
         """What indexes the knowledge sources' files."""
         from orchestrator.memory.knowledge.indexer import Indexer
 
-        return Indexer(self.knowledge, self.counter)
+        return Indexer(self.knowledge, self.counter, self.knowledge_vectors)
 
     @cached_property
     def writer(self) -> MemoryWriter:

@@ -78,7 +78,7 @@ from orchestrator.memory.db import make_engine  # noqa: E402
 from orchestrator.memory.knowledge.indexer import Progress  # noqa: E402
 from orchestrator.memory.knowledge.store import KnowledgeStore, Source, turn_scopes  # noqa: E402
 from orchestrator.memory.knowledge.tables import knowledge_key  # noqa: E402
-from orchestrator.memory.recall.passages import find_passages  # noqa: E402
+from orchestrator.memory.recall.passages import find_passages, ranked_candidates  # noqa: E402
 from orchestrator.memory.session.fts import fts5_phrase, query_terms  # noqa: E402
 from orchestrator.runtime.preview import next_trigger, preview  # noqa: E402
 from orchestrator.runtime.wiring import Wiring  # noqa: E402
@@ -160,7 +160,7 @@ def _summary_ms(values_s: Sequence[float]) -> dict[str, float]:
 # ---------------------------------------------------------------------------------- set-up
 
 
-def _settings(folder: Path) -> Settings:
+def _settings(folder: Path, embeddings: str = "auto") -> Settings:
     workspaces = folder / "workspaces"
     for agent in sorted((REPO / "workspaces").iterdir()):
         if agent.is_dir():
@@ -177,6 +177,7 @@ def _settings(folder: Path) -> Settings:
         database_url=f"sqlite:///{folder / 'data' / 'arena.db'}",
         anthropic_api_key=None,
         log_level="WARNING",
+        knowledge_embeddings=embeddings,
     )
 
 
@@ -245,11 +246,15 @@ def measure_finding(
     """Each question through the search and through a previewed turn."""
     agent = wiring.team.get(agent_id)
     scopes = turn_scopes(GROUP, agent.id)
+    candidates = wiring.tuning.recall(agent).candidates
     counter = TokenCounter()
     chunk_tokens = {c.id: c.tokens for c in wiring.knowledge.chunks(source.name, limit=10**9)}
     rows: list[dict[str, Any]] = []
     for q in questions:
-        hits = wiring.knowledge.search(query_terms(q.question), scopes, SEARCH_LIMIT)
+        ranked = ranked_candidates(  # as recall ranks them, from as many candidates
+            wiring.knowledge, q.question, scopes, candidates, wiring.knowledge_vectors
+        )
+        hits = [candidate.hit for candidate in ranked[:SEARCH_LIMIT]]
         rank = next(
             (n for n, hit in enumerate(hits, 1) if _hits_passage(hit.locator, q, source.name)),
             None,
@@ -281,6 +286,7 @@ def measure_finding(
     chunk_sums = sorted(r["chunk_tokens"] for r in rows)
     return {
         "questions": len(rows),
+        "by_meaning": wiring.knowledge_vectors is not None,
         "recall_at_1": round(sum(1 for r in rows if r["rank"] == 1) / count, 3),
         "recall_at_5": round(sum(1 for r in rows if r["rank"] and r["rank"] <= 5) / count, 3),
         "recall_at_10": round(sum(1 for r in rows if r["rank"]) / count, 3),
@@ -442,7 +448,7 @@ def measure_scale(
 ) -> dict[str, Any]:
     """A synthetic source of ``size`` chunks: indexing, searching, re-indexing."""
     label = _label(size)
-    settings = _settings(folder)
+    settings = _settings(folder, embeddings="off")  # the full-text search at scale
     engine = make_engine(settings.effective_database_url)
     try:
         wiring = Wiring(settings, engine)
@@ -597,6 +603,8 @@ def print_report(results: dict[str, Any], machine: str) -> None:
         f"{f['tokens_max']:>8} {f['chunk_tokens_p95']:>14}"
     )
     print(f"a question's words match {f['matched_share']:.0%} of the chunks (mean)")
+    meaning = "on (the [embeddings] extra)" if f["by_meaning"] else "off (full text only)"
+    print(f"by meaning: {meaning}")
     print_misses(f)
     if results["scale"]:
         print(

