@@ -160,3 +160,23 @@ def test_without_an_embedder_nothing_is_embedded_and_recall_is_full_text(
     assert vectors.closest("charset", turn_scopes("demo", "dev"), 10) == []
     ranked = ranked_candidates(store, "encoding", turn_scopes("demo", "dev"), 10, vectors)
     assert [c.hit.heading for c in ranked] == ["Config > Encoding"]
+
+
+def test_a_turn_is_compared_with_each_scope_it_sees_and_no_other(
+    engine: Engine, docs: Path, tmp_path: Path
+):
+    store, vectors, indexer = _indexed(engine, docs)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "mail.md").write_text("# Mail\n\nOutgoing email goes through the relay.\n")
+    everyone = store.add(
+        name="shared", kind="folder", root=shared, scope="everyone", scope_id="",
+        trust="external", now=T0,
+    )  # fmt: skip
+    indexer.sync(everyone, now=T0)
+    demo = vectors.closest("email greeting", turn_scopes("demo", "dev"), 10)
+    other = vectors.closest("email greeting", turn_scopes("other", "dev"), 10)
+    paths = {h.path for h in store.by_ids([i for i, _ in demo]).values()}
+    assert paths == {"docs/tasks.md", "shared/mail.md", "docs/config.md"}
+    assert {h.path for h in store.by_ids([i for i, _ in other]).values()} == {"shared/mail.md"}
+    assert demo == sorted(demo, key=lambda pair: -pair[1])

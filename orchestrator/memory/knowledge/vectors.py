@@ -5,8 +5,8 @@ turn's scopes closest to a question (by their closest window).
 Embeddings are on when the ``[embeddings]`` extra is installed (its packaged all-MiniLM-L6-v2,
 see :mod:`orchestrator.memory.session.embeddings`) and ``ARENA_KNOWLEDGE_EMBEDDINGS`` is not
 ``off``; the model is loaded the first time it is needed, so a daemon whose groups have no
-knowledge never loads it. The vectors of the scopes a turn sees are held in memory as one
-matrix (numpy comes with the extra) and read again when the scopes' vectors changed (their
+knowledge never loads it. The vectors of each scope are held in memory as one matrix (numpy
+comes with the extra), once however many turns see it, and read again when they changed (their
 count or newest id, looked at every :data:`CHECK_S` seconds at most).
 """
 
@@ -91,8 +91,8 @@ class ChunkVectors:
         self._embedder: Embedder | None = None
         self._loaded = False
         self._lock = threading.Lock()
-        # scopes -> (when checked, (count, newest id), ids, matrix)
-        self._held: dict[tuple[str, ...], tuple[float, tuple[int, int], list[int], Any]] = {}
+        # a scope's key -> (when checked, (count, newest id), ids, matrix): once per scope
+        self._held: dict[str, tuple[float, tuple[int, int], list[int], Any]] = {}
 
     def describe(self) -> str:
         """How the vectors are made, as the index records it (a change rebuilds it)."""
@@ -128,34 +128,35 @@ class ChunkVectors:
         embedder = self.embedder()
         if embedder is None or limit <= 0:
             return []
-        keys = tuple(sorted(knowledge_key(scope, scope_id) for scope, scope_id in scopes))
-        ids, matrix = self._matrix(keys)
-        if not ids:
+        held = [self._matrix(knowledge_key(scope, scope_id)) for scope, scope_id in scopes]
+        held = [(ids, matrix) for ids, matrix in held if ids]
+        if not held:
             return []
         numpy = importlib.import_module("numpy")
         query = numpy.asarray(embedder.embed([question])[0], dtype=numpy.float32)
         norm = float(numpy.linalg.norm(query))
         if norm == 0.0:
             return []
-        sims = matrix @ (query / norm)
+        query /= norm
         closest: dict[int, float] = {}  # a chunk's closest window stands for it
-        for row in numpy.argsort(-sims):
-            chunk_id = ids[int(row)]
-            if chunk_id not in closest:
-                closest[chunk_id] = float(sims[int(row)])
-                if len(closest) == limit:
-                    break
-        return list(closest.items())
+        for ids, matrix in held:
+            sims = matrix @ query
+            for row in numpy.argsort(-sims)[: limit * 4]:
+                chunk_id, cosine = ids[int(row)], float(sims[int(row)])
+                if cosine > closest.get(chunk_id, -2.0):
+                    closest[chunk_id] = cosine
+        ranked = sorted(closest.items(), key=lambda pair: (-pair[1], pair[0]))
+        return ranked[:limit]
 
-    def _matrix(self, keys: tuple[str, ...]) -> tuple[list[int], Any]:
-        """The vectors of the scopes ``keys``, as ids and one row each (read again when they
-        changed)."""
+    def _matrix(self, key: str) -> tuple[list[int], Any]:
+        """The vectors of one scope (its chunk ids, one row each), held once per scope and
+        read again when they changed."""
         now = self.clock()
         with self._lock:
-            held = self._held.get(keys)
+            held = self._held.get(key)
         if held is not None and now - held[0] < CHECK_S:
             return held[2], held[3]
-        where = VECTORS.c.scope_key.in_(keys)
+        where = VECTORS.c.scope_key == key
         with self.engine.connect() as conn:
             shape = conn.execute(
                 select(func.count(), func.coalesce(func.max(VECTORS.c.chunk_id), 0)).where(where)
@@ -167,7 +168,10 @@ class ChunkVectors:
                 rows = conn.execute(select(VECTORS.c.chunk_id, VECTORS.c.vector).where(where))
                 ids, matrix = self._read(rows)
         with self._lock:
-            self._held[keys] = (now, version, ids, matrix)
+            if ids:
+                self._held[key] = (now, version, ids, matrix)
+            else:
+                self._held.pop(key, None)
         return ids, matrix
 
     @staticmethod
