@@ -99,8 +99,12 @@ def arena(env: dict[str, str], *args: str) -> str:
 
 @contextlib.contextmanager
 def chromium() -> Iterator[Any]:
-    """Headless Chromium (Debian's), driven by Playwright."""
-    from playwright.sync_api import sync_playwright
+    """Headless Chromium (Debian's), driven by Playwright. Its assertions (``expect``) wait as
+    long as its actions do: their own default is 5 s, which a loaded machine can pass before a
+    page's live feed has connected."""
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=TIMEOUT_MS)
 
     with sync_playwright() as driver:
         browser = driver.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
