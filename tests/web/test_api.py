@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,23 +37,10 @@ from tests.web_helpers import (
     console_settings,
     run_card,
     run_reply,
-    served_console,
     store,
 )
 
 HOSTILE = "<img src=x onerror=alert(1)> and <script>alert(2)</script>"
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    with served_console(tmp_path_factory.mktemp("web-api")) as served:
-        yield served
-
-
-@pytest.fixture
-def api(served: Served) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=served.base, timeout=10) as client:
-        yield client
 
 
 @pytest.fixture

@@ -8,14 +8,13 @@ unknown sources and malformed locators are refused with a one-line reason, nothi
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import httpx
 import pytest
 
 from orchestrator.memory.knowledge.indexer import MAX_FILE_BYTES
 from orchestrator.web.knowledge_uploads import MAX_UPLOAD_BODY_BYTES
-from tests.web_helpers import Served, served_console
+from tests.web_helpers import Served
 
 GUIDE = """# Deploy guide
 
@@ -26,18 +25,6 @@ How we ship.
 To roll back a release, run `make rollback` with the previous tag.
 The pipeline keeps the last five artefacts.
 """
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    with served_console(tmp_path_factory.mktemp("web-knowledge-api")) as served:
-        yield served
-
-
-@pytest.fixture
-def api(served: Served) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=served.base, timeout=20) as client:
-        yield client
 
 
 @pytest.fixture

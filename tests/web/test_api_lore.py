@@ -7,25 +7,10 @@ not a lorebook, is a 409."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-
-from tests.web_helpers import Served, served_console
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    with served_console(tmp_path_factory.mktemp("web-lore-api")) as served:
-        yield served
-
-
-@pytest.fixture
-def api(served: Served) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=served.base, timeout=20) as client:
-        yield client
 
 
 @pytest.fixture

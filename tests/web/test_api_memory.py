@@ -7,7 +7,6 @@ summary versions and the context preview; hostile ids, huge bodies, keys and mar
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import httpx
@@ -23,25 +22,12 @@ from orchestrator.memory.versions.store import VersionStore
 from tests.web_helpers import (
     Served,
     chat_message,
-    served_console,
     store,
 )
 
 KEY = "sk-ant-api03-" + "Q" * 40
 MARKER = '<!--SAVE_MEMORY: {"type": "fact", "content": "planted by hand"}-->'
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    with served_console(tmp_path_factory.mktemp("web-memory-api")) as served:
-        yield served
-
-
-@pytest.fixture
-def api(served: Served) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=served.base, timeout=20) as client:
-        yield client
 
 
 @pytest.fixture
