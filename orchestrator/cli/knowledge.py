@@ -19,7 +19,8 @@ from orchestrator.cli.output import fail, json_text, out, printable
 from orchestrator.cli.resources import wired
 from orchestrator.core.wire import validate_group
 from orchestrator.errors import ValidationError
-from orchestrator.memory.knowledge.indexer import Indexer, Progress, SyncReport
+from orchestrator.memory.knowledge.embedding import Embedded, embedded_counts
+from orchestrator.memory.knowledge.indexer import Progress, SyncReport
 from orchestrator.memory.knowledge.locate import resolve
 from orchestrator.memory.knowledge.store import KnowledgeStore, Source, turn_scopes
 from orchestrator.memory.session.fts import query_terms
@@ -86,13 +87,20 @@ def _said(report: SyncReport) -> str:
     return f"{report.source}: " + ", ".join(parts) + f" in {report.seconds:.1f} s"
 
 
-def _index(indexer: Indexer, source: Source) -> SyncReport:
-    report = indexer.sync(source, now=datetime.now(UTC), progress=_Shown(source.name))
+def _index(wiring: Wiring, source: Source) -> SyncReport:
+    report = wiring.indexer.sync(source, now=datetime.now(UTC), progress=_Shown(source.name))
     out.print(printable(_said(report)))
     for problem in report.problems[:20]:
         out.print(printable(f"  skipped {problem}"))
     if len(report.problems) > 20:
         out.print(f"  … and {len(report.problems) - 20} more skipped")
+    if wiring.knowledge_vectors is not None:
+        counts = embedded_counts(wiring.engine).get(source.name)
+        if counts is not None and counts.pending:
+            out.print(
+                f"  searchable by its words now; by meaning once a running daemon has embedded "
+                f"its {counts.pending:,} new chunks (`arena knowledge list` shows how far)"
+            )
     return report
 
 
@@ -167,10 +175,10 @@ def add(
                 fail(f"a source named {chosen!r} exists already: choose another with --name")
             raise
         out.print(f"added {source.name} ({source.kind}, {source.trust}) for {source.owner}")
-        _index(wiring.indexer, source)
+        _index(wiring, source)
 
 
-def _source_row(source: Source) -> dict[str, Any]:
+def _source_row(source: Source, embedded: Embedded | None) -> dict[str, Any]:
     return {
         "name": source.name,
         "kind": source.kind,
@@ -179,6 +187,7 @@ def _source_row(source: Source) -> dict[str, Any]:
         "root": source.root,
         "files": source.files,
         "chunks": source.chunks,
+        "embedded": None if embedded is None else embedded.done,
         "checked_at": source.checked_at.isoformat() if source.checked_at else None,
         "problem": source.problem,
     }
@@ -193,10 +202,13 @@ def list_(settings: Settings, group: str | None, as_json: bool) -> None:
     --json, their folders too)."""
     with _wiring(settings) as wiring:
         sources = wiring.knowledge.sources()
+        meaning = wiring.knowledge_vectors is not None
+        counts = embedded_counts(wiring.engine) if meaning else {}
     if group is not None:
         validate_group(group)
         sources = [s for s in sources if s.scope != "group" or s.scope_id == group]
-    rows = [_source_row(s) for s in sources]
+    none = Embedded(done=0, chunks=0)
+    rows = [_source_row(s, counts.get(s.name, none) if meaning else None) for s in sources]
     if as_json:
         for row in rows:
             out.print(json_text(row))
@@ -215,10 +227,18 @@ def list_(settings: Settings, group: str | None, as_json: bool) -> None:
             r["owner"],
             r["trust"],
             str(r["files"]),
-            str(r["chunks"]),
+            _chunks(r),
             printable(checked),
         )
     out.print(table)
+
+
+def _chunks(row: dict[str, Any]) -> str:
+    """A source's chunks, and how many are found by meaning yet while some are not."""
+    embedded = row["embedded"]
+    if embedded is None or embedded >= row["chunks"]:
+        return str(row["chunks"])
+    return f"{row['chunks']} ({embedded} by meaning yet)"
 
 
 @knowledge.command()
@@ -246,7 +266,7 @@ def reindex(settings: Settings, names: tuple[str, ...]) -> None:
             if name not in known:
                 fail(f"no knowledge source {printable(name)!r} (see `arena knowledge list`)")
         for source in [known[n] for n in names] if names else sources:
-            _index(wiring.indexer, source)
+            _index(wiring, source)
         if not sources:
             out.print("no knowledge sources")
 

@@ -45,7 +45,7 @@ from orchestrator.runtime.approving import Approvals, approval_step, approvals_f
 from orchestrator.runtime.briefing import save_drift
 from orchestrator.runtime.consumer import Consumer
 from orchestrator.runtime.coordinator import Coordinator
-from orchestrator.runtime.freshness import keep_fresh
+from orchestrator.runtime.freshness import keep_embedded, keep_fresh
 from orchestrator.runtime.outlets import EventSink, Outbox
 from orchestrator.runtime.pipeline import Pipeline
 from orchestrator.runtime.team import load_team
@@ -257,11 +257,15 @@ async def run(
             watch = None
             if acting is not None and approvals is not None:
                 watch = _watch_runs(acting, approvals, redis, stop)
-            fresh = keep_fresh(wiring.indexer, stop, settings.knowledge_poll_s)
+            poll_s = settings.knowledge_poll_s
+            fresh = [keep_fresh(wiring.indexer, stop, poll_s)]
+            if wiring.knowledge_vectors is not None:
+                fresh.append(keep_embedded(wiring.knowledge_vectors, stop, poll_s))
             try:
                 await consumer.run(stop, coordinator)
             finally:
-                fresh.cancel()
+                for task in fresh:
+                    task.cancel()
                 if watch is not None:
                     watch.cancel()
         await publisher.flush(timeout_s=2)

@@ -1,7 +1,11 @@
 """Knowledge kept fresh: every few seconds (``knowledge_poll_s``) a daemon compares each
 source's files with the index and indexes what changed, so an edited file's new text is what
 the next turn finds, and a removed file's chunks are gone. A pass over large sources waits ten
-times as long as it took before the next (a tenth of a core at most, whatever their size)."""
+times as long as it took before the next (a tenth of a core at most, whatever their size).
+
+When embeddings are on, the chunks that have no vectors yet are embedded beside it, a few at a
+time (:mod:`orchestrator.memory.knowledge.embedding`), each batch followed by a pause as long
+as it took: at most half the machine's time goes to it while turns go on."""
 
 from __future__ import annotations
 
@@ -14,9 +18,11 @@ from datetime import UTC, datetime
 from sqlalchemy.exc import SQLAlchemyError
 
 from orchestrator.errors import OrchestratorError
+from orchestrator.memory.knowledge.embedding import embed_pending
 from orchestrator.memory.knowledge.indexer import Indexer
+from orchestrator.memory.knowledge.vectors import ChunkVectors
 
-__all__ = ["PAUSE_FACTOR", "keep_fresh", "refresh"]
+__all__ = ["PAUSE_FACTOR", "keep_embedded", "keep_fresh", "refresh"]
 
 logger = logging.getLogger(__name__)
 
@@ -56,3 +62,23 @@ def keep_fresh(indexer: Indexer, stop: asyncio.Event, poll_s: float) -> asyncio.
                 await asyncio.wait_for(stop.wait(), pause)
 
     return asyncio.create_task(watch(), name="orchestrator.runtime.freshness.keep_fresh")
+
+
+def keep_embedded(vectors: ChunkVectors, stop: asyncio.Event, poll_s: float) -> asyncio.Task[None]:
+    """A task that embeds the chunks without vectors until ``stop`` is set: batch after batch
+    while some wait (each followed by a pause as long as it took), else a look every
+    ``poll_s`` seconds."""
+
+    async def embed() -> None:
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                done = await asyncio.to_thread(embed_pending, vectors.engine, vectors)
+            except (OrchestratorError, SQLAlchemyError, OSError) as exc:
+                logger.warning("could not embed the knowledge chunks: %s", exc)
+                done = 0
+            pause = time.monotonic() - started if done else poll_s
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), pause)
+
+    return asyncio.create_task(embed(), name="orchestrator.runtime.freshness.keep_embedded")

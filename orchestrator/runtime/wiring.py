@@ -209,7 +209,7 @@ class Wiring:
 
     @cached_property
     def knowledge_vectors(self) -> ChunkVectors | None:
-        """Knowledge by meaning: when the ``[embeddings]`` extra is installed and
+        """Knowledge by meaning: when the model's weights are installed and
         ``ARENA_KNOWLEDGE_EMBEDDINGS`` is not ``off`` (the model loads when first needed)."""
         from orchestrator.memory.knowledge.vectors import ChunkVectors, embeddings_installed
 
@@ -222,7 +222,7 @@ class Wiring:
         """What indexes the knowledge sources' files."""
         from orchestrator.memory.knowledge.indexer import Indexer
 
-        return Indexer(self.knowledge, self.counter, self.knowledge_vectors)
+        return Indexer(self.knowledge, self.counter)
 
     @cached_property
     def writer(self) -> MemoryWriter:

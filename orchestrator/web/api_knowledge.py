@@ -15,6 +15,7 @@ from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Upload
 from orchestrator.core.chunking import parse_locator
 from orchestrator.core.wire import validate_group
 from orchestrator.errors import ValidationError
+from orchestrator.memory.knowledge.embedding import embedded_counts
 from orchestrator.memory.knowledge.indexer import MAX_FILE_BYTES, SyncReport
 from orchestrator.memory.knowledge.locate import resolve
 from orchestrator.memory.knowledge.store import Source, turn_scopes, validate_source_name
@@ -66,8 +67,8 @@ Running = Annotated[Console, Depends(console)]
 Trust = Literal["trusted", "external"]
 
 
-def source_out(source: Source) -> SourceOut:
-    """A source as the API sends it."""
+def source_out(source: Source, embedded: int | None = None) -> SourceOut:
+    """A source as the API sends it (``embedded``: its chunks found by meaning too)."""
     return SourceOut(
         name=source.name,
         kind=source.kind,
@@ -78,6 +79,7 @@ def source_out(source: Source) -> SourceOut:
         trust=source.trust,
         files=source.files,
         chunks=source.chunks,
+        embedded=embedded,
         created_at=source.created_at.isoformat(),
         checked_at=source.checked_at.isoformat() if source.checked_at else None,
         problem=source.problem,
@@ -109,8 +111,14 @@ def _known(running: Console, name: str) -> Source:
 async def sources(running: Running) -> KnowledgeSources:
     """Every source by name: who reads it, its trust, its files and chunks, when its files
     were last checked and why they could not be read, if they could not."""
-    found = await asyncio.to_thread(running.wiring.knowledge.sources)
-    return KnowledgeSources(sources=[source_out(s) for s in found])
+    wiring = running.wiring
+    found = await asyncio.to_thread(wiring.knowledge.sources)
+    if wiring.knowledge_vectors is None:
+        return KnowledgeSources(sources=[source_out(s) for s in found])
+    counts = await asyncio.to_thread(embedded_counts, wiring.engine)
+    return KnowledgeSources(
+        sources=[source_out(s, counts[s.name].done if s.name in counts else 0) for s in found]
+    )
 
 
 @router.get(

@@ -43,6 +43,10 @@ class SourceOut(Answer):
     trust: str = Field(description="trusted, or external (material, never instructions).")
     files: int
     chunks: int
+    embedded: int | None = Field(
+        default=None,
+        description="How many of its chunks are found by meaning too (null: embeddings off).",
+    )
     created_at: str
     checked_at: str | None = Field(description="When its files were last checked.")
     problem: str | None = Field(description="Why its last check could not read them, if so.")

@@ -75,6 +75,7 @@ sys.path.insert(0, str(REPO))
 from orchestrator.core.chunking import parse_locator  # noqa: E402
 from orchestrator.core.context.tokens import TokenCounter  # noqa: E402
 from orchestrator.memory.db import make_engine  # noqa: E402
+from orchestrator.memory.knowledge.embedding import embed_pending  # noqa: E402
 from orchestrator.memory.knowledge.indexer import Progress  # noqa: E402
 from orchestrator.memory.knowledge.store import KnowledgeStore, Source, turn_scopes  # noqa: E402
 from orchestrator.memory.knowledge.tables import knowledge_key  # noqa: E402
@@ -209,12 +210,23 @@ def _index(
         print(f"  {label}: {len(report.problems)} problems, first: {report.problems[0]}")
     source = wiring.knowledge.get(name)
     assert source is not None
+    embedded, embed_s = 0, 0.0
+    if wiring.knowledge_vectors is not None:  # as a daemon does it afterwards, in batches
+        began = time.perf_counter()
+        while done := embed_pending(wiring.engine, wiring.knowledge_vectors, source=name):
+            embedded += done
+            if embedded % 200 < done:
+                print(f"  {label}: embedded {embedded:,} of {source.chunks:,} chunks", flush=True)
+        embed_s = time.perf_counter() - began
     return source, {
         "files": source.files,
         "chunks": source.chunks,
         "index_s": round(seconds, 2),
         "files_per_s": round(source.files / seconds, 1),
         "chunks_per_s": round(source.chunks / seconds, 1),
+        "embedded": embedded,
+        "embed_s": round(embed_s, 2),
+        "embedded_per_s": round(embedded / embed_s, 1) if embed_s else None,
     }
 
 
@@ -603,8 +615,13 @@ def print_report(results: dict[str, Any], machine: str) -> None:
         f"{f['tokens_max']:>8} {f['chunk_tokens_p95']:>14}"
     )
     print(f"a question's words match {f['matched_share']:.0%} of the chunks (mean)")
-    meaning = "on (the [embeddings] extra)" if f["by_meaning"] else "off (full text only)"
-    print(f"by meaning: {meaning}")
+    if f["by_meaning"]:
+        print(
+            f"by meaning: on; {docs['embedded']:,} chunks embedded in {docs['embed_s']:.1f} s "
+            f"({docs['embedded_per_s'] or 0:,.1f} chunks/s, after their words)"
+        )
+    else:
+        print("by meaning: off (the model's weights are not installed; full text only)")
     print_misses(f)
     if results["scale"]:
         print(

@@ -1,7 +1,8 @@
-"""Knowledge by meaning: with an embedder, each window of a chunk gets a vector, a question
-finds the chunk closest in meaning even when it shares no word with it, the search's order and
-the order by meaning are fused, and the vectors go with their chunks. The embedder is a stand-in
-for the packaged model (outside the project): words of one meaning share a direction."""
+"""Knowledge by meaning: with an embedder, each window of a chunk gets a vector (after its words
+are indexed, newest chunks first, never for a chunk replaced meanwhile), a question finds the
+chunk closest in meaning even when it shares no word with it, the search's order and the order
+by meaning are fused, and the vectors go with their chunks. The embedder here is a stand-in
+whose words of one meaning share a direction (the real model has its own tests)."""
 
 from __future__ import annotations
 
@@ -14,13 +15,13 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
+from orchestrator.memory.knowledge.embedding import Embedded, embed_pending, embedded_counts
 from orchestrator.memory.knowledge.indexer import Indexer
 from orchestrator.memory.knowledge.store import KnowledgeStore, Source, turn_scopes
 from orchestrator.memory.knowledge.vectors import WINDOW_CHARS, ChunkVectors, chunk_windows
 from orchestrator.memory.recall.passages import find_passages, ranked_candidates
 from orchestrator.memory.recall.values import RecallConfig
 
-pytest.importorskip("numpy", reason="numpy comes with the [embeddings] extra")
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 MEANINGS = {
@@ -86,9 +87,17 @@ def _source(store: KnowledgeStore, root: Path) -> Source:
 def _indexed(engine: Engine, docs: Path) -> tuple[KnowledgeStore, ChunkVectors, Indexer]:
     store = KnowledgeStore(engine)
     vectors = ChunkVectors(engine, loader=Meanings)
-    indexer = Indexer(store, vectors=vectors)
+    indexer = Indexer(store)
     indexer.sync(_source(store, docs), now=T0)
+    _embed_all(engine, vectors)
     return store, vectors, indexer
+
+
+def _embed_all(engine: Engine, vectors: ChunkVectors) -> int:
+    total = 0
+    while done := embed_pending(engine, vectors, limit=2):
+        total += done
+    return total
 
 
 def test_a_question_without_a_shared_word_finds_the_chunk_by_meaning(engine: Engine, docs: Path):
@@ -119,7 +128,9 @@ def test_both_orders_are_fused_and_words_still_count(engine: Engine, docs: Path)
     assert best.cosine > 0.5
 
 
-def test_vectors_follow_their_chunks_and_the_model_rebuilds_the_index(engine: Engine, docs: Path):
+def test_vectors_follow_their_chunks_and_are_made_for_new_chunks_only(
+    engine: Engine, docs: Path
+):
     store, vectors, indexer = _indexed(engine, docs)
 
     def count() -> int:
@@ -128,18 +139,48 @@ def test_vectors_follow_their_chunks_and_the_model_rebuilds_the_index(engine: En
 
     chunks = len(store.chunks("docs"))
     assert count() >= chunks
+    assert embedded_counts(engine)["docs"].pending == 0
+    assert embed_pending(engine, vectors) == 0  # nothing waits: nothing embedded again
     (docs / "tasks.md").unlink()
     indexer.sync(store.get("docs"), now=T0)  # type: ignore[arg-type]
     assert count() == len(store.chunks("docs")) == chunks - 1
+    (docs / "tasks.md").write_text("# Tasks\n\nAn email greeting is sent in the background.\n")
+    indexer.sync(store.get("docs"), now=T0)  # type: ignore[arg-type]
+    assert embedded_counts(engine)["docs"] == Embedded(done=chunks - 1, chunks=chunks)
+    loader = Meanings()
+    fresh = ChunkVectors(engine, loader=lambda: loader)
+    assert _embed_all(engine, fresh) == 1
+    assert embedded_counts(engine)["docs"].pending == 0
     store.remove("docs")
     assert count() == 0
-    source = _source(store, docs)
-    Indexer(store).sync(source, now=T0)  # without embeddings: built otherwise
-    assert count() == 0
-    again = Indexer(store, vectors=vectors).sync(store.get("docs"), now=T0)  # type: ignore[arg-type]
-    assert again.rebuilt
-    assert again.changed == 1  # every file again, though none changed
-    assert count() == len(store.chunks("docs"))
+    assert embedded_counts(engine) == {}
+
+
+def test_the_newest_chunks_are_embedded_first_and_a_replaced_one_gets_no_vectors(
+    engine: Engine, docs: Path
+):
+    store = KnowledgeStore(engine)
+    indexer = Indexer(store)
+    indexer.sync(_source(store, docs), now=T0)
+    newest = max(c.id for c in store.chunks("docs"))
+
+    class ReplacedMeanwhile(Meanings):
+        """The file is edited while its chunks are being embedded."""
+
+        def embed(self, texts: Sequence[str]) -> list[list[float]]:
+            if self.calls == 0:
+                (docs / "tasks.md").write_text("# Tasks\n\nNothing runs in the background.\n")
+                indexer.sync(store.get("docs"), now=T0)  # type: ignore[arg-type]
+            return super().embed(texts)
+
+    vectors = ChunkVectors(engine, loader=ReplacedMeanwhile)
+    assert embed_pending(engine, vectors, limit=1) == 0  # its chunk was replaced meanwhile
+    ids = [c.id for c in store.chunks("docs")]
+    assert newest not in ids  # a replaced chunk's id is never given again
+    assert embed_pending(engine, vectors, limit=1) == 1
+    with engine.connect() as conn:
+        embedded = conn.execute(text("SELECT chunk_id FROM knowledge_vectors")).scalars().all()
+    assert set(embedded) == {max(ids)}
 
 
 def test_a_long_chunk_gets_one_window_per_part_the_model_sees_whole():
@@ -156,7 +197,9 @@ def test_without_an_embedder_nothing_is_embedded_and_recall_is_full_text(
 ):
     store = KnowledgeStore(engine)
     vectors = ChunkVectors(engine, loader=lambda: None)
-    Indexer(store, vectors=vectors).sync(_source(store, docs), now=T0)
+    Indexer(store).sync(_source(store, docs), now=T0)
+    assert embed_pending(engine, vectors) == 0
+    assert embedded_counts(engine)["docs"].done == 0
     assert vectors.closest("charset", turn_scopes("demo", "dev"), 10) == []
     ranked = ranked_candidates(store, "encoding", turn_scopes("demo", "dev"), 10, vectors)
     assert [c.hit.heading for c in ranked] == ["Config > Encoding"]
@@ -174,6 +217,7 @@ def test_a_turn_is_compared_with_each_scope_it_sees_and_no_other(
         trust="external", now=T0,
     )  # fmt: skip
     indexer.sync(everyone, now=T0)
+    _embed_all(engine, vectors)
     demo = vectors.closest("email greeting", turn_scopes("demo", "dev"), 10)
     other = vectors.closest("email greeting", turn_scopes("other", "dev"), 10)
     paths = {h.path for h in store.by_ids([i for i, _ in demo]).values()}

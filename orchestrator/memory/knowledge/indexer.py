@@ -5,7 +5,8 @@ is gone loses its chunks; a file whose size and modification time are unchanged 
 (unless it changed in the last few seconds: a same-sized edit within a coarse clock's tick).
 
 The index records how it was built (``built_with``: the chunker's version, the tokeniser, the
-chunk size); a source indexed otherwise is indexed again in full.
+chunk size, how vectors are made); a source indexed otherwise is indexed again in full. The
+chunks' vectors are made afterwards (:mod:`orchestrator.memory.knowledge.embedding`).
 
 Which files are read is :mod:`orchestrator.memory.knowledge.walk`; at most
 :data:`MAX_FILE_BYTES` of each. An HTML page is indexed as its text, line for line
@@ -33,7 +34,7 @@ from orchestrator.core.context.tokens import ENCODING_NAME, TokenCounter
 from orchestrator.core.html_text import HTML_SUFFIXES, html_text
 from orchestrator.memory.knowledge.store import KnowledgeStore, Source
 from orchestrator.memory.knowledge.tables import CHUNKS, FILES, SOURCES, VECTORS, knowledge_key
-from orchestrator.memory.knowledge.vectors import ChunkVectors
+from orchestrator.memory.knowledge.vectors import describe_vectors
 from orchestrator.memory.knowledge.walk import MAX_FILES, TooMany, source_files
 from orchestrator.memory.transactions import writing
 
@@ -48,7 +49,10 @@ __all__ = [
 
 MAX_CHUNK_CHARS = 1600  # about 400 tokens of English
 MAX_FILE_BYTES = 2_000_000
-BUILT_WITH = f"chunker {CHUNKER_VERSION}; tokens {ENCODING_NAME}; chars {MAX_CHUNK_CHARS}"
+BUILT_WITH = (
+    f"chunker {CHUNKER_VERSION}; tokens {ENCODING_NAME}; chars {MAX_CHUNK_CHARS}; "
+    f"vectors {describe_vectors()}"
+)
 
 # A file changed this recently may change again within its clock's resolution without its size
 # or time moving (a coarse file system, two saves in one second): it is read and hashed anyway.
@@ -93,12 +97,10 @@ class Indexer:
         self,
         store: KnowledgeStore,
         counter: TokenCounter | None = None,
-        vectors: ChunkVectors | None = None,
     ) -> None:
         self.store = store
         self.counter = counter or TokenCounter()
-        self.vectors = vectors  # each chunk's embedding too, when given
-        self.built_with = BUILT_WITH + (f"; vectors {vectors.describe()}" if vectors else "")
+        self.built_with = BUILT_WITH
 
     def sync(
         self,
@@ -194,7 +196,6 @@ class Indexer:
         if problem is None:
             text, problem = _decoded(data)
         rows = [] if problem else self._chunk_rows(source, rel, text)
-        blobs = self._embedded(rows)
         values = {
             "source": source.name,
             "path": rel,
@@ -210,7 +211,7 @@ class Indexer:
             file_id = _upsert_file(conn, values)
             report.chunks_removed += _drop_chunks(conn, file_id)
             if rows:
-                _insert(conn, [{**row, "file_id": file_id} for row in rows], blobs)
+                conn.execute(insert(CHUNKS), [{**row, "file_id": file_id} for row in rows])
         report.chunks_written += len(rows)
         if problem:
             report.problems.append(f"{rel}: {problem}")
@@ -218,12 +219,6 @@ class Indexer:
             report.added += 1
         else:
             report.changed += 1
-
-    def _embedded(self, rows: list[dict[str, Any]]) -> list[list[bytes]] | None:
-        """The rows' embeddings, when embeddings are on (before the write transaction)."""
-        if self.vectors is None or not rows:
-            return None
-        return self.vectors.embed([(row["heading"], row["text"]) for row in rows])
 
     def _touched(self, known: Any, info: os.stat_result) -> None:
         """A file saved again without a change: its new size and time recorded."""
@@ -303,24 +298,6 @@ def _upsert_file(conn: Connection, values: dict[str, Any]) -> int:
         .returning(FILES.c.id)
     )
     return int(conn.execute(statement).scalar_one())
-
-
-def _insert(conn: Connection, rows: list[dict[str, Any]], blobs: list[list[bytes]] | None) -> None:
-    """A file's chunks, and their vectors (one per window) when there are some."""
-    if blobs is None:
-        conn.execute(insert(CHUNKS), rows)
-        return
-    made = conn.execute(
-        insert(CHUNKS).returning(CHUNKS.c.id, sort_by_parameter_order=True), rows
-    ).all()
-    conn.execute(
-        insert(VECTORS),
-        [
-            {"chunk_id": int(found[0]), "part": part, "scope_key": row["scope_key"], "vector": blob}
-            for found, row, parts in zip(made, rows, blobs, strict=True)
-            for part, blob in enumerate(parts)
-        ],
-    )
 
 
 def _drop_chunks(conn: Connection, file_id: int) -> int:

@@ -80,7 +80,9 @@ class KnowledgeChunkRow(SQLModel, table=True):
     """A chunk: lines ``start_line``..``end_line`` of a file, as they were when indexed."""
 
     __tablename__ = "knowledge_chunks"
-    __table_args__ = (Index("ix_knowledge_chunks_file", "file_id"),)
+    # Ids never given twice (SQLite would give a deleted largest id again): the vectors of a
+    # chunk, and what a reader holds of them, cannot be taken for its successor's.
+    __table_args__ = (Index("ix_knowledge_chunks_file", "file_id"), {"sqlite_autoincrement": True})
 
     id: int | None = Field(default=None, primary_key=True)
     source: str = Field(max_length=64, index=True)

