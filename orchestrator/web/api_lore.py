@@ -1,6 +1,6 @@
 """The console's API of lorebook entries (``/api/knowledge/lore``, as ``arena knowledge lore``):
 every entry with its book and who reads it, an entry added (its lorebook made on first use,
-for one owner only) and an entry removed.
+for one owner only), edited in place and removed.
 """
 
 from __future__ import annotations
@@ -13,13 +13,20 @@ from fastapi import APIRouter, Depends, HTTPException
 
 from orchestrator.core.lore import LoreEntry
 from orchestrator.errors import ValidationError
-from orchestrator.memory.knowledge.lore import MAX_LORE_CHARS, NewLore, check_new
+from orchestrator.memory.knowledge.lore import (
+    MAX_LORE_CHARS,
+    LoreEdit,
+    NewLore,
+    UnknownLore,
+    check_new,
+)
 from orchestrator.memory.knowledge.store import Source, validate_source_name
 from orchestrator.web.api_knowledge import read_by
 from orchestrator.web.bodies import BodyLimit
 from orchestrator.web.schemas import errors
 from orchestrator.web.schemas_knowledge import (
     LoreEntries,
+    LoreEntryEdit,
     LoreEntryOut,
     LoreRemoved,
     NewLoreEntry,
@@ -36,6 +43,13 @@ BODY_LIMITS = (
     BodyLimit(
         method="POST",
         path=router.prefix,
+        max_bytes=MAX_LORE_BODY_BYTES,
+        what="lore",
+        note=f"a lore entry's text is at most {MAX_LORE_CHARS} characters",
+    ),
+    BodyLimit(
+        method="PATCH",
+        path=f"{router.prefix}/{{entry_id}}",
         max_bytes=MAX_LORE_BODY_BYTES,
         what="lore",
         note=f"a lore entry's text is at most {MAX_LORE_CHARS} characters",
@@ -141,6 +155,45 @@ async def add(asked: NewLoreEntry, running: Running) -> LoreEntryOut:
     At least one key or a pattern; priority 0..100; text 1 to 2000 characters."""
     scope, scope_id = read_by(running, asked.group, asked.agent, asked.everyone)
     return await asyncio.to_thread(_add, running, asked, scope, scope_id)
+
+
+def _change(asked: LoreEntryEdit) -> LoreEdit:
+    """The change asked: a field left out keeps its value; null drops the keys or the
+    pattern, and is refused for the text and the priority."""
+    given = asked.model_fields_set
+    for name in ("text", "priority"):
+        if name in given and getattr(asked, name) is None:
+            raise HTTPException(422, f"{name}: must not be null (leave it out to keep it)")
+    return LoreEdit(
+        keys=[k for k in asked.keys or () if k.strip()] if "keys" in given else None,
+        pattern=(asked.pattern or "") if "pattern" in given else None,
+        priority=asked.priority,
+        text=asked.text,
+    )
+
+
+def _edit(running: Console, entry_id: int, change: LoreEdit) -> LoreEntryOut:
+    try:
+        entry = running.wiring.lore.edit(entry_id, change)
+    except UnknownLore:
+        raise HTTPException(404, f"no lore entry {entry_id}") from None
+    except ValidationError as exc:
+        raise HTTPException(422, str(exc)) from None
+    book = running.wiring.knowledge.get(entry.book)
+    return _entry_out(entry, book.owner if book is not None else "")
+
+
+@router.patch(
+    "/{entry_id}",
+    summary="Edit a lorebook entry in place (`arena knowledge lore edit`)",
+    responses=errors(404, 413, 422),
+)
+async def edit(entry_id: int, asked: LoreEntryEdit, running: Running) -> LoreEntryOut:
+    """Changes the fields given (text, keys, pattern, priority), checked as a new entry is;
+    a refused change leaves the entry as it was. ``keys: []`` drops the keys, ``pattern: ""``
+    the pattern (at least one stays). The entry as edited; turns are given it within 2 s."""
+    change = _change(asked)
+    return await asyncio.to_thread(_edit, running, entry_id, change)
 
 
 @router.delete(

@@ -6,7 +6,7 @@ lorebooks' entries (one to add, as asked). Times are ISO 8601.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.web.schemas import Answer
 
@@ -19,6 +19,7 @@ __all__ = [
     "Located",
     "LocatedLine",
     "LoreEntries",
+    "LoreEntryEdit",
     "LoreEntryOut",
     "LoreRemoved",
     "NewLoreEntry",
@@ -187,6 +188,19 @@ class NewLoreEntry(BaseModel):
     agent: str | None = Field(default=None, max_length=64)
     everyone: bool = False
     book: str | None = Field(default=None, max_length=200, description="The lorebook.")
+
+
+class LoreEntryEdit(BaseModel):
+    """What to change in a lorebook entry: a field left out stays as it was. ``keys: []`` (or
+    null) drops the keys and ``pattern: ""`` (or null) the pattern; the entry keeps at least
+    one of the two, and stays in its book."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str | None = Field(default=None, description="The new text, 1 to 2000 characters.")
+    keys: list[str] | None = Field(default=None, description="The new keys, all of them.")
+    pattern: str | None = Field(default=None, description="The new regular expression.")
+    priority: int | None = Field(default=None, description="The new priority, 0..100.")
 
 
 class LoreEntryOut(Answer):

@@ -1,5 +1,6 @@
 """`arena knowledge` as a person uses it: add a folder for a group, list, search, show a
-locator, list chunks, reindex after an edit, remove; lorebook entries; and clear errors."""
+locator, list chunks, reindex after an edit, remove; lorebook entries added, edited in place
+and removed; and clear errors."""
 
 from __future__ import annotations
 
@@ -94,6 +95,8 @@ def test_reindex_picks_up_an_edit(docs: Path):
         ),
         (["knowledge", "lore", "add", "--group", "demo", "--pattern", "(", "x"], "not a regular"),
         (["knowledge", "lore", "remove", "99"], "no lore entry 99"),
+        (["knowledge", "lore", "edit", "99", "new text"], "no lore entry 99"),
+        (["knowledge", "lore", "edit", "1"], "say what to change"),
     ],
 )
 def test_bad_input_is_a_clear_error_not_a_traceback(docs: Path, args, message):
@@ -139,3 +142,63 @@ def test_lore_entries_are_added_listed_and_removed(docs: Path):
     assert "lorebook 'lore-demo' is for group demo" in other
     assert arena("knowledge", "lore", "remove", "1")[0] == 0
     assert arena("knowledge", "lore", "list")[1].startswith("no lore entries")
+
+
+def test_a_lore_entry_is_edited_in_place(docs: Path):
+    arena("knowledge", "lore", "add", "--group", "demo", "--keys", "freeze", "Freeze on the 20th.")
+    code, said = arena(
+        "knowledge",
+        "lore",
+        "edit",
+        "1",
+        "--keys",
+        "freeze, code freeze",
+        "--pattern",
+        r"\bfrozen\b",
+        "--priority",
+        "90",
+        "The code freeze starts on the 21st.",
+    )
+    assert code == 0, said
+    assert said.splitlines()[1:] == [
+        "  keys: freeze, code freeze",
+        "  pattern: \\bfrozen\\b",
+        "  priority: 90",
+        "  text: The code freeze starts on the 21st.",
+    ]
+    assert said.startswith("edited lore lore-demo#1 (")
+    assert said.splitlines()[0].endswith(" tokens) for group demo")
+    code, listed = arena("knowledge", "lore", "list", "--json")
+    (row,) = [json.loads(line) for line in listed.splitlines()]
+    assert (row["id"], row["keys"], row["pattern"], row["priority"], row["text"]) == (
+        1,
+        ["freeze", "code freeze"],
+        r"\bfrozen\b",
+        90,
+        "The code freeze starts on the 21st.",
+    )
+
+    code, said = arena("knowledge", "lore", "edit", "1", "--text", "-", "--json", input="Moved.\n")
+    assert code == 0, said
+    assert json.loads(said) == {**row, "text": "Moved.", "tokens": json.loads(said)["tokens"]}
+    code, said = arena("knowledge", "lore", "edit", "1", "--keys", "", "--json")
+    assert (json.loads(said)["keys"], json.loads(said)["pattern"]) == ([], r"\bfrozen\b")
+
+    refused = [
+        (["--pattern", ""], 1, "keys: give at least one key or a pattern"),
+        (["--pattern", "(a+)+"], 1, "pattern: a repeated group that itself repeats"),
+        (["--keys", "x" * 81], 1, "keys: a key is at most 80 characters"),
+        (["  "], 1, "text: must be 1 to 2000 characters"),
+        (["--priority", "101"], 2, "not in the range"),
+        (["text", "--text", "other"], 2, "give the new text once"),
+        ([], 2, "say what to change"),
+    ]
+    for args, exit_code, words in refused:
+        code, said = arena("knowledge", "lore", "edit", "1", *args)
+        assert (code, "Traceback" in said) == (exit_code, False), (args, said)
+        assert words in said, (args, said)
+    code, listed = arena("knowledge", "lore", "list", "--json")
+    assert json.loads(listed)["text"] == "Moved.", "a refused edit leaves the entry as it was"
+    code, helped = arena("knowledge", "lore", "edit", "--help")
+    assert "what is not given stays as it was" in helped
+    assert "arena knowledge lore edit 1 --keys" in helped

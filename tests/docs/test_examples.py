@@ -645,10 +645,14 @@ def test_knowledge_docs_examples(stack: Stack) -> None:
         assert re.search(r"\[1\] (docs|starlette)/[\w./-]+#L\d+-\d+@", said[5])
         assert "removed starlette; its files are untouched" in said[6]
         outputs = [stack.sh(command) for command in lore.commands]
-        assert outputs[0].startswith("added lore lore-demo#")
-        assert outputs[1].startswith("added lore lore#")
-        assert "Deploys happen on" in outputs[2]
-        assert outputs[3] == "removed lore entry 2\n"
+        assert outputs[0].startswith("added lore lore-demo#1 ")
+        assert outputs[1].startswith("added lore lore#2 ")
+        assert outputs[2].startswith("edited lore lore-demo#1 (")
+        assert "  priority: 90\n" in outputs[2]
+        assert "  text: Deploys happen on Wednesdays after 14:00.\n" in outputs[2]
+        assert "Deploys happen on" in outputs[3]
+        assert "Wednesdays" in outputs[3]
+        assert outputs[4] == "removed lore entry 2\n"
     finally:
         _forget_knowledge(stack, "docs", "readme", "starlette", "lore-demo", "lore")
 

@@ -1,6 +1,7 @@
 """Knowledge at a turn: the passage a question needs is in the agent's context, labelled with
 its source, locator and trust, the offline model cites it, the report says why it was given,
-and after the file is edited and the sources refreshed the next turn gets the new text."""
+and after the file is edited and the sources refreshed the next turn gets the new text; a lore
+entry edited in place is given with its new text and keys."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from sqlalchemy.engine import Engine
 
 from orchestrator.memory.knowledge.indexer import SyncReport
-from orchestrator.memory.knowledge.lore import LoreShelf, NewLore
+from orchestrator.memory.knowledge.lore import LoreEdit, LoreShelf, NewLore
 from orchestrator.offline.model import OfflineProvider
 from orchestrator.runtime.freshness import refresh
 from orchestrator.runtime.preview import next_trigger, preview
@@ -145,6 +146,19 @@ async def test_lore_comes_in_when_its_keys_come_up_and_is_cited(wiring: Wiring):
     async with OfflineProvider() as model:
         reply = (await model.complete(built.request)).text
     assert f'From lore-demo#{freeze.id} (trusted): "The code freeze starts on the 20th."' in reply
+
+    moved = LoreEdit(keys=["freeze", "release"], text="The code freeze moved to the 27th.")
+    assert wiring.lore.edit(freeze.id, moved).id == freeze.id
+    after = _turn(wiring, "@ping when is the release?").built
+    assert f"[1] (lore, trusted, source: lore-demo#{freeze.id})\n> The code freeze moved" in (
+        after.request.system_tail
+    )
+    assert "starts on the 20th" not in after.request.system_tail
+    (cited,) = [c for c in after.report.citations if c.trust == "lore, trusted"]
+    assert cited.why == "key 'release' in user's message"
+    async with OfflineProvider() as model:
+        reply = (await model.complete(after.request)).text
+    assert f'From lore-demo#{freeze.id} (trusted): "The code freeze moved to the 27th."' in reply
     assert wiring.lore.remove(freeze.id)
     assert "(lore," not in _turn(wiring, "@ping code freeze?").built.request.system_tail
 

@@ -2,7 +2,8 @@
 for a group goes to the group's lorebook (made on first use, trusted, read by the group), is
 listed with its owner, keys, pattern and tokens, and is removed; every bad input is refused
 with a one-line reason and makes no lorebook; a lorebook of another owner, or a source that is
-not a lorebook, is a 409."""
+not a lorebook, is a 409. An entry is edited in place (PATCH), checked as a new one is: a
+refused edit leaves it as it was, and the next turn's context has the new text."""
 
 from __future__ import annotations
 
@@ -139,3 +140,75 @@ def test_a_lore_body_over_its_limit_is_refused(api: httpx.Client, group: str):
     response = _add(api, text="z" * (64 * 1024), keys=["k"], group=group)
     assert response.status_code == 413
     assert response.json()["error"].startswith("lore: ")
+
+
+def test_an_entry_is_edited_in_place(api: httpx.Client, group: str):
+    made = _add(api, text="Deploys on Tuesdays.", keys=["deploy"], priority=60, group=group)
+    assert made.status_code == 201, made.text
+    entry = made.json()
+    url = f"/api/knowledge/lore/{entry['id']}"
+    asked = {"agent": "ping", "group": group, "message": "@ping deploy today?"}
+    assert "Deploys on Tuesdays." in api.get("/api/context", params=asked).text
+
+    edited = api.patch(url, json={"text": "  Deploys on Wednesdays, after the review.  "})
+    assert edited.status_code == 200, edited.text
+    assert edited.json() == {
+        **entry,
+        "text": "Deploys on Wednesdays, after the review.",
+        "tokens": edited.json()["tokens"],
+    }
+    assert edited.json()["tokens"] > entry["tokens"]
+    moved = api.patch(
+        url, json={"keys": ["ship", " release "], "pattern": r"\bv\d+", "priority": 90}
+    )
+    assert moved.status_code == 200, moved.text
+    assert (moved.json()["keys"], moved.json()["pattern"], moved.json()["priority"]) == (
+        ["ship", "release"],
+        r"\bv\d+",
+        90,
+    )
+    assert moved.json()["owner"] == f"group {group}"
+    assert api.patch(url, json={"keys": []}).json()["keys"] == []
+    dropped = api.patch(url, json={"keys": ["deploy"], "pattern": None})
+    assert (dropped.json()["keys"], dropped.json()["pattern"]) == (["deploy"], None)
+    listed = {row["id"]: row for row in api.get("/api/knowledge/lore").json()["entries"]}
+    assert listed[entry["id"]] == dropped.json()
+
+    context = api.get("/api/context", params=asked)  # at once: the console's shelf rereads
+    assert context.status_code == 200, context.text
+    assert "Deploys on Wednesdays, after the review." in context.text
+    assert "Deploys on Tuesdays." not in context.text
+
+
+def test_a_bad_edit_is_refused_and_keeps_the_entry(api: httpx.Client, group: str):
+    entry = _add(api, text="Deploys on Tuesdays.", keys=["deploy"], group=group).json()
+    url = f"/api/knowledge/lore/{entry['id']}"
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"pattern": "(a+)+"}, "pattern: a repeated group that itself repeats"),
+        ({"pattern": "(unclosed"}, "pattern: not a regular expression"),
+        ({"keys": []}, "keys: give at least one key or a pattern"),
+        ({"keys": ["", " "], "pattern": ""}, "keys: give at least one key or a pattern"),
+        ({"keys": ["x" * 81]}, "keys: a key is at most 80 characters"),
+        ({"priority": 101}, "priority: must be within 0..100"),
+        ({"priority": None}, "priority: must not be null"),
+        ({"priority": "high"}, "priority: "),
+        ({"text": "   "}, "text: must be 1 to 2000 characters"),
+        ({"text": "y" * 2001}, "text: must be 1 to 2000 characters"),
+        ({"text": None}, "text: must not be null"),
+        ({}, "edit: nothing to change"),
+        ({"book": "elsewhere"}, "book: Extra inputs are not permitted"),
+    ]
+    for body, words in cases:
+        response = api.patch(url, json=body)
+        assert response.status_code == 422, (body, response.text)
+        assert words in response.json()["error"], (body, response.json())
+        assert "\n" not in response.json()["error"]
+    rows = {row["id"]: row for row in api.get("/api/knowledge/lore").json()["entries"]}
+    assert rows[entry["id"]] == entry
+
+    gone = api.patch("/api/knowledge/lore/999999", json={"text": "Nowhere."})
+    assert gone.status_code == 404
+    assert gone.json() == {"error": "no lore entry 999999"}
+    assert api.patch("/api/knowledge/lore/x", json={"text": "t"}).status_code == 422
+    too_big = api.patch(url, json={"text": "z" * (64 * 1024)})
+    assert too_big.status_code == 413

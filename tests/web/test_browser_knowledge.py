@@ -4,7 +4,9 @@ click), search finds its passage, and a locator opened from the hit shows the fi
 numbered, as cited; the context inspector's passage links to the same view. Hostile text in the
 document is shown as text. A lorebook entry added through the page's form (after a refused
 one, its reason shown) is listed with its book, owner, keys and pattern, its hostile text shown
-as text, and removed after the Remove button asks once more.
+as text, and removed after the Remove button asks once more. An entry's Edit button fills the
+form; a refused change shows its reason and leaves the entry, a saved one is listed (and kept
+after a reload), and Cancel changes nothing.
 
 A failing test saves its page as a screenshot under ``test-artifacts/screenshots/``.
 """
@@ -128,3 +130,57 @@ def test_a_lore_entry_is_added_listed_and_removed(
         remove.click()
         expect(page.locator("#lore-entries tbody tr[data-lore]")).to_have_count(0)
         expect(page.locator("#knowledge-note")).to_contain_text("removed lore entry")
+
+
+def test_a_lore_entry_is_edited_in_place(tmp_path: Path, embedded_redis_url: str, page: Any):
+    expect = playwright.expect
+    settings = console_settings(tmp_path, embedded_redis_url)
+    with console_server(settings) as base:
+        page.goto(f"{base}/knowledge")
+        page.select_option("#lore-owner", "group")
+        page.fill("#lore-group", GROUP)
+        page.fill("#lore-text", "Deploys happen on Tuesdays.")
+        page.fill("#lore-keys", "deploy")
+        page.fill("#lore-priority", "60")
+        page.click("#lore-form button[type=submit]")
+        row = page.locator("#lore-entries tbody tr[data-lore]")
+        expect(row.locator("td.text")).to_have_text("Deploys happen on Tuesdays.")
+
+        row.locator("button", has_text="Edit").click()
+        expect(page.locator("#lore-form-title")).to_contain_text("Edit entry")
+        expect(page.locator("#lore-form-title")).to_contain_text("lore-kb-browser")
+        expect(page.locator("#lore-text")).to_have_value("Deploys happen on Tuesdays.")
+        expect(page.locator("#lore-keys")).to_have_value("deploy")
+        expect(page.locator("#lore-priority")).to_have_value("60")
+        expect(page.locator("#lore-owner")).to_be_hidden()  # an entry stays in its book
+        expect(page.locator("#lore-submit")).to_have_text("Save")
+
+        page.fill("#lore-pattern", "(a+)+")
+        page.click("#lore-submit")
+        expect(page.locator("#lore-error")).to_contain_text("a repeated group that itself repeats")
+        expect(row.locator("td.text")).to_have_text("Deploys happen on Tuesdays.")
+
+        edited = "Deploys happen on Wednesdays, after the review. <b>bold</b>"
+        page.fill("#lore-pattern", "")
+        page.fill("#lore-text", edited)
+        page.fill("#lore-keys", "deploy, ship")
+        page.click("#lore-submit")
+        expect(page.locator("#knowledge-note")).to_contain_text("Edited lore entry")
+        expect(page.locator("#lore-error")).to_be_hidden()
+        expect(row).to_have_count(1)
+        expect(row.locator("td.text")).to_have_text(edited)
+        expect(row).to_contain_text("deploy, ship")
+        assert page.locator("#lore-entries b").count() == 0
+        expect(page.locator("#lore-form-title")).to_have_text("Add an entry")
+        expect(page.locator("#lore-submit")).to_have_text("Add")
+        expect(page.locator("#lore-owner")).to_be_visible()
+        expect(page.locator("#lore-text")).to_have_value("")
+
+        page.reload()  # the edit was saved, not only shown
+        saved = page.locator("#lore-entries tbody tr[data-lore] td.text")
+        expect(saved).to_have_text(edited)
+        page.locator("#lore-entries button", has_text="Edit").click()
+        page.fill("#lore-text", "Never saved.")
+        page.click("#lore-cancel")
+        expect(page.locator("#lore-form-title")).to_have_text("Add an entry")
+        expect(saved).to_have_text(edited)

@@ -20,6 +20,7 @@ from orchestrator.cli.main import main
 from orchestrator.errors import ConfigError, ServiceError
 from orchestrator.settings import Settings
 from orchestrator.web.api_agents import MAX_EDIT_BYTES
+from orchestrator.web.api_lore import MAX_LORE_BODY_BYTES
 from orchestrator.web.api_memory import MAX_PATCH_BYTES
 from orchestrator.web.bodies import DEFAULT_BODY_BYTES
 from orchestrator.web.listening import listen
@@ -185,6 +186,7 @@ _BEARER = {"Authorization": f"Bearer {TOKEN}"}
 _LIMITED = [  # method, path, the route's limit, headers
     ("PUT", "/api/agents/ping/memory-md", MAX_EDIT_BYTES, _BEARER),
     ("PATCH", "/api/memories/1", MAX_PATCH_BYTES, _BEARER),
+    ("PATCH", "/api/knowledge/lore/1", MAX_LORE_BODY_BYTES, _BEARER),
     ("POST", "/api/groups/demo/messages", 4 * 32 * 1024 + 4096, _BEARER),
     ("POST", "/login", DEFAULT_BODY_BYTES, {}),  # open to anyone
 ]
@@ -241,7 +243,7 @@ def test_a_declared_length_over_the_limit_is_refused_before_the_body(
     head += [f"{k}: {v}" for k, v in headers.items()]
     answer, body = _raw_request(base, head, [])
     assert answer.startswith(b"HTTP/1.1 413 "), answer
-    assert json.loads(body)["error"].startswith(("text: ", "content: ", "body: "))
+    assert json.loads(body)["error"].startswith(("text: ", "content: ", "body: ", "lore: "))
     assert f"the request is {limit + 1} bytes" in json.loads(body)["error"]
 
 

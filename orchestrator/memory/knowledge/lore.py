@@ -1,7 +1,8 @@
 """Lorebooks in the database: a lorebook is a knowledge source of kind ``lore`` for one group,
-one agent or everyone; its entries (``knowledge_lore``) are added, listed and removed here, and
-read for the turns by :class:`LoreShelf`, which holds them in memory and reads them again at
-most every :data:`RELOAD_S` seconds (an entry added is given within that)."""
+one agent or everyone; its entries (``knowledge_lore``) are added, listed, edited and removed
+here, and read for the turns by :class:`LoreShelf`, which holds them in memory and reads them
+again at most every :data:`RELOAD_S` seconds (an entry added or edited is given within that; at
+once when this process's :class:`LoreStore` made the change)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import delete, insert, select
+from sqlalchemy import delete, insert, select, update
 
 from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.lore import LoreEntry, check_keys, check_pattern
@@ -22,7 +24,16 @@ from orchestrator.memory.knowledge.store import KnowledgeStore, Source
 from orchestrator.memory.knowledge.tables import LORE, SOURCES
 from orchestrator.memory.transactions import writing
 
-__all__ = ["MAX_LORE_CHARS", "RELOAD_S", "LoreShelf", "LoreStore", "NewLore", "check_new"]
+__all__ = [
+    "MAX_LORE_CHARS",
+    "RELOAD_S",
+    "LoreEdit",
+    "LoreShelf",
+    "LoreStore",
+    "NewLore",
+    "UnknownLore",
+    "check_new",
+]
 
 MAX_LORE_CHARS = 2000
 RELOAD_S = 2.0
@@ -36,6 +47,39 @@ class NewLore:
     pattern: str | None = None
     priority: int = 50
     text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoreEdit:
+    """What to change in an entry; ``None`` keeps it as it is. ``keys=()`` drops the keys and
+    ``pattern=""`` the pattern (an entry keeps at least one of the two)."""
+
+    keys: Sequence[str] | None = None
+    pattern: str | None = None
+    priority: int | None = None
+    text: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        """Whether it changes nothing."""
+        return all(v is None for v in (self.keys, self.pattern, self.priority, self.text))
+
+    def applied(self, old: NewLore) -> NewLore:
+        """``old`` with these changes."""
+        return NewLore(
+            keys=old.keys if self.keys is None else self.keys,
+            pattern=old.pattern if self.pattern is None else (self.pattern or None),
+            priority=old.priority if self.priority is None else self.priority,
+            text=old.text if self.text is None else self.text,
+        )
+
+
+class UnknownLore(ValidationError):
+    """No lore entry has this id."""
+
+    def __init__(self, entry_id: int) -> None:
+        super().__init__("id", f"no lore entry {entry_id}")
+        self.entry_id = entry_id
 
 
 def check_new(new: NewLore) -> tuple[tuple[str, ...], re.Pattern[str] | None, str]:
@@ -62,6 +106,7 @@ class LoreStore:
     def __init__(self, store: KnowledgeStore, counter: TokenCounter) -> None:
         self.store = store
         self.counter = counter
+        self.changes = 0  # entries added, edited or removed through this store: shelves reread
 
     def add(self, book: Source, new: NewLore, *, now: datetime) -> LoreEntry:
         """Add an entry to ``book`` (a source of kind ``lore``).
@@ -85,6 +130,7 @@ class LoreStore:
         }
         with writing(self.store.engine) as conn:
             entry_id = conn.execute(insert(LORE).values(**values).returning(LORE.c.id)).scalar_one()
+        self.changes += 1
         return LoreEntry(
             id=int(entry_id),
             book=book.name,
@@ -107,35 +153,80 @@ class LoreStore:
             query = query.where(LORE.c.source.in_(list(books)))
         with self.store.engine.connect() as conn:
             rows = conn.execute(query).all()
-        found = []
-        for row in rows:
-            try:
-                pattern = check_pattern(row.pattern) if row.pattern else None
-            except ValidationError:
-                pattern = None  # stored before a check it would fail: its keys still work
-            found.append(
-                LoreEntry(
-                    id=row.id,
-                    book=row.source,
-                    keys=tuple(str(k) for k in json.loads(row.keys or "[]")),
-                    pattern=pattern,
-                    priority=row.priority,
-                    text=row.text,
-                    tokens=row.tokens,
-                    trust=row.trust,
-                )
+        return [_entry(row._mapping) for row in rows]
+
+    def edit(self, entry_id: int, change: LoreEdit) -> LoreEntry:
+        """Change entry ``entry_id`` in place, checked as :meth:`add` checks a new one; in one
+        transaction, so a refused change leaves the entry as it was.
+
+        Raises:
+            UnknownLore: no entry has this id.
+            ValidationError: nothing to change, no key and no pattern left, a bad key,
+                pattern, priority or text.
+        """
+        if change.empty:
+            raise ValidationError(
+                "edit", "nothing to change: give keys, a pattern, a priority or a text"
             )
-        return found
+        query = (
+            select(LORE, SOURCES.c.trust)
+            .join(SOURCES, SOURCES.c.name == LORE.c.source)
+            .where(LORE.c.id == entry_id)
+            .with_for_update(of=LORE)
+        )
+        with writing(self.store.engine) as conn:
+            row = conn.execute(query).one_or_none()
+            if row is None:
+                raise UnknownLore(entry_id)
+            old = NewLore(
+                keys=[str(k) for k in json.loads(row.keys or "[]")],
+                pattern=row.pattern,
+                priority=row.priority,
+                text=row.text,
+            )
+            new = change.applied(old)
+            keys, _pattern, text = check_new(new)
+            values = {
+                "keys": json.dumps(list(keys), ensure_ascii=False),
+                "pattern": new.pattern,
+                "priority": new.priority,
+                "text": text,
+                "tokens": self.counter.count(text),
+            }
+            conn.execute(update(LORE).where(LORE.c.id == entry_id).values(**values))
+        self.changes += 1
+        return _entry({**row._mapping, **values})
 
     def remove(self, entry_id: int) -> bool:
         """Remove one entry; False when there was none."""
         with writing(self.store.engine) as conn:
-            return bool(conn.execute(delete(LORE).where(LORE.c.id == entry_id)).rowcount)
+            removed = bool(conn.execute(delete(LORE).where(LORE.c.id == entry_id)).rowcount)
+        self.changes += 1
+        return removed
+
+
+def _entry(row: Mapping[Any, Any]) -> LoreEntry:
+    """An entry as read (a row of ``knowledge_lore`` with its book's ``trust``)."""
+    try:
+        pattern = check_pattern(row["pattern"]) if row["pattern"] else None
+    except ValidationError:
+        pattern = None  # stored before a check it would fail: its keys still work
+    return LoreEntry(
+        id=row["id"],
+        book=row["source"],
+        keys=tuple(str(k) for k in json.loads(row["keys"] or "[]")),
+        pattern=pattern,
+        priority=row["priority"],
+        text=row["text"],
+        tokens=row["tokens"],
+        trust=row["trust"],
+    )
 
 
 class LoreShelf:
     """The entries each scope's turns may be given, held in memory, read again at most every
-    ``reload_s`` seconds. Safe to share between threads."""
+    ``reload_s`` seconds, and at once after a change made through its :class:`LoreStore`.
+    Safe to share between threads."""
 
     def __init__(
         self,
@@ -149,16 +240,19 @@ class LoreShelf:
         self.clock = clock
         self._by_scope: dict[tuple[str, str], tuple[LoreEntry, ...]] = {}
         self._read_at = -float("inf")
+        self._seen = -1  # the store's changes when it was last read
         self._lock = threading.Lock()
 
     def for_scopes(self, scopes: Sequence[tuple[str, str]]) -> list[LoreEntry]:
         """The entries of the lorebooks of ``scopes``."""
         with self._lock:
-            if self.clock() - self._read_at >= self.reload_s:
+            stale = self.clock() - self._read_at >= self.reload_s
+            if stale or self._seen != self.lore.changes:
                 self._reload()
             return [entry for scope in scopes for entry in self._by_scope.get(scope, ())]
 
     def _reload(self) -> None:
+        self._seen = self.lore.changes  # a change made while reading is read again next time
         books = {
             s.name: (s.scope, s.scope_id) for s in self.lore.store.sources() if s.kind == "lore"
         }

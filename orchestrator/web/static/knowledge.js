@@ -1,6 +1,6 @@
 /* The knowledge page: the sources (who reads them, trust, counts, last check, problem), a
  * source's chunks on click, search as a turn would be given passages, uploading documents as a
- * source of their own, the lorebook entries (added and removed here), and a locator opened to
+ * source of their own, the lorebook entries (added, edited and removed here), and a locator opened to
  * the file's lines now, numbered, with whether they are still what was cited. Every text from
  * the server is put in the page as text. */
 "use strict";
@@ -22,6 +22,11 @@
   const loreGroup = document.getElementById("lore-group");
   const loreAgent = document.getElementById("lore-agent");
   const loreError = document.getElementById("lore-error");
+  const loreTitle = document.getElementById("lore-form-title");
+  const loreSubmit = document.getElementById("lore-submit");
+  const loreCancel = document.getElementById("lore-cancel");
+  const loreField = (name) => document.getElementById("lore-" + name);
+  let editing = null; /* the entry the lore form is editing, or null when it adds one */
   const searchForm = document.getElementById("search");
   const locateForm = document.getElementById("locate-form");
   const STATES = {
@@ -157,6 +162,40 @@
     return b;
   }
 
+  function editLoreButton(entry) {
+    const b = el("button", {type: "button", class: "small"}, "Edit");
+    b.addEventListener("click", () => editLore(entry));
+    return b;
+  }
+
+  /* The lore form, filled with the entry, saves it in place (its book and owner stay). */
+  function editLore(entry) {
+    editing = entry;
+    loreTitle.textContent = `Edit entry ${entry.id} of ${entry.book} (given to ${entry.owner})`;
+    loreField("text").value = entry.text;
+    loreField("keys").value = entry.keys.join(", ");
+    loreField("pattern").value = entry.pattern || "";
+    loreField("priority").value = String(entry.priority);
+    loreOwner.hidden = loreGroup.hidden = loreAgent.hidden = true;
+    loreSubmit.textContent = "Save";
+    loreCancel.hidden = false;
+    loreForm.dataset.editing = String(entry.id);
+    arena.show(loreError, "");
+    loreForm.scrollIntoView({block: "nearest"});
+    loreField("text").focus();
+  }
+
+  function stopEditing() {
+    editing = null;
+    loreTitle.textContent = "Add an entry";
+    loreSubmit.textContent = "Add";
+    loreCancel.hidden = true;
+    delete loreForm.dataset.editing;
+    loreForm.reset();
+    loreOwner.hidden = false;
+    loreOwnerChanged();
+  }
+
   function loreRow(entry) {
     const brings = entry.keys.join(", ") + (entry.pattern ? (entry.keys.length ? " " : "") + "/" + entry.pattern + "/" : "");
     return el("tr", {dataset: {lore: String(entry.id)}},
@@ -166,7 +205,7 @@
       el("td", {class: "num"}, String(entry.priority)),
       el("td", {class: "num"}, arena.number(entry.tokens)),
       el("td", {class: "text"}, entry.text),
-      el("td", {class: "actions"}, removeLoreButton(entry)));
+      el("td", {class: "actions"}, editLoreButton(entry), " ", removeLoreButton(entry)));
   }
 
   async function loadLore() {
@@ -184,14 +223,31 @@
     loreAgent.hidden = loreOwner.value !== "agent";
   }
 
+  async function saveEdit(body) {
+    const entry = await arena.api("/api/knowledge/lore/" + encodeURIComponent(editing.id), {method: "PATCH", json: body});
+    arena.show(note, `Edited lore entry ${entry.id} of ${entry.book} (${entry.tokens} tokens).`);
+    arena.show(loreError, "");
+    stopEditing();
+    await loadLore();
+  }
+
   loreForm.addEventListener("submit", async (event) => {
     event.preventDefault();
     const body = {
-      text: document.getElementById("lore-text").value,
-      keys: document.getElementById("lore-keys").value.split(",").map((k) => k.trim()).filter((k) => k),
-      priority: Number(document.getElementById("lore-priority").value || "50"),
+      text: loreField("text").value,
+      keys: loreField("keys").value.split(",").map((k) => k.trim()).filter((k) => k),
+      priority: Number(loreField("priority").value || "50"),
     };
-    const pattern = document.getElementById("lore-pattern").value;
+    const pattern = loreField("pattern").value;
+    if (editing) {
+      body.pattern = pattern.trim() ? pattern : null; /* an emptied pattern is dropped */
+      try {
+        await saveEdit(body);
+      } catch (error) {
+        arena.show(loreError, error.message);
+      }
+      return;
+    }
     if (pattern.trim()) body.pattern = pattern;
     if (loreOwner.value === "group") body.group = loreGroup.value.trim();
     else if (loreOwner.value === "agent") body.agent = loreAgent.value;
@@ -256,6 +312,7 @@
 
   owner.addEventListener("change", ownerChanged);
   loreOwner.addEventListener("change", loreOwnerChanged);
+  loreCancel.addEventListener("click", () => { stopEditing(); arena.show(loreError, ""); });
   searchForm.addEventListener("submit", (event) => { event.preventDefault(); search(); });
   locateForm.addEventListener("submit", (event) => {
     event.preventDefault();
