@@ -12,8 +12,18 @@ def _escaped(line: str) -> str:
     return line.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
 
 
-def pdf_bytes(pages: Sequence[Sequence[str]]) -> bytes:
-    """A PDF whose page N holds the lines ``pages[N - 1]``, top to bottom."""
+# A standard security handler whose user password is not the empty one: a reader asks for it.
+_ENCRYPT = b" /Encrypt << /Filter /Standard /V 1 /R 2 /O <%s> /U <%s> /P -4 >> /ID [<%s> <%s>]" % (
+    b"11" * 32,
+    b"22" * 32,
+    b"33" * 16,
+    b"33" * 16,
+)
+
+
+def pdf_bytes(pages: Sequence[Sequence[str]], *, encrypted: bool = False) -> bytes:
+    """A PDF whose page N holds the lines ``pages[N - 1]``, top to bottom (``encrypted``: one
+    that needs a password)."""
     count = len(pages)
     kids = " ".join(f"{3 + 2 * i} 0 R" for i in range(count))
     font = 3 + 2 * count
@@ -40,9 +50,8 @@ def pdf_bytes(pages: Sequence[Sequence[str]]) -> bytes:
     out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
     for offset in offsets:
         out.write(b"%010d 00000 n \n" % offset)
-    out.write(
-        b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    )
+    trailer = b"/Size %d /Root 1 0 R%s" % (len(objects) + 1, _ENCRYPT if encrypted else b"")
+    out.write(b"trailer\n<< %s >>\nstartxref\n%d\n%%%%EOF\n" % (trailer, xref))
     return out.getvalue()
 
 

@@ -170,7 +170,7 @@ def add(
         _index(wiring.indexer, source)
 
 
-def _source_row(source: Source) -> dict[str, Any]:
+def _source_row(source: Source, skipped: list[tuple[str, str]]) -> dict[str, Any]:
     return {
         "name": source.name,
         "kind": source.kind,
@@ -181,6 +181,7 @@ def _source_row(source: Source) -> dict[str, Any]:
         "chunks": source.chunks,
         "checked_at": source.checked_at.isoformat() if source.checked_at else None,
         "problem": source.problem,
+        "skipped": [{"path": path, "problem": problem} for path, problem in skipped],
     }
 
 
@@ -189,14 +190,15 @@ def _source_row(source: Source) -> dict[str, Any]:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 @click.pass_obj
 def list_(settings: Settings, group: str | None, as_json: bool) -> None:
-    """List the sources: who reads them, their files and chunks, and their last check (with
-    --json, their folders too)."""
-    with _wiring(settings) as wiring:
-        sources = wiring.knowledge.sources()
+    """List the sources: who reads them, their files and chunks, their last check, and the
+    files skipped with why (with --json, their folders too)."""
     if group is not None:
         validate_group(group)
-        sources = [s for s in sources if s.scope != "group" or s.scope_id == group]
-    rows = [_source_row(s) for s in sources]
+    with _wiring(settings) as wiring:
+        sources = wiring.knowledge.sources()
+        if group is not None:
+            sources = [s for s in sources if s.scope != "group" or s.scope_id == group]
+        rows = [_source_row(s, wiring.knowledge.skipped(s.name)) for s in sources]
     if as_json:
         for row in rows:
             out.print(json_text(row))
@@ -219,6 +221,16 @@ def list_(settings: Settings, group: str | None, as_json: bool) -> None:
             printable(checked),
         )
     out.print(table)
+    for r in rows:
+        _print_skipped(r["name"], r["skipped"])
+
+
+def _print_skipped(name: str, skipped: list[dict[str, str]]) -> None:
+    """A source's files indexed without chunks, and why (the first 20)."""
+    for file in skipped[:20]:
+        out.print(printable(f"{name}/{file['path']}: skipped, {file['problem']}"))
+    if len(skipped) > 20:
+        out.print(f"{name}: … and {len(skipped) - 20} more files skipped")
 
 
 @knowledge.command()

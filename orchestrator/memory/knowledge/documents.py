@@ -86,14 +86,16 @@ def retry_installed(name: str, problem: str | None) -> bool:
     return bool(problem) and "[documents] extra" in str(problem) and missing_extra(name) is None
 
 
-def converted(name: str, data: bytes, *, timeout: float = CONVERT_S) -> list[str]:
+def converted(name: str, data: bytes, *, timeout: float | None = None) -> list[str]:
     """The text of document ``name`` (its bytes ``data``): a PDF's page by page, a DOCX's as
     one text.
 
     Raises:
         Unreadable: the extra is missing, the file is broken, encrypted or has no text, or its
-            conversion took longer than ``timeout`` seconds or failed otherwise.
+            conversion took longer than ``timeout`` seconds (:data:`CONVERT_S` by default) or
+            failed otherwise.
     """
+    timeout = CONVERT_S if timeout is None else timeout
     missing = missing_extra(name)
     if missing is not None:
         raise Unreadable(missing)

@@ -344,6 +344,14 @@ class KnowledgeStore:
         with self.engine.connect() as conn:
             return {int(row.id): _hit(row, 0.0) for row in conn.execute(query)}
 
+    def skipped(self, name: str) -> list[tuple[str, str]]:
+        """The files of source ``name`` indexed without chunks, and why, by path."""
+        query = select(FILES.c.path, FILES.c.problem).where(
+            FILES.c.source == name, FILES.c.problem.is_not(None)
+        )
+        with self.engine.connect() as conn:
+            return [(str(r[0]), str(r[1])) for r in conn.execute(query.order_by(FILES.c.path))]
+
     def counts(self) -> tuple[int, int]:
         """How many sources and chunks are stored."""
         with self.engine.connect() as conn:
