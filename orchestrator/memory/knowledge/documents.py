@@ -10,8 +10,9 @@ table cells on lines of their own, so it is split at its headings as a Markdown 
 The libraries are imported only in a child process (``python -m`` this module, the file's
 bytes on its standard input): the daemon runs without them, and a hostile file cannot hang or
 exhaust it: the child is killed after :data:`CONVERT_S` seconds and may use at most
-:data:`CONVERT_MEMORY_BYTES` of memory. A file that cannot be converted (broken, encrypted,
-too slow, no text in it, the extra missing) raises :class:`Unreadable` with why, in one line.
+:data:`CONVERT_MEMORY_BYTES` of memory (and a little more than that time of CPU, should the
+daemon be gone). A file that cannot be converted (broken, encrypted, too slow, no text in it,
+the extra missing) raises :class:`Unreadable` with why, in one line.
 """
 
 from __future__ import annotations
@@ -110,6 +111,7 @@ def converted(name: str, data: bytes, *, timeout: float | None = None) -> list[s
             timeout=timeout,
             env=_child_env(),
             check=False,
+            start_new_session=True,  # a Ctrl-C meant for the daemon is not a failed conversion
         )
     except subprocess.TimeoutExpired:
         raise Unreadable(f"its conversion took longer than {timeout:g} s") from None
@@ -179,16 +181,19 @@ def _docx_text(data: bytes) -> str:
     markup = str(mammoth.convert_to_html(io.BytesIO(data)).value)
     markup = _ITEM.sub("- ", markup)
     markup = _LINE_END.sub("\n", _BLOCK_END.sub("\n\n", markup))
-    return html_text(markup).strip("\n") + "\n"
+    return re.sub(r"\n{3,}", "\n\n", html_text(markup)).strip("\n") + "\n"
 
 
-def _limit_memory() -> None:
+def _limit_resources() -> None:
+    """Memory, and CPU time: a child whose parent was killed still ends."""
     try:
         import resource
 
         resource.setrlimit(resource.RLIMIT_AS, (CONVERT_MEMORY_BYTES, CONVERT_MEMORY_BYTES))
+        cpu = int(CONVERT_S) + 5
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
     except (ImportError, ValueError, OSError):
-        pass  # the time limit still holds
+        pass  # the parent's time limit still holds
 
 
 def _child(suffix: str, data: bytes) -> dict[str, Any]:
@@ -211,7 +216,7 @@ def _child(suffix: str, data: bytes) -> dict[str, Any]:
 
 def main() -> None:
     """Convert the document on standard input (its suffix the one argument); print JSON."""
-    _limit_memory()
+    _limit_resources()
     suffix = sys.argv[1] if len(sys.argv) > 1 else ""
     out, sys.stdout = sys.stdout, sys.stderr  # what a library prints stays out of the answer
     answer = _child(suffix, sys.stdin.buffer.read())
