@@ -57,21 +57,22 @@ class TextFiles:
         return text
 
 
-def write_atomic(path: Path, text: str, *, mode: int | None = None) -> None:
+def write_atomic(path: Path, text: str | bytes, *, mode: int | None = None) -> None:
     """Replace ``path`` with ``text`` so that readers see the old or the new file, never half.
 
     Creates the folder if needed; the folder is fsynced so the rename survives a crash.
 
     Args:
         path: The file to replace (or create).
-        text: Its new content, written as UTF-8.
+        text: Its new content, written as UTF-8 (bytes: as they are).
         mode: The new file's permission bits; None leaves them private to the owner (0o600).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
+        data = text.encode("utf-8") if isinstance(text, str) else text
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
             out.flush()
             if mode is not None:
                 os.fchmod(out.fileno(), mode)

@@ -178,7 +178,9 @@ def add(
         _index(wiring, source)
 
 
-def _source_row(source: Source, embedded: Embedded | None) -> dict[str, Any]:
+def _source_row(
+    source: Source, embedded: Embedded | None, skipped: list[tuple[str, str]]
+) -> dict[str, Any]:
     return {
         "name": source.name,
         "kind": source.kind,
@@ -190,6 +192,7 @@ def _source_row(source: Source, embedded: Embedded | None) -> dict[str, Any]:
         "embedded": None if embedded is None else embedded.done,
         "checked_at": source.checked_at.isoformat() if source.checked_at else None,
         "problem": source.problem,
+        "skipped": [{"path": path, "problem": problem} for path, problem in skipped],
     }
 
 
@@ -198,17 +201,23 @@ def _source_row(source: Source, embedded: Embedded | None) -> dict[str, Any]:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 @click.pass_obj
 def list_(settings: Settings, group: str | None, as_json: bool) -> None:
-    """List the sources: who reads them, their files and chunks, and their last check (with
-    --json, their folders too)."""
-    with _wiring(settings) as wiring:
-        sources = wiring.knowledge.sources()
-        meaning = wiring.knowledge_vectors is not None
-        counts = embedded_counts(wiring.engine) if meaning else {}
+    """List the sources: who reads them, their files and chunks, their last check, and the
+    files skipped with why (with --json, their folders too)."""
     if group is not None:
         validate_group(group)
-        sources = [s for s in sources if s.scope != "group" or s.scope_id == group]
-    none = Embedded(done=0, chunks=0)
-    rows = [_source_row(s, counts.get(s.name, none) if meaning else None) for s in sources]
+    with _wiring(settings) as wiring:
+        sources = wiring.knowledge.sources()
+        if group is not None:
+            sources = [s for s in sources if s.scope != "group" or s.scope_id == group]
+        meaning = wiring.knowledge_vectors is not None
+        counts = embedded_counts(wiring.engine) if meaning else {}
+        none = Embedded(done=0, chunks=0)
+        rows = [
+            _source_row(
+                s, counts.get(s.name, none) if meaning else None, wiring.knowledge.skipped(s.name)
+            )
+            for s in sources
+        ]
     if as_json:
         for row in rows:
             out.print(json_text(row))
@@ -231,6 +240,16 @@ def list_(settings: Settings, group: str | None, as_json: bool) -> None:
             printable(checked),
         )
     out.print(table)
+    for r in rows:
+        _print_skipped(r["name"], r["skipped"])
+
+
+def _print_skipped(name: str, skipped: list[dict[str, str]]) -> None:
+    """A source's files indexed without chunks, and why (the first 20)."""
+    for file in skipped[:20]:
+        out.print(printable(f"{name}/{file['path']}: skipped, {file['problem']}"))
+    if len(skipped) > 20:
+        out.print(f"{name}: … and {len(skipped) - 20} more files skipped")
 
 
 def _chunks(row: dict[str, Any]) -> str:

@@ -3,6 +3,8 @@
 A chunk is a run of whole lines of a document, with the heading path it sits under, and is cited
 by a locator ``docs/guide.md#L12-40@3f2a9c1b0d4e``: the path, the lines (``#L12`` for one line)
 and the digest of the chunk's text, so a citation whose lines have changed since can be told.
+A PDF's locator names the page too, its lines those of that page's text:
+``docs/report.pdf#p3:L4-20@3f2a9c1b0d4e``.
 
 Lines are numbered as an editor shows them (:func:`split_lines`): ``\\r\\n`` and ``\\r`` end a
 line like ``\\n``, a byte order mark at the start is not part of line 1, and a text ending in a
@@ -66,6 +68,7 @@ _HEADING_CHARS = 200  # a heading longer than this is shortened in the path
 _DIGEST_CHARS = 12
 _MAX_LOCATOR = 1000
 _MAX_LINE = 10_000_000
+_MAX_PAGE = 1_000_000
 
 _FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
 _FENCE_CLOSE = re.compile(r" {0,3}(`{3,}|~{3,})[ \t]*")
@@ -75,7 +78,9 @@ _SETEXT = re.compile(r" {0,3}(?:=+|-+)[ \t]*")
 _NOT_PARAGRAPH = re.compile(
     r" {0,3}(?:[-+*](?:[ \t]|$)|\d{1,9}[.)](?:[ \t]|$)|[>|<]|(?:[-*_][ \t]*){3,}$)"
 )
-_LOCATOR = re.compile(r"(?P<path>.*)#L(?P<start>\d+)(?:-(?P<end>\d+))?(?:@(?P<digest>.*))?")
+_LOCATOR = re.compile(
+    r"(?P<path>.*)#(?:p(?P<page>\d+):)?L(?P<start>\d+)(?:-(?P<end>\d+))?(?:@(?P<digest>.*))?"
+)
 _HEX = re.compile(r"[0-9a-fA-F]{4,64}")
 
 
@@ -99,12 +104,13 @@ class Chunk:
 @dataclass(frozen=True, slots=True)
 class Locator:
     """A citation of lines ``start..end`` (1-based, inclusive) of ``path``, with the digest of
-    their text when it was given."""
+    their text when it was given; ``page`` (from 1) when they are lines of a PDF's page."""
 
     path: str
     start: int
     end: int
     digest: str | None
+    page: int | None = None
 
 
 def split_lines(text: str) -> list[str]:
@@ -144,21 +150,24 @@ def digest(text: str) -> str:
     return hashlib.sha256(data).hexdigest()[:_DIGEST_CHARS]
 
 
-def format_locator(path: str, start: int, end: int, digest: str) -> str:
+def format_locator(path: str, start: int, end: int, digest: str, page: int | None = None) -> str:
     """``path#L12-40@digest``, or ``path#L12@digest`` for one line, the digest in lower case;
-    what :func:`parse_locator` would refuse raises :class:`ValidationError`."""
+    ``path#p3:L12-40@digest`` for lines of page 3; what :func:`parse_locator` would refuse
+    raises :class:`ValidationError`."""
     lines = f"L{start}" if start == end else f"L{start}-{end}"
-    value = f"{path}#{lines}@{digest.lower()}"
+    at = "" if page is None else f"p{page}:"
+    value = f"{path}#{at}{lines}@{digest.lower()}"
     parse_locator(value)
     return value
 
 
 def parse_locator(value: str) -> Locator:
     """The locator ``path#L12-40@hex``, ``path#L12-40`` or ``path#L12`` (its digest in lower
-    case). Anything else raises :class:`ValidationError`: a path that is empty, absolute (``/``,
+    case), each with a page before the lines when it names one (``path#p3:L12-40@hex``).
+    Anything else raises :class:`ValidationError`: a path that is empty, absolute (``/``,
     ``~``, a drive letter), has a ``..`` segment, a backslash or a control character; lines
-    below 1, reversed or beyond 10,000,000; a digest that is not 4 to 64 hex digits; more than
-    1,000 characters."""
+    below 1, reversed or beyond 10,000,000; a page below 1 or beyond 1,000,000; a digest that
+    is not 4 to 64 hex digits; more than 1,000 characters."""
     if len(value) > _MAX_LOCATOR:
         _refuse(value, f"longer than {_MAX_LOCATOR} characters")
     if any(unicodedata.category(char) == "Cc" for char in value):
@@ -167,7 +176,7 @@ def parse_locator(value: str) -> Locator:
         _refuse(value, "contains a backslash")
     match = _LOCATOR.fullmatch(value)
     if match is None:
-        _refuse(value, "expected path#L<start>[-<end>][@<digest>]")
+        _refuse(value, "expected path#[p<page>:]L<start>[-<end>][@<digest>]")
     path, hex_digest = match["path"], match["digest"]
     _check_path(value, path)
     start = int(match["start"])
@@ -178,9 +187,13 @@ def parse_locator(value: str) -> Locator:
         _refuse(value, "the last line is before the first")
     if end > _MAX_LINE:
         _refuse(value, f"lines beyond {_MAX_LINE:,}")
+    page = int(match["page"]) if match["page"] is not None else None
+    if page is not None and not 1 <= page <= _MAX_PAGE:
+        _refuse(value, f"pages are numbered from 1 to {_MAX_PAGE:,}")
     if hex_digest is not None and not _HEX.fullmatch(hex_digest):
         _refuse(value, "the digest must be 4 to 64 hex digits")
-    return Locator(path, start, end, hex_digest.lower() if hex_digest is not None else None)
+    lowered = hex_digest.lower() if hex_digest is not None else None
+    return Locator(path, start, end, lowered, page)
 
 
 def _check_path(value: str, path: str) -> None:

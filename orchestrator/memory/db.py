@@ -120,6 +120,7 @@ def _create_tables(engine: Engine, attempts: int = 10) -> None:
 _ADDED_COLUMNS = (
     ("memory_changes", "reason", "TEXT"),
     ("run_steps", "approval", "VARCHAR(32)"),
+    ("knowledge_chunks", "page", "INTEGER"),
 )
 
 

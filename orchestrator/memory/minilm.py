@@ -26,7 +26,7 @@ from typing import Any
 # other, were five times slower on a busy two-core machine than one thread.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 from orchestrator.memory.wordpiece import WordPiece
 

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Upload
 from orchestrator.core.chunking import parse_locator
 from orchestrator.core.wire import validate_group
 from orchestrator.errors import ValidationError
+from orchestrator.memory.knowledge.documents import MAX_DOCUMENT_BYTES
 from orchestrator.memory.knowledge.embedding import embedded_counts
 from orchestrator.memory.knowledge.indexer import MAX_FILE_BYTES, SyncReport
 from orchestrator.memory.knowledge.locate import resolve
@@ -58,7 +59,8 @@ BODY_LIMITS = (
         max_bytes=MAX_UPLOAD_BODY_BYTES,
         what="upload",
         note=f"at most {MAX_UPLOAD_BODY_BYTES:,} bytes in one upload "
-        f"({MAX_FILE_BYTES:,} a file): send fewer files at once",
+        f"({MAX_FILE_BYTES:,} a text file, {MAX_DOCUMENT_BYTES:,} a PDF or DOCX): "
+        "send fewer files at once",
     ),
 )
 PREVIEW_LINES = 3
@@ -187,6 +189,7 @@ async def locate(
         path=parsed.path,
         state=found.state,
         trust=found.trust,
+        page=found.page,
         start=found.start,
         end=found.end,
         lines=[LocatedLine(n=n, text=line) for n, line in enumerate(lines, found.start)],
@@ -271,7 +274,9 @@ def read_by(
 )
 async def upload(
     running: Running,
-    files: Annotated[list[UploadFile], File(description="One or more text files.")],
+    files: Annotated[
+        list[UploadFile], File(description="One or more text files, PDFs or DOCX documents.")
+    ],
     group: Annotated[str | None, Form(max_length=200)] = None,
     agent: Annotated[str | None, Form(max_length=64)] = None,
     everyone: Annotated[bool, Form()] = False,
@@ -282,7 +287,8 @@ async def upload(
     ``uploads-<group>``, ``uploads-<agent>`` or ``uploads``), creating the source on the first
     upload (``trust`` default external), and indexes it. A file of a name uploaded before
     replaces it (``replaced``). Nothing is saved when any file is refused: a bad name (no
-    path, no hidden name, a text suffix the index reads), not UTF-8 text, over the size."""
+    path, no hidden name, a suffix the index reads), not UTF-8 text (a PDF or DOCX: not one,
+    or the ``[documents]`` extra missing), over the size."""
     scope, scope_id = read_by(running, group, agent, everyone)
     name = source or default_source_name(scope, scope_id)
     try:
@@ -294,7 +300,7 @@ async def upload(
     checked: list[Upload] = []
     try:
         for file in files:
-            data = await file.read(MAX_FILE_BYTES + 1)
+            data = await file.read(max(MAX_FILE_BYTES, MAX_DOCUMENT_BYTES) + 1)
             checked.append(checked_file(file.filename, data))
     except Refused as exc:
         raise HTTPException(exc.status, exc.reason) from None

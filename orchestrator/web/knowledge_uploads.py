@@ -1,5 +1,6 @@
 """Documents uploaded from the console, kept as a knowledge source of kind ``upload``: each file
-checked (its name, its suffix, its size, UTF-8 text) before any is written, then saved under
+checked (its name, its suffix, its size, UTF-8 text; a PDF or DOCX: what it starts with, and the
+``[documents]`` extra that reads it) before any is written, then saved under
 ``<data_dir>/knowledge/<source>/<name>`` (atomically: a reader sees the old file or the new
 one), the source created on the first upload and indexed at once.
 
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from orchestrator.errors import ValidationError
 from orchestrator.files import write_atomic
+from orchestrator.memory.knowledge.documents import MAX_DOCUMENT_BYTES, is_document, missing_extra
 from orchestrator.memory.knowledge.indexer import MAX_FILE_BYTES, SyncReport
 from orchestrator.memory.knowledge.store import Source, validate_source_name
 from orchestrator.memory.knowledge.walk import readable_suffix
@@ -41,9 +43,10 @@ MAX_FILES = 20
 VERSIONS = ".versions"
 """Where, in an upload source's folder, the files an upload replaced are kept."""
 MAX_NAME_CHARS = 200
-MAX_UPLOAD_BODY_BYTES = 4 * MAX_FILE_BYTES + 64 * 1024
-"""The most one upload's request may send: four files of the largest size indexed, and the
-form around them."""
+MAX_UPLOAD_BODY_BYTES = max(4 * MAX_FILE_BYTES, MAX_DOCUMENT_BYTES) + 64 * 1024
+"""The most one upload's request may send: four text files of the largest size indexed, or one
+PDF or DOCX, and the form around them."""
+_STARTS = {".pdf": (b"%PDF-", "PDF"), ".docx": (b"PK\x03\x04", "DOCX (a zip archive)")}
 
 
 class Refused(Exception):
@@ -57,10 +60,10 @@ class Refused(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Upload:
-    """A checked file: its name and its text."""
+    """A checked file: its name and its bytes."""
 
     name: str
-    text: str
+    data: bytes
     size: int
 
 
@@ -103,7 +106,9 @@ def _check_name(name: str) -> str:
         raise Refused(422, f"file name {shown}: no '#', no leading or trailing spaces")
     if not readable_suffix(name):
         raise Refused(
-            422, f"file name {shown}: not a text file the index reads (e.g. .md, .txt, .py)"
+            422,
+            f"file name {shown}: not a text file or document the index reads "
+            "(e.g. .md, .txt, .py, .pdf)",
         )
     return name
 
@@ -112,20 +117,34 @@ def checked_file(name: str | None, data: bytes) -> Upload:
     """``data`` as an upload called ``name``, if it may be one.
 
     Raises:
-        Refused: a bad name (422), over :data:`MAX_FILE_BYTES` (413), not UTF-8 text (422).
+        Refused: a bad name (422), over :data:`MAX_FILE_BYTES` (413; a PDF or DOCX over
+            :data:`MAX_DOCUMENT_BYTES`), not UTF-8 text or not the document its suffix says,
+            or a document without the extra that reads it (422).
     """
     valid = _check_name(name or "")
-    if len(data) > MAX_FILE_BYTES:
-        raise Refused(
-            413, f"file {valid!r}: over {MAX_FILE_BYTES:,} bytes, the most a file indexed may be"
-        )
-    if b"\x00" in data:
+    document = is_document(valid)
+    limit = MAX_DOCUMENT_BYTES if document else MAX_FILE_BYTES
+    if len(data) > limit:
+        raise Refused(413, f"file {valid!r}: over {limit:,} bytes, the most a file indexed may be")
+    if document:
+        _check_document(valid, data)
+    elif b"\x00" in data:
         raise Refused(422, f"file {valid!r}: not text (binary)")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise Refused(422, f"file {valid!r}: not UTF-8 text") from None
-    return Upload(name=valid, text=text, size=len(data))
+    else:
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise Refused(422, f"file {valid!r}: not UTF-8 text") from None
+    return Upload(name=valid, data=data, size=len(data))
+
+
+def _check_document(name: str, data: bytes) -> None:
+    missing = missing_extra(name)
+    if missing is not None:
+        raise Refused(422, f"file {name!r}: {missing}")
+    start, kind = _STARTS[Path(name).suffix.lower()]
+    if not data[:1024].lstrip().startswith(start):
+        raise Refused(422, f"file {name!r}: not a {kind}")
 
 
 def _source_for(
@@ -171,7 +190,7 @@ def _keep_version(path: Path, kept: Path) -> None:
     """The file an upload replaces, kept under :data:`VERSIONS` (a hidden folder: never
     indexed), so no version a person uploaded is lost."""
     kept.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(kept, path.read_text(encoding="utf-8", errors="replace"))
+    write_atomic(kept, path.read_bytes())
 
 
 def save_and_index(
@@ -197,7 +216,7 @@ def save_and_index(
         replaced = path.exists()
         if replaced:
             _keep_version(path, folder / VERSIONS / f"{upload.name}.{stamp}")
-        write_atomic(path, upload.text)
+        write_atomic(path, upload.data)
         files.append((upload, replaced))
     report = wiring.indexer.sync(found, now=datetime.now(UTC))
     fresh = wiring.knowledge.get(found.name) or found

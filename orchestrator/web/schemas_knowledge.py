@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.web.schemas import Answer
+from orchestrator.web.schemas import Answer, optional_key
 
 __all__ = [
     "ChunkRow",
@@ -101,6 +101,7 @@ class Located(Answer):
         "(these lines differ from what was cited) or unversioned (no digest was given)."
     )
     trust: str
+    page: int | None = optional_key("A PDF's page, whose lines these are.")
     start: int
     end: int
     lines: list[LocatedLine]

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from orchestrator.cli.main import main
 from tests.arena_helpers import set_team_environment
+from tests.documents import pdf_bytes
 
 
 @pytest.fixture
@@ -72,6 +73,33 @@ def test_reindex_picks_up_an_edit(docs: Path):
     assert "0 new, 1 changed" in said
     code, found = arena("knowledge", "search", "where are the streams kept", "--group", "demo")
     assert "team-docs/setup.md#L7-9@" in found
+
+
+def test_a_pdf_is_added_searched_and_shown_by_its_page(docs: Path):
+    (docs / "report.pdf").write_bytes(
+        pdf_bytes([["Summary"], ["Operations", "", "The cache server listens on port 6380."]])
+    )
+    (docs / "broken.pdf").write_bytes(b"%PDF-1.4\nnot really a PDF")
+    code, said = arena("knowledge", "add", "--group", "demo", str(docs))
+    assert code == 0, said
+    assert "team-docs: 3 files, 3 new" in said
+    assert "skipped broken.pdf: not a readable PDF (PDFSyntaxError" in said
+    code, found = arena("knowledge", "search", "cache server port", "--group", "demo", "--json")
+    (hit,) = [json.loads(line) for line in found.splitlines()]
+    assert hit["locator"].startswith("team-docs/report.pdf#p2:L1-3@")
+    code, shown = arena("knowledge", "show", hit["locator"])
+    assert code == 0, shown
+    assert shown.startswith(f"{hit['locator']} (trusted, current)")
+    assert "     3  The cache server listens on port 6380." in shown
+    code, listed = arena("knowledge", "list")
+    assert "team-docs/broken.pdf: skipped, not a readable PDF (PDFSyntaxError" in listed
+    code, rows = arena("knowledge", "list", "--json")
+    (row,) = [json.loads(line) for line in rows.splitlines()]
+    assert [file["path"] for file in row["skipped"]] == ["broken.pdf"]
+    code, said = arena("knowledge", "show", "team-docs/report.pdf#L1")
+    assert code != 0
+    assert "a PDF's locator names its page" in said
+    assert "Traceback" not in said
 
 
 @pytest.mark.parametrize(

@@ -432,6 +432,13 @@ def test_parse_locator_reads_each_form() -> None:
     assert parse_locator("docs/g.md#L12-40") == Locator("docs/g.md", 12, 40, None)
     assert parse_locator("docs/g.md#L7") == Locator("docs/g.md", 7, 7, None)
     assert parse_locator("notes#L1.md#L3") == Locator("notes#L1.md", 3, 3, None)
+    assert parse_locator("docs/r.pdf#p3:L4-20@ABCD") == Locator("docs/r.pdf", 4, 20, "abcd", 3)
+    assert parse_locator("docs/r.pdf#p12:L7") == Locator("docs/r.pdf", 7, 7, None, 12)
+
+
+def test_format_locator_names_a_page_before_the_lines() -> None:
+    assert format_locator("docs/r.pdf", 4, 20, "3F2A", 3) == "docs/r.pdf#p3:L4-20@3f2a"
+    assert format_locator("docs/r.pdf", 4, 4, "3f2a", 1) == "docs/r.pdf#p1:L4@3f2a"
 
 
 def test_a_chunks_locator_resolves_to_its_text() -> None:
@@ -467,6 +474,11 @@ def test_a_chunks_locator_resolves_to_its_text() -> None:
         ("docs/g.md#L", "expected"),
         ("docs/g.md#L1-", "expected"),
         ("docs/g.md#12", "expected"),
+        ("docs/r.pdf#p0:L1", "pages are numbered"),
+        ("docs/r.pdf#p1000001:L1", "pages are numbered"),
+        ("docs/r.pdf#p:L1", "expected"),
+        ("docs/r.pdf#p3", "expected"),
+        ("docs/r.pdf#p3L1", "expected"),
         ("", "expected"),
         ("a/" * 500 + "g.md#L1", "longer than 1000"),
     ],
@@ -495,12 +507,13 @@ _SEGMENT = st.text(
     start=st.integers(min_value=1, max_value=10_000_000),
     length=st.integers(min_value=0, max_value=1000),
     hex_digest=st.text(alphabet="0123456789abcdef", min_size=4, max_size=64),
+    page=st.none() | st.integers(min_value=1, max_value=1_000_000),
 )
 def test_format_and_parse_locator_round_trip(
-    segments: list[str], start: int, length: int, hex_digest: str
+    segments: list[str], start: int, length: int, hex_digest: str, page: int | None
 ) -> None:
     path = "/".join(segments)
     assume(not re.match(r"[A-Za-z]:", path))  # a drive letter: refused as absolute
     end = min(start + length, 10_000_000)
-    value = format_locator(path, start, end, hex_digest)
-    assert parse_locator(value) == Locator(path, start, end, hex_digest)
+    value = format_locator(path, start, end, hex_digest, page)
+    assert parse_locator(value) == Locator(path, start, end, hex_digest, page)

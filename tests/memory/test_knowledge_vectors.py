@@ -22,7 +22,6 @@ from orchestrator.memory.knowledge.vectors import WINDOW_CHARS, ChunkVectors, ch
 from orchestrator.memory.recall.passages import find_passages, ranked_candidates
 from orchestrator.memory.recall.values import RecallConfig
 
-
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 MEANINGS = {
     "dotfile": 0,
@@ -128,9 +127,7 @@ def test_both_orders_are_fused_and_words_still_count(engine: Engine, docs: Path)
     assert best.cosine > 0.5
 
 
-def test_vectors_follow_their_chunks_and_are_made_for_new_chunks_only(
-    engine: Engine, docs: Path
-):
+def test_vectors_follow_their_chunks_and_are_made_for_new_chunks_only(engine: Engine, docs: Path):
     store, vectors, indexer = _indexed(engine, docs)
 
     def count() -> int:

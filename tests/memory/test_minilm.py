@@ -34,7 +34,8 @@ def test_text_is_cut_into_the_reference_word_pieces(model: MiniLM):
     assert ids[2] == [101, 1996, 4937, 2938, 2006, 1996, 13523, 1012, 102]
     # accents off, punctuation apart, each ideograph a word, an unknown sign [UNK] (100)
     assert ids[3] == [101, 27260, 7668, 1517, 1523, 16614, 1524, 1746, 1861, 100, 102]
-    assert len(ids[4]) == MAX_PIECES and ids[4][-1] == 102  # cut, and still closed
+    assert len(ids[4]) == MAX_PIECES
+    assert ids[4][-1] == 102
 
 
 def test_the_vectors_are_the_reference_models(model: MiniLM):

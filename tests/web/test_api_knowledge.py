@@ -7,13 +7,15 @@ unknown sources and malformed locators are refused with a one-line reason, nothi
 
 from __future__ import annotations
 
+import sys
 import uuid
 
 import httpx
 import pytest
 
 from orchestrator.memory.knowledge.indexer import MAX_FILE_BYTES
-from orchestrator.web.knowledge_uploads import MAX_UPLOAD_BODY_BYTES
+from orchestrator.web.knowledge_uploads import MAX_UPLOAD_BODY_BYTES, Refused, checked_file
+from tests.documents import docx_bytes, pdf_bytes
 from tests.web_helpers import Served
 
 GUIDE = """# Deploy guide
@@ -152,6 +154,40 @@ def test_bad_uploads_are_refused_and_nothing_is_saved(
     assert all(
         s["name"] != f"uploads-{group}" for s in api.get("/api/knowledge/sources").json()["sources"]
     )
+
+
+def test_a_pdf_and_a_docx_are_uploaded_and_a_pdf_passage_is_shown_by_its_page(
+    api: httpx.Client, served: Served, group: str
+):
+    name = f"uploads-{group}"
+    report = pdf_bytes([["Summary"], ["Rollback", "", "Run make rollback with the last tag."]])
+    guide = docx_bytes([("Heading1", "Deploys"), ("", "Deploys happen on Tuesdays.")])
+    response = _upload(api, [("report.pdf", report), ("guide.docx", guide)], group=group)
+    assert response.status_code == 201, response.text
+    assert response.json()["sync"]["added"] == 2
+    assert response.json()["sync"]["problems"] == []
+    saved = served.settings.data_dir / "knowledge" / name / "report.pdf"
+    assert saved.read_bytes() == report
+    hits = api.get("/api/knowledge/search", params={"q": "rollback tag", "group": group}).json()
+    locator = hits["hits"][0]["locator"]
+    assert locator.startswith(f"{name}/report.pdf#p2:L1-3@")
+    shown = api.get("/api/knowledge/locate", params={"locator": locator}).json()
+    assert (shown["state"], shown["page"]) == ("current", 2)
+    assert shown["lines"][2] == {"n": 3, "text": "Run make rollback with the last tag."}
+    again = _upload(api, [("report.pdf", pdf_bytes([["Nothing left."]]))], group=group)
+    assert again.json()["files"][0]["replaced"] is True
+    (kept,) = (served.settings.data_dir / "knowledge" / name / ".versions").iterdir()
+    assert kept.read_bytes() == report, "the replaced PDF is kept byte for byte"
+    fake = _upload(api, [("fake.pdf", b"just text\n")], group=group)
+    assert fake.status_code == 422
+    assert "not a PDF" in fake.json()["error"]
+
+
+def test_a_document_upload_needs_the_extra(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setitem(sys.modules, "mammoth", None)
+    with pytest.raises(Refused, match=r"DOCX needs the \[documents\] extra") as refused:
+        checked_file("guide.docx", docx_bytes([("", "text")]))
+    assert refused.value.status == 422
 
 
 def test_an_upload_over_the_route_limit_is_refused_before_it_is_read(api: httpx.Client, group: str):

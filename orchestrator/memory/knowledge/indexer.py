@@ -10,8 +10,11 @@ chunks' vectors are made afterwards (:mod:`orchestrator.memory.knowledge.embeddi
 
 Which files are read is :mod:`orchestrator.memory.knowledge.walk`; at most
 :data:`MAX_FILE_BYTES` of each. An HTML page is indexed as its text, line for line
-(:mod:`orchestrator.core.html_text`), so its locators name the page's own lines. A file that is
-not UTF-8 text is recorded with its problem and no chunks.
+(:mod:`orchestrator.core.html_text`), so its locators name the page's own lines. A PDF or DOCX
+(at most :data:`MAX_DOCUMENT_BYTES`) is indexed as its converted text
+(:mod:`orchestrator.memory.knowledge.documents`), a PDF page by page, each chunk's locator
+naming its page. A file that is not UTF-8 text, or a document that gives no text (the
+``[documents]`` extra missing, broken, encrypted), is recorded with its problem and no chunks.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import hashlib
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -32,6 +35,14 @@ from sqlalchemy.engine import Connection
 from orchestrator.core.chunking import CHUNKER_VERSION, Chunk, chunk_document, digest
 from orchestrator.core.context.tokens import ENCODING_NAME, TokenCounter
 from orchestrator.core.html_text import HTML_SUFFIXES, html_text
+from orchestrator.memory.knowledge.documents import (
+    MAX_DOCUMENT_BYTES,
+    PAGED_SUFFIXES,
+    Unreadable,
+    converted,
+    is_document,
+    retry_installed,
+)
 from orchestrator.memory.knowledge.store import KnowledgeStore, Source
 from orchestrator.memory.knowledge.tables import CHUNKS, FILES, SOURCES, VECTORS, knowledge_key
 from orchestrator.memory.knowledge.vectors import describe_vectors
@@ -41,6 +52,7 @@ from orchestrator.memory.transactions import writing
 __all__ = [
     "BUILT_WITH",
     "MAX_CHUNK_CHARS",
+    "MAX_DOCUMENT_BYTES",
     "MAX_FILE_BYTES",
     "Indexer",
     "Progress",
@@ -175,12 +187,14 @@ class Indexer:
         except OSError:
             return  # gone since the walk: the next pass removes it
         fresh = known is not None and not report.rebuilt
+        fresh = fresh and not retry_installed(rel, known.problem)
         if fresh and _unchanged(known, info) and time.time_ns() - info.st_mtime_ns > _RACY_NS:
             report.unchanged += 1
             return
         problem, data = None, b""
-        if info.st_size > MAX_FILE_BYTES:
-            problem = f"larger than {MAX_FILE_BYTES // 1_000_000} MB"
+        limit = MAX_DOCUMENT_BYTES if is_document(rel) else MAX_FILE_BYTES
+        if info.st_size > limit:
+            problem = f"larger than {limit // 1_000_000} MB"
         else:
             try:
                 data = path.read_bytes()
@@ -192,10 +206,10 @@ class Indexer:
             self._touched(known, info)
             report.unchanged += 1
             return
-        text = ""
+        pages: list[str] = []
         if problem is None:
-            text, problem = _decoded(data)
-        rows = [] if problem else self._chunk_rows(source, rel, text)
+            pages, problem = _read(rel, data)
+        rows = [] if problem else self._chunk_rows(source, rel, pages)
         values = {
             "source": source.name,
             "path": rel,
@@ -230,13 +244,14 @@ class Indexer:
                     .values(mtime_ns=info.st_mtime_ns, size=info.st_size)
                 )
 
-    def _chunk_rows(self, source: Source, rel: str, text: str) -> list[dict[str, Any]]:
+    def _chunk_rows(self, source: Source, rel: str, pages: list[str]) -> list[dict[str, Any]]:
         key = knowledge_key(source.scope, source.scope_id)
         located = f"{source.name}/{rel}"
         return [
             {
                 "source": source.name,
                 "path": located,
+                "page": page,
                 "start_line": chunk.start,
                 "end_line": chunk.end,
                 "heading": " > ".join(chunk.heading),
@@ -246,7 +261,7 @@ class Indexer:
                 "text": chunk.text,
                 "scope_key": key,
             }
-            for chunk in _chunks(rel, text)
+            for page, chunk in _chunks(rel, pages)
         ]
 
 
@@ -269,11 +284,34 @@ def _unchanged(known: Any, info: os.stat_result) -> bool:
     return bool(known.mtime_ns == info.st_mtime_ns and known.size == info.st_size)
 
 
-def _chunks(rel: str, text: str) -> list[Chunk]:
-    """A file's chunks; an HTML page's text (line for line) split as Markdown."""
-    if rel.lower().endswith(HTML_SUFFIXES):
-        return chunk_document(rel + ".md", html_text(text), max_chars=MAX_CHUNK_CHARS)
-    return chunk_document(rel, text, max_chars=MAX_CHUNK_CHARS)
+def _chunks(rel: str, pages: list[str]) -> list[tuple[int | None, Chunk]]:
+    """A file's chunks, each with its page (a PDF's, else None): an HTML page's text (line for
+    line) and a DOCX's split as Markdown, a PDF's page by page as plain text ("page 3" its
+    heading)."""
+    lowered = rel.lower()
+    if lowered.endswith(PAGED_SUFFIXES):
+        return [
+            (number, replace(chunk, heading=(f"page {number}",)))
+            for number, text in enumerate(pages, start=1)
+            for chunk in chunk_document(rel + ".txt", text, max_chars=MAX_CHUNK_CHARS)
+        ]
+    text = "".join(pages)
+    if lowered.endswith(HTML_SUFFIXES):
+        text, rel = html_text(text), rel + ".md"
+    elif is_document(lowered):
+        rel += ".md"
+    return [(None, chunk) for chunk in chunk_document(rel, text, max_chars=MAX_CHUNK_CHARS)]
+
+
+def _read(rel: str, data: bytes) -> tuple[list[str], str | None]:
+    """A file's text (a PDF's page by page), or why it has none."""
+    if not is_document(rel):
+        text, problem = _decoded(data)
+        return [text], problem
+    try:
+        return converted(rel, data), None
+    except Unreadable as exc:
+        return [], exc.problem
 
 
 def _decoded(data: bytes) -> tuple[str, str | None]:

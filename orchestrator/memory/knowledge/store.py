@@ -117,11 +117,12 @@ class KnowledgeHit:
     tokens: int
     trust: str
     score: float
+    page: int | None = None
 
     @property
     def locator(self) -> str:
-        """Where the chunk is: ``path#L12-40@digest``."""
-        return format_locator(self.path, self.start, self.end, self.digest)
+        """Where the chunk is: ``path#L12-40@digest`` (``path#p3:L12-40@digest`` in a PDF)."""
+        return format_locator(self.path, self.start, self.end, self.digest, self.page)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -137,10 +138,11 @@ class Chunked:
     digest: str
     tokens: int
     text: str
+    page: int | None = None
 
     @property
     def locator(self) -> str:
-        return format_locator(self.path, self.start, self.end, self.digest)
+        return format_locator(self.path, self.start, self.end, self.digest, self.page)
 
 
 def _source(row: Any) -> Source:
@@ -161,7 +163,7 @@ def _source(row: Any) -> Source:
 
 
 _SQLITE_SEARCH = f"""
-    SELECT c.id, c.source, c.path, c.start_line, c.end_line, c.heading, c.digest, c.text,
+    SELECT c.id, c.source, c.path, c.page, c.start_line, c.end_line, c.heading, c.digest, c.text,
            c.tokens, s.trust, -bm25(knowledge_fts, {BODY_WEIGHT}, {META_WEIGHT}, 0.0) AS score
     FROM knowledge_fts
     JOIN knowledge_chunks AS c ON c.id = knowledge_fts.rowid
@@ -170,7 +172,7 @@ _SQLITE_SEARCH = f"""
     ORDER BY score DESC, c.id LIMIT :limit
 """
 _POSTGRES_SEARCH = f"""
-    SELECT c.id, c.source, c.path, c.start_line, c.end_line, c.heading, c.digest, c.text,
+    SELECT c.id, c.source, c.path, c.page, c.start_line, c.end_line, c.heading, c.digest, c.text,
            c.tokens, s.trust,
            ts_rank('{{0.1, 0.2, {META_WEIGHT}, {BODY_WEIGHT}}}', c.search_tsv, q.query, 1) AS score
     FROM knowledge_chunks AS c
@@ -289,12 +291,13 @@ class KnowledgeStore:
         query = select(CHUNKS).where(CHUNKS.c.source == name)
         if path is not None:
             query = query.where(CHUNKS.c.path == path)
-        query = query.order_by(CHUNKS.c.path, CHUNKS.c.start_line).limit(limit)
+        query = query.order_by(CHUNKS.c.path, CHUNKS.c.page, CHUNKS.c.start_line).limit(limit)
         with self.engine.connect() as conn:
             return [
                 Chunked(
                     id=row.id,
                     path=row.path,
+                    page=row.page,
                     start=row.start_line,
                     end=row.end_line,
                     heading=row.heading,
@@ -341,6 +344,14 @@ class KnowledgeStore:
         with self.engine.connect() as conn:
             return {int(row.id): _hit(row, 0.0) for row in conn.execute(query)}
 
+    def skipped(self, name: str) -> list[tuple[str, str]]:
+        """The files of source ``name`` indexed without chunks, and why, by path."""
+        query = select(FILES.c.path, FILES.c.problem).where(
+            FILES.c.source == name, FILES.c.problem.is_not(None)
+        )
+        with self.engine.connect() as conn:
+            return [(str(r[0]), str(r[1])) for r in conn.execute(query.order_by(FILES.c.path))]
+
     def counts(self) -> tuple[int, int]:
         """How many sources and chunks are stored."""
         with self.engine.connect() as conn:
@@ -354,6 +365,7 @@ def _hit(row: Any, score: float) -> KnowledgeHit:
         id=row.id,
         source=row.source,
         path=row.path,
+        page=row.page,
         start=row.start_line,
         end=row.end_line,
         heading=row.heading,

@@ -77,7 +77,8 @@ class KnowledgeFileRow(SQLModel, table=True):
 
 
 class KnowledgeChunkRow(SQLModel, table=True):
-    """A chunk: lines ``start_line``..``end_line`` of a file, as they were when indexed."""
+    """A chunk: lines ``start_line``..``end_line`` of a file (of its page ``page``, a PDF's),
+    as they were when indexed."""
 
     __tablename__ = "knowledge_chunks"
     # Ids never given twice (SQLite would give a deleted largest id again): the vectors of a
@@ -88,6 +89,7 @@ class KnowledgeChunkRow(SQLModel, table=True):
     source: str = Field(max_length=64, index=True)
     file_id: int
     path: str  # "<source>/<path in the source>": the locator's path
+    page: int | None = None  # a PDF's page (from 1), its lines those of the page's text
     start_line: int
     end_line: int
     heading: str = ""  # the heading path, " > " between levels

@@ -1,13 +1,16 @@
 """The files of a knowledge source: text files by their suffix (Markdown, plain text, code,
-configuration), never hidden files or folders or the usual generated ones (``.git``,
-``node_modules``, ``__pycache__``, ...), never a link out of the source's folder, at most
-:data:`MAX_FILES` of them; a file whose path a locator cannot carry is set apart."""
+configuration) and documents (PDF, DOCX: :mod:`orchestrator.memory.knowledge.documents`), never
+hidden files or folders or the usual generated ones (``.git``, ``node_modules``,
+``__pycache__``, ...), never a link out of the source's folder, at most :data:`MAX_FILES` of
+them; a file whose path a locator cannot carry is set apart."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
 from pathlib import Path
+
+from orchestrator.memory.knowledge.documents import DOCUMENT_SUFFIXES
 
 __all__ = ["MAX_FILES", "TooMany", "readable_suffix", "source_files"]
 
@@ -59,6 +62,7 @@ _TEXT_SUFFIXES = frozenset(
         ".graphql",
         ".html",
         ".htm",
+        *DOCUMENT_SUFFIXES,
     ]
 )
 _TEXT_NAMES = frozenset(
@@ -79,7 +83,7 @@ _SKIPPED_DIRS = frozenset(
 
 
 def readable_suffix(name: str) -> bool:
-    """Whether a file called ``name`` is read as text by its name."""
+    """Whether a file called ``name`` is read as text (or as a document) by its name."""
     lowered = name.lower()
     suffix = os.path.splitext(lowered)[1]
     return suffix in _TEXT_SUFFIXES or (not suffix and lowered in _TEXT_NAMES)
