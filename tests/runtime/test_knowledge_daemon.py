@@ -66,3 +66,41 @@ async def test_an_answer_cites_the_passage_and_follows_an_edit(
     ]
     assert cited["ref"].startswith("docs/deploy.md#L1-5@")
     assert cited["why"].startswith("matched ship, release")
+
+
+async def test_the_daemon_embeds_new_chunks_and_a_question_finds_one_by_meaning(
+    tmp_path: Path, redis_url: str, mqtt_broker: str, monkeypatch: pytest.MonkeyPatch
+):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "office.md").write_text(
+        DOC + "\n## Holidays\n\nThe office is closed between Christmas and New Year.\n",
+        encoding="utf-8",
+    )
+    settings = make_settings(tmp_path, redis_url, mqtt_broker, None, knowledge_poll_s=0.2)
+    set_environment(monkeypatch, settings)
+    cli = CliRunner()
+    added = cli.invoke(main, ["knowledge", "add", "--group", "demo", str(docs)])
+    assert added.exit_code == 0, added.output
+    assert "searchable by its words now; by meaning once a running daemon" in added.output
+
+    def listed() -> dict[str, object]:
+        return json.loads(cli.invoke(main, ["knowledge", "list", "--json"]).output)
+
+    assert listed()["embedded"] == 0
+    async with running_daemon(settings):
+        for _ in range(300):
+            if listed()["embedded"] == listed()["chunks"]:
+                break
+            await asyncio.sleep(0.1)
+        assert listed()["embedded"] == listed()["chunks"] == 2
+        # not one word in common with the passage: found by its meaning alone
+        reply = await _ask(redis_url, "@ping is the workplace open during the festive season?")
+    assert "From docs/office.md#L7-9@" in reply
+    assert "closed between Christmas and New Year" in reply
+    history = cli.invoke(main, ["history", "demo", "--json"])
+    last = [json.loads(line) for line in history.output.splitlines()][-1]
+    (cited,) = [
+        c for c in last["meta"]["context"]["citations"] if c["trust"].startswith("knowledge")
+    ]
+    assert cited["why"].startswith("close in meaning; meaning 0.")
