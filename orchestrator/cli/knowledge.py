@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -19,11 +20,10 @@ from orchestrator.cli.output import fail, json_text, out, printable
 from orchestrator.cli.resources import wired
 from orchestrator.core.wire import validate_group
 from orchestrator.errors import ValidationError
-from orchestrator.memory.knowledge.embedding import Embedded, embedded_counts
+from orchestrator.memory.knowledge.embedding import Embedded, embed_pending, embedded_counts
 from orchestrator.memory.knowledge.indexer import Progress, SyncReport
 from orchestrator.memory.knowledge.locate import resolve
 from orchestrator.memory.knowledge.store import KnowledgeStore, Source, turn_scopes
-from orchestrator.memory.session.fts import query_terms
 from orchestrator.runtime.wiring import Wiring
 from orchestrator.settings import Settings
 
@@ -94,14 +94,43 @@ def _index(wiring: Wiring, source: Source) -> SyncReport:
         out.print(printable(f"  skipped {problem}"))
     if len(report.problems) > 20:
         out.print(f"  … and {len(report.problems) - 20} more skipped")
-    if wiring.knowledge_vectors is not None:
-        counts = embedded_counts(wiring.engine).get(source.name)
-        if counts is not None and counts.pending:
-            out.print(
-                f"  searchable by its words now; by meaning once a running daemon has embedded "
-                f"its {counts.pending:,} new chunks (`arena knowledge list` shows how far)"
-            )
+    if wiring.knowledge_vectors is not None and report.chunks_written:
+        _embed_some(wiring, source.name)
     return report
+
+
+EMBED_HERE_S = 10.0  # what `add` and `reindex` embed themselves; a running daemon does the rest
+
+
+def _embed_some(wiring: Wiring, name: str) -> None:
+    """The source's new chunks embedded for up to :data:`EMBED_HERE_S` seconds (a small source
+    is found by meaning at once), with progress on a terminal; what is left is said."""
+    vectors = wiring.knowledge_vectors
+    assert vectors is not None
+    counts = embedded_counts(wiring.engine).get(name)
+    if counts is None or not counts.pending:
+        return
+    total, done = counts.pending, 0
+    live = sys.stderr.isatty()
+    began = time.monotonic()
+    while time.monotonic() - began < EMBED_HERE_S:
+        step = embed_pending(wiring.engine, vectors, source=name)
+        if not step:
+            break
+        done += step
+        if live:
+            sys.stderr.write(f"\rembedding {name}: {done}/{total} chunks"[:100].ljust(100))
+            sys.stderr.flush()
+    if live:
+        sys.stderr.write("\n")
+    left = (embedded_counts(wiring.engine).get(name) or counts).pending
+    if left:
+        out.print(
+            f"  found by its words now, and by meaning once a running daemon has embedded its "
+            f"other {left:,} new chunks (`arena knowledge list` shows how far)"
+        )
+    else:
+        out.print(f"  {done:,} chunks embedded: found by meaning too")
 
 
 @click.group()
@@ -257,7 +286,7 @@ def _chunks(row: dict[str, Any]) -> str:
     embedded = row["embedded"]
     if embedded is None or embedded >= row["chunks"]:
         return str(row["chunks"])
-    return f"{row['chunks']} ({embedded} by meaning yet)"
+    return f"{row['chunks']} ({embedded} by meaning)"
 
 
 @knowledge.command()
@@ -307,16 +336,17 @@ def search(
             scopes = sorted({(s.scope, s.scope_id) for s in store.sources()})
         else:
             scopes = turn_scopes(validate_group(group) if group else "", agent or "")
-        hits = store.search(query_terms(query), scopes, limit)
+        found = wiring.knowledge_search(query, scopes, limit)
     if as_json:
-        for n, hit in enumerate(hits, 1):
+        for n, (hit, why) in enumerate(found, 1):
             row = {"rank": n, "locator": hit.locator, "heading": hit.heading, "trust": hit.trust}
-            out.print(json_text(row | {"score": hit.score, "tokens": hit.tokens, "text": hit.text}))
+            extra = {"score": hit.score, "why": why, "tokens": hit.tokens, "text": hit.text}
+            out.print(json_text(row | extra))
         return
-    if not hits:
+    if not found:
         out.print("no passages found")
-    for n, hit in enumerate(hits, 1):
-        out.print(f"[{n}] {printable(hit.locator)} ({hit.trust}, {hit.tokens} tokens)")
+    for n, (hit, why) in enumerate(found, 1):
+        out.print(f"[{n}] {printable(hit.locator)} ({hit.trust}, {hit.tokens} tokens; {why})")
         if hit.heading:
             out.print(f"    {printable(hit.heading)}")
         for line in hit.text.splitlines()[:6]:

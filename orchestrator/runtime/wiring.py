@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 from orchestrator.settings import Settings
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from sqlalchemy.engine import Engine
 
     from orchestrator.core.context.tokens import DriftCorrector, TokenCounter
@@ -27,7 +29,7 @@ if TYPE_CHECKING:
     from orchestrator.memory.corrections import Corrections
     from orchestrator.memory.knowledge.indexer import Indexer
     from orchestrator.memory.knowledge.lore import LoreShelf, LoreStore
-    from orchestrator.memory.knowledge.store import KnowledgeStore
+    from orchestrator.memory.knowledge.store import KnowledgeHit, KnowledgeStore
     from orchestrator.memory.knowledge.vectors import ChunkVectors
     from orchestrator.memory.personal import PersonalLog
     from orchestrator.memory.recall.recaller import Recaller
@@ -251,8 +253,17 @@ class Wiring:
             writer=self.writer,
             corrections=self.corrections,
             history=self.history,
-            knowledge=KnowledgeTools(self.knowledge),
+            knowledge=KnowledgeTools(self.knowledge, self.knowledge_search),
         )
+
+    def knowledge_search(
+        self, query: str, scopes: Sequence[tuple[str, str]], limit: int
+    ) -> list[tuple[KnowledgeHit, str]]:
+        """Knowledge searched as a turn ranks it (by meaning too when embeddings are on), for
+        people and tools: the chunks best first, with why each was found."""
+        from orchestrator.memory.recall.passages import search_knowledge
+
+        return search_knowledge(self.knowledge, query, scopes, limit, self.knowledge_vectors)
 
     def briefing(self, recent: RecentSource | None = None) -> Briefing:
         """What gathers each agent's layers; a group's recent messages from ``recent`` (the

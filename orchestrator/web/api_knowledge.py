@@ -222,7 +222,7 @@ async def search(
         scopes = turn_scopes(valid_group, agent or "")
         scopes = [(scope, sid) for scope, sid in scopes if scope == "everyone" or sid]
     terms = query_terms(q)
-    hits = await asyncio.to_thread(store.search, terms, scopes, limit)
+    found = await asyncio.to_thread(running.wiring.knowledge_search, q, scopes, limit)
     return KnowledgeSearch(
         query=q,
         terms=terms,
@@ -239,9 +239,10 @@ async def search(
                 trust=h.trust,
                 tokens=h.tokens,
                 score=h.score,
+                why=why,
                 text=h.text,
             )
-            for n, h in enumerate(hits, 1)
+            for n, (h, why) in enumerate(found, 1)
         ],
     )
 

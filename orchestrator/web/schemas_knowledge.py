@@ -120,6 +120,7 @@ class KnowledgeHitOut(Answer):
     trust: str
     tokens: int
     score: float = Field(description="Higher is better; comparable within one search only.")
+    why: str = Field(default="", description="The query's words it holds, its meaning's closeness.")
     text: str
 
 

@@ -38,6 +38,7 @@ def test_add_list_search_show_and_remove(docs: Path):
     assert code == 0, said
     assert "added team-docs (folder, trusted) for group demo" in said
     assert "team-docs: 1 files, 1 new" in said
+    assert "1 chunks embedded: found by meaning too" in said  # a small source, at once
     code, listed = arena("knowledge", "list", "--json")
     (row,) = [json.loads(line) for line in listed.splitlines()]
     assert (row["name"], row["owner"], row["files"], row["chunks"]) == (
@@ -46,9 +47,16 @@ def test_add_list_search_show_and_remove(docs: Path):
         1,
         1,
     )
+    assert row["embedded"] == 1
     code, found = arena("knowledge", "search", "postgres database url", "--group", "demo", "--json")
     (hit,) = [json.loads(line) for line in found.splitlines()]
     assert hit["locator"].startswith("team-docs/setup.md#L1-5@")
+    assert hit["why"].startswith("matched database, url (relevance 0.90); meaning 0.")
+    code, found = arena(
+        "knowledge", "search", "how to connect to a relational db", "--group", "demo"
+    )
+    assert "team-docs/setup.md#L1-5@" in found  # no word in common: by meaning
+    assert "close in meaning; meaning 0." in found
     code, shown = arena("knowledge", "show", hit["locator"])
     assert code == 0
     assert "(trusted, current)" in shown

@@ -80,9 +80,10 @@ async def test_the_daemon_embeds_new_chunks_and_a_question_finds_one_by_meaning(
     settings = make_settings(tmp_path, redis_url, mqtt_broker, None, knowledge_poll_s=0.2)
     set_environment(monkeypatch, settings)
     cli = CliRunner()
+    monkeypatch.setattr("orchestrator.cli.knowledge.EMBED_HERE_S", 0.0)  # all left to the daemon
     added = cli.invoke(main, ["knowledge", "add", "--group", "demo", str(docs)])
     assert added.exit_code == 0, added.output
-    assert "searchable by its words now; by meaning once a running daemon" in added.output
+    assert "by meaning once a running daemon has embedded its other 2 new chunks" in added.output
 
     def listed() -> dict[str, object]:
         return json.loads(cli.invoke(main, ["knowledge", "list", "--json"]).output)

@@ -66,6 +66,7 @@ def test_upload_search_and_open_a_locator(tmp_path: Path, embedded_redis_url: st
         hit = page.locator("#hits tbody tr").first
         expect(hit).to_contain_text("make rollback")
         expect(hit).to_contain_text("external")
+        expect(hit.locator(".why")).to_contain_text("matched roll")  # and why it was found
         hit.locator("a.locator").click()
         expect(page.locator("#located")).to_be_visible()
         expect(page.locator("#located-head")).to_contain_text("current")

@@ -5,11 +5,13 @@ Blocking: call from a thread."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from orchestrator.core.chunking import parse_locator
 from orchestrator.core.markers import neutralise
 from orchestrator.errors import ValidationError
 from orchestrator.memory.knowledge.locate import resolve
-from orchestrator.memory.knowledge.store import KnowledgeStore, turn_scopes
+from orchestrator.memory.knowledge.store import KnowledgeHit, KnowledgeStore, turn_scopes
 from orchestrator.memory.session.fts import query_terms
 
 __all__ = ["KnowledgeTools"]
@@ -24,15 +26,31 @@ _STATES = {
 }
 
 
-class KnowledgeTools:
-    """Searches and reads knowledge for the tools."""
+Finder = Callable[[str, Sequence[tuple[str, str]], int], Sequence[tuple[KnowledgeHit, str]]]
+"""Finds the chunks for a query among scopes, best first, with why each (by default: the
+full-text search alone; the wiring gives recall's search, by meaning too)."""
 
-    def __init__(self, store: KnowledgeStore) -> None:
+
+class KnowledgeTools:
+    """Searches and reads knowledge for the tools.
+
+    Args:
+        store: The knowledge store.
+        finder: How a search finds chunks (None: by their words alone).
+    """
+
+    def __init__(self, store: KnowledgeStore, finder: Finder | None = None) -> None:
         self.store = store
+        self.finder = finder or self._by_words
+
+    def _by_words(
+        self, query: str, scopes: Sequence[tuple[str, str]], limit: int
+    ) -> list[tuple[KnowledgeHit, str]]:
+        return [(hit, "") for hit in self.store.search(query_terms(query), scopes, limit)]
 
     def search(self, query: str, limit: int, *, group: str, agent: str) -> tuple[str, int]:
         """The passages for ``query``, one block each, and how many."""
-        hits = self.store.search(query_terms(query), turn_scopes(group, agent), limit)
+        hits = [hit for hit, _ in self.finder(query, turn_scopes(group, agent), limit)]
         if not hits:
             return "no passages found", 0
         blocks = []

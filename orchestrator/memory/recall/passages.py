@@ -36,7 +36,9 @@ __all__ = [
     "fitted",
     "passage_relevance",
     "ranked_candidates",
+    "search_knowledge",
     "shown_tokens",
+    "why_found",
 ]
 
 _TRUST_CONFIDENCE = {"trusted": 0.9, "external": 0.6}
@@ -212,14 +214,7 @@ def _passage(candidate: Candidate) -> Passage:
     hit = candidate.hit
     confidence = _TRUST_CONFIDENCE.get(hit.trust, 0.6)
     similarity = max(candidate.similarity, candidate.cosine)
-    if candidate.found:
-        why = f"matched {', '.join(candidate.found)} (relevance {candidate.similarity:.2f})"
-    elif candidate.cosine > 0:
-        why = "close in meaning"
-    else:
-        why = "matched its heading or path"
-    if candidate.cosine > 0:
-        why += f"; meaning {candidate.cosine:.2f}"
+    why = why_found(candidate)
     return Passage(
         id=hit.id,
         source=hit.source,
@@ -232,3 +227,35 @@ def _passage(candidate: Candidate) -> Passage:
         similarity=similarity,
         why=why,
     )
+
+
+def why_found(candidate: Candidate) -> str:
+    """Why a chunk was found: the query's words it holds, its closeness in meaning."""
+    if candidate.found:
+        why = f"matched {', '.join(candidate.found)} (relevance {candidate.similarity:.2f})"
+    elif candidate.cosine > 0:
+        why = "close in meaning"
+    else:
+        why = "matched its heading or path"
+    if candidate.cosine > 0:
+        why += f"; meaning {candidate.cosine:.2f}"
+    return why
+
+
+def search_knowledge(
+    store: KnowledgeStore,
+    query: str,
+    scopes: Sequence[tuple[str, str]],
+    limit: int,
+    vectors: ChunkVectors | None = None,
+) -> list[tuple[KnowledgeHit, str]]:
+    """A search of knowledge as people and tools ask it: the chunks a turn would rank, best
+    first (those found by meaning alone only from :data:`MEANING_FLOOR`), with why each."""
+    found: list[tuple[KnowledgeHit, str]] = []
+    for candidate in ranked_candidates(store, query, scopes, max(limit, 10), vectors):
+        if not candidate.found and candidate.similarity <= 0 and candidate.cosine < MEANING_FLOOR:
+            continue
+        found.append((candidate.hit, why_found(candidate)))
+        if len(found) >= limit:
+            break
+    return found

@@ -273,6 +273,7 @@
       const rows = data.hits.map((h) => el("tr", {},
         el("td", {class: "num"}, String(h.rank)),
         el("td", {class: "text"}, locatorLink(h.locator), h.heading ? el("div", {class: "hint"}, h.heading) : null,
+          h.why ? el("div", {class: "hint why"}, h.why) : null,
           el("div", {class: "passage"}, h.text.split("\n").slice(0, 6).join("\n"))),
         el("td", {}, trustTag(h.trust)),
         el("td", {class: "num"}, String(Number(h.score.toPrecision(3))))));
