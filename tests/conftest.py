@@ -589,6 +589,8 @@ _TABLES_TESTS_WRITE = (
     "memory_vectors",
     "memory_entries",
     "growth_versions",
+    "knowledge_vectors",
+    "knowledge_lore",
     "knowledge_chunks",
     "knowledge_files",
     "knowledge_sources",

@@ -21,6 +21,7 @@ from orchestrator.memory.knowledge.store import KnowledgeStore, Source, turn_sco
 from orchestrator.memory.knowledge.vectors import WINDOW_CHARS, ChunkVectors, chunk_windows
 from orchestrator.memory.recall.passages import find_passages, ranked_candidates
 from orchestrator.memory.recall.values import RecallConfig
+from tests.databases import on_each_database
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 MEANINGS = {
@@ -99,6 +100,7 @@ def _embed_all(engine: Engine, vectors: ChunkVectors) -> int:
     return total
 
 
+@on_each_database
 def test_a_question_without_a_shared_word_finds_the_chunk_by_meaning(engine: Engine, docs: Path):
     store, vectors, _ = _indexed(engine, docs)
     question = "what charset does it assume?"
@@ -127,6 +129,7 @@ def test_both_orders_are_fused_and_words_still_count(engine: Engine, docs: Path)
     assert best.cosine > 0.5
 
 
+@on_each_database
 def test_vectors_follow_their_chunks_and_are_made_for_new_chunks_only(engine: Engine, docs: Path):
     store, vectors, indexer = _indexed(engine, docs)
 
@@ -153,6 +156,7 @@ def test_vectors_follow_their_chunks_and_are_made_for_new_chunks_only(engine: En
     assert embedded_counts(engine) == {}
 
 
+@on_each_database
 def test_the_newest_chunks_are_embedded_first_and_a_replaced_one_gets_no_vectors(
     engine: Engine, docs: Path
 ):
