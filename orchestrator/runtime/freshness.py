@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from sqlalchemy.exc import SQLAlchemyError
 
 from orchestrator.errors import OrchestratorError
-from orchestrator.memory.knowledge.embedding import embed_pending
+from orchestrator.memory.knowledge.embedding import embed_pending, newest_chunk
 from orchestrator.memory.knowledge.indexer import Indexer
 from orchestrator.memory.knowledge.vectors import ChunkVectors
 
@@ -67,16 +67,20 @@ def keep_fresh(indexer: Indexer, stop: asyncio.Event, poll_s: float) -> asyncio.
 def keep_embedded(vectors: ChunkVectors, stop: asyncio.Event, poll_s: float) -> asyncio.Task[None]:
     """A task that embeds the chunks without vectors until ``stop`` is set: batch after batch
     while some wait (each followed by a pause as long as it took), else a look every
-    ``poll_s`` seconds."""
+    ``poll_s`` seconds (at the newest chunk's id only, until it changes)."""
 
     async def embed() -> None:
+        settled = -1  # the newest chunk when none was left to embed: until it changes, none is
         while not stop.is_set():
             started = time.monotonic()
+            done = 0
             try:
-                done = await asyncio.to_thread(embed_pending, vectors.engine, vectors)
+                newest = await asyncio.to_thread(newest_chunk, vectors.engine)
+                if newest != settled:
+                    done = await asyncio.to_thread(embed_pending, vectors.engine, vectors)
+                    settled = -1 if done else newest
             except (OrchestratorError, SQLAlchemyError, OSError) as exc:
                 logger.warning("could not embed the knowledge chunks: %s", exc)
-                done = 0
             pause = time.monotonic() - started if done else poll_s
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), pause)

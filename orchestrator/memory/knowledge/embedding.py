@@ -20,7 +20,7 @@ from orchestrator.memory.knowledge.tables import CHUNKS, VECTORS
 from orchestrator.memory.knowledge.vectors import ChunkVectors
 from orchestrator.memory.transactions import writing
 
-__all__ = ["BATCH_CHUNKS", "Embedded", "embed_pending", "embedded_counts"]
+__all__ = ["BATCH_CHUNKS", "Embedded", "embed_pending", "embedded_counts", "newest_chunk"]
 
 BATCH_CHUNKS = 8  # a batch takes about a second: a stopping daemon waits for it
 
@@ -52,6 +52,13 @@ def embedded_counts(engine: Engine) -> dict[str, Embedded]:
             ).group_by(CHUNKS.c.source)
         ).all()
     return {str(name): Embedded(done=int(done), chunks=int(total)) for name, total, done in rows}
+
+
+def newest_chunk(engine: Engine) -> int:
+    """The largest chunk id (0 with none): it grows whenever chunks are added (ids are never
+    given twice), so while it stays the same no chunk can be waiting that was not before."""
+    with engine.connect() as conn:
+        return int(conn.execute(select(func.coalesce(func.max(CHUNKS.c.id), 0))).scalar_one())
 
 
 def embed_pending(
