@@ -76,7 +76,10 @@
       el("td", {}, trustTag(s.trust)),
       el("td", {}, s.kind),
       el("td", {class: "num"}, arena.number(s.files)),
-      el("td", {class: "num"}, arena.number(s.chunks)),
+      el("td", {class: "num"}, arena.number(s.chunks),
+        s.embedded !== null && s.embedded !== undefined && s.embedded < s.chunks
+          ? el("div", {class: "hint", title: "chunks found by meaning too; a running daemon embeds the rest"},
+            arena.number(s.embedded) + " by meaning") : null),
       el("td", {}, s.checked_at ? arena.when(s.checked_at) : "never"),
       el("td", {class: "error"}, s.problem || ""),
       el("td", {class: "actions"}, forgetButton(s)));
