@@ -39,6 +39,7 @@ _HEADS = 12
 _EPS = 1e-12
 _BATCH_PIECES = 4096  # word pieces (padding included) run through the model at once
 _FEED_ROWS = 256
+_MAX_HEADER = 10_000_000
 
 Array = Any  # numpy arrays (numpy's own types are not precise enough to help here)
 
@@ -60,6 +61,8 @@ def _tensors(path: Path) -> dict[str, Array]:
     """The float32 tensors of a safetensors file, mapped read-only."""
     with open(path, "rb") as file:
         (size,) = struct.unpack("<Q", file.read(8))
+        if size > min(_MAX_HEADER, path.stat().st_size - 8):
+            raise ValueError(f"{path.name}: a header of {size} bytes does not fit the file")
         header = json.loads(file.read(size))
     data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + size)
     tensors: dict[str, Array] = {}

@@ -5,6 +5,9 @@ the same texts), from the weights ``make`` installs."""
 from __future__ import annotations
 
 import math
+import shutil
+import struct
+from pathlib import Path
 
 import pytest
 
@@ -63,3 +66,27 @@ def test_the_embedder_is_the_model_when_its_weights_are_installed():
     embedder = load_embedder()
     assert isinstance(embedder, MiniLM)
     assert embedder.embed([]) == []
+
+
+@pytest.mark.parametrize(
+    "weights",
+    [b"", b"abc", struct.pack("<Q", 10) + b"{not json", struct.pack("<Q", 10**12), b"{}"],
+    ids=["empty", "short", "bad-header", "huge-header", "no-tensors"],
+)
+def test_damaged_weights_mean_no_embeddings_not_a_crash(
+    weights: bytes,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+):
+    folder = model_folder()
+    assert folder is not None
+    damaged = tmp_path / "model"
+    damaged.mkdir()
+    shutil.copyfile(folder / "vocab.txt", damaged / "vocab.txt")
+    (damaged / "model.safetensors").write_bytes(
+        weights if weights != b"{}" else struct.pack("<Q", 2) + b"{}"
+    )
+    monkeypatch.setattr("orchestrator.memory.minilm.model_folder", lambda: damaged)
+    assert load_embedder() is None
+    assert "embeddings are off: the model in" in caplog.text

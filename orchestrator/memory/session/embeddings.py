@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import struct
 from array import array
 from collections.abc import Sequence
 from operator import mul
@@ -81,6 +82,6 @@ def load_embedder() -> Embedder | None:
         return None
     try:
         return MiniLM(folder)
-    except (OSError, ValueError, KeyError) as exc:  # a damaged install means no embeddings
+    except (OSError, ValueError, KeyError, struct.error) as exc:  # a damaged install: none
         logger.warning("embeddings are off: the model in %s cannot be read (%s)", folder, exc)
         return None
