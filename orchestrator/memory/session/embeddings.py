@@ -74,11 +74,15 @@ def load_embedder() -> Embedder | None:
     """all-MiniLM-L6-v2 (:mod:`orchestrator.memory.minilm`, numpy alone) when its weights are
     installed, else None."""
     try:
-        from orchestrator.memory.minilm import MiniLM, model_folder
-    except ImportError:  # no numpy
+        from orchestrator.memory.model_files import model_folder
+    except ImportError:
         return None
     folder = model_folder()
     if folder is None:
+        return None
+    try:
+        from orchestrator.memory.minilm import MiniLM
+    except ImportError:  # no numpy
         return None
     try:
         return MiniLM(folder)
