@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 import shutil
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -91,3 +93,16 @@ def test_damaged_weights_mean_no_embeddings_not_a_crash(
     monkeypatch.setattr("orchestrator.memory.model_files.model_folder", lambda: damaged)
     assert load_embedder() is None
     assert "embeddings are off: the model in" in caplog.text
+
+
+def test_asking_whether_embeddings_can_be_on_loads_neither_numpy_nor_the_model():
+    code = (
+        "import sys\n"
+        "from orchestrator.memory.knowledge.vectors import embeddings_installed\n"
+        "assert embeddings_installed()\n"
+        "print(sorted(m for m in ('numpy', 'orchestrator.memory.minilm') if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]"
