@@ -35,7 +35,7 @@ MAX_PIECES = 256
 _LAYERS = 6
 _HEADS = 12
 _EPS = 1e-12
-_BATCH_PIECES = 4096  # word pieces (padding included) run through the model at once
+_BATCH_PIECES = 2048  # word pieces (padding included) run through the model at once
 _FEED_ROWS = 256
 _MAX_HEADER = 10_000_000
 
@@ -100,27 +100,30 @@ class MiniLM:
         t = _tensors(folder / "model.safetensors")
         self.tokens = WordPiece.from_file(str(folder / "vocab.txt"))
         self._words = t["embeddings.word_embeddings.weight"]
-        self._positions = np.ascontiguousarray(t["embeddings.position_embeddings.weight"])
+        self._positions = t["embeddings.position_embeddings.weight"]
         self._type = np.asarray(t["embeddings.token_type_embeddings.weight"][0])
         self._norm0 = (t["embeddings.LayerNorm.weight"], t["embeddings.LayerNorm.bias"])
         self._layers: list[dict[str, Array]] = []
         for i in range(_LAYERS):
             p = f"encoder.layer.{i}."
             attention = p + "attention.self."
-            qkv = np.concatenate([t[attention + n + ".weight"] for n in ("query", "key", "value")])
+            # transposed views of the mapped weights, not copies: the matrix products read
+            # them as they are, and the pages stay the file's, shared and never written
             self._layers.append(
                 {
-                    "qkv": np.ascontiguousarray(qkv.T),
-                    "qkv_b": np.concatenate(
-                        [t[attention + n + ".bias"] for n in ("query", "key", "value")]
-                    ),
-                    "out": np.ascontiguousarray(t[p + "attention.output.dense.weight"].T),
+                    "q": t[attention + "query.weight"].T,
+                    "q_b": t[attention + "query.bias"],
+                    "k": t[attention + "key.weight"].T,
+                    "k_b": t[attention + "key.bias"],
+                    "v": t[attention + "value.weight"].T,
+                    "v_b": t[attention + "value.bias"],
+                    "out": t[p + "attention.output.dense.weight"].T,
                     "out_b": t[p + "attention.output.dense.bias"],
                     "norm1": t[p + "attention.output.LayerNorm.weight"],
                     "norm1_b": t[p + "attention.output.LayerNorm.bias"],
-                    "up": np.ascontiguousarray(t[p + "intermediate.dense.weight"].T),
+                    "up": t[p + "intermediate.dense.weight"].T,
                     "up_b": t[p + "intermediate.dense.bias"],
-                    "down": np.ascontiguousarray(t[p + "output.dense.weight"].T),
+                    "down": t[p + "output.dense.weight"].T,
                     "down_b": t[p + "output.dense.bias"],
                     "norm2": t[p + "output.LayerNorm.weight"],
                     "norm2_b": t[p + "output.LayerNorm.bias"],
@@ -174,10 +177,12 @@ class MiniLM:
         blocked = ((1.0 - mask) * np.float32(-1e9))[:, None, None, :]
         n, size = len(batch), 384 // _HEADS
         for layer in self._layers:
-            qkv = (x @ layer["qkv"] + layer["qkv_b"]).reshape(n, width, 3, _HEADS, size)
-            q, k, v = qkv.transpose(2, 0, 3, 1, 4)
-            keys = np.ascontiguousarray(k.transpose(0, 1, 3, 2))
-            scores = (q @ keys) * np.float32(1.0 / math.sqrt(size)) + blocked
+            shape = (n, width, _HEADS, size)
+            q = (x @ layer["q"] + layer["q_b"]).reshape(shape).transpose(0, 2, 1, 3)
+            keys = (x @ layer["k"] + layer["k_b"]).reshape(shape).transpose(0, 2, 3, 1)
+            v = (x @ layer["v"] + layer["v_b"]).reshape(shape).transpose(0, 2, 1, 3)
+            scores = (q @ np.ascontiguousarray(keys)) * np.float32(1.0 / math.sqrt(size))
+            scores += blocked
             scores -= scores.max(axis=-1, keepdims=True)
             weights = np.exp(scores)
             weights /= weights.sum(axis=-1, keepdims=True)
