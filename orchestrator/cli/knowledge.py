@@ -114,10 +114,13 @@ def _embed_some(wiring: Wiring, name: str) -> None:
     live = sys.stderr.isatty()
     began = time.monotonic()
     while time.monotonic() - began < EMBED_HERE_S:
-        step = embed_pending(wiring.engine, vectors, source=name)
-        if not step:
-            break
+        # oldest first: a running daemon embeds newest first, so the two do not meet early
+        step = embed_pending(wiring.engine, vectors, source=name, newest_first=False)
         done += step
+        if not step and vectors.embedder() is None:
+            break  # the model cannot be loaded (the reason was logged)
+        if not (embedded_counts(wiring.engine).get(name) or counts).pending:
+            break
         if live:
             sys.stderr.write(f"\rembedding {name}: {done}/{total} chunks"[:100].ljust(100))
             sys.stderr.flush()
@@ -130,7 +133,7 @@ def _embed_some(wiring: Wiring, name: str) -> None:
             f"other {left:,} new chunks (`arena knowledge list` shows how far)"
         )
     else:
-        out.print(f"  {done:,} chunks embedded: found by meaning too")
+        out.print(f"  its {total:,} new chunks embedded: found by meaning too")
 
 
 @click.group()

@@ -136,6 +136,25 @@ def build_pipeline(
     )
 
 
+EMBEDDING = "knowledge-embedding"  # the lease of the daemon that embeds knowledge chunks
+
+
+def _keep_knowledge(
+    wiring: Wiring, leases: Leases, stop: asyncio.Event, poll_s: float
+) -> list[asyncio.Task[None]]:
+    """The tasks that keep knowledge fresh: its files checked, and when embeddings are on its
+    new chunks embedded, by one daemon of several (the holder of the :data:`EMBEDDING`
+    lease)."""
+    tasks = [keep_fresh(wiring.indexer, stop, poll_s)]
+    if wiring.knowledge_vectors is not None:
+
+        async def ours() -> bool:
+            return EMBEDDING in await leases.acquire([EMBEDDING], take=1)
+
+        tasks.append(keep_embedded(wiring.knowledge_vectors, stop, poll_s, ours))
+    return tasks
+
+
 REAP_EVERY_S = 5.0
 
 
@@ -257,10 +276,7 @@ async def run(
             watch = None
             if acting is not None and approvals is not None:
                 watch = _watch_runs(acting, approvals, redis, stop)
-            poll_s = settings.knowledge_poll_s
-            fresh = [keep_fresh(wiring.indexer, stop, poll_s)]
-            if wiring.knowledge_vectors is not None:
-                fresh.append(keep_embedded(wiring.knowledge_vectors, stop, poll_s))
+            fresh = _keep_knowledge(wiring, leases, stop, settings.knowledge_poll_s)
             try:
                 await consumer.run(stop, coordinator)
             finally:

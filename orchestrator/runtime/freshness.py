@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -64,10 +65,16 @@ def keep_fresh(indexer: Indexer, stop: asyncio.Event, poll_s: float) -> asyncio.
     return asyncio.create_task(watch(), name="orchestrator.runtime.freshness.keep_fresh")
 
 
-def keep_embedded(vectors: ChunkVectors, stop: asyncio.Event, poll_s: float) -> asyncio.Task[None]:
+def keep_embedded(
+    vectors: ChunkVectors,
+    stop: asyncio.Event,
+    poll_s: float,
+    ours: Callable[[], Awaitable[bool]] | None = None,
+) -> asyncio.Task[None]:
     """A task that embeds the chunks without vectors until ``stop`` is set: batch after batch
     while some wait (each followed by a pause as long as it took), else a look every
-    ``poll_s`` seconds (at the newest chunk's id only, until it changes)."""
+    ``poll_s`` seconds (at the newest chunk's id only, until it changes). With ``ours``, only
+    while it says the work is this daemon's (one daemon of several embeds)."""
 
     async def embed() -> None:
         settled = -1  # the newest chunk when none was left to embed: until it changes, none is
@@ -76,7 +83,7 @@ def keep_embedded(vectors: ChunkVectors, stop: asyncio.Event, poll_s: float) -> 
             done = 0
             try:
                 newest = await asyncio.to_thread(newest_chunk, vectors.engine)
-                if newest != settled:
+                if newest != settled and (ours is None or await ours()):
                     done = await asyncio.to_thread(embed_pending, vectors.engine, vectors)
                     settled = -1 if done else newest
             except (OrchestratorError, SQLAlchemyError, OSError) as exc:

@@ -38,7 +38,7 @@ def test_add_list_search_show_and_remove(docs: Path):
     assert code == 0, said
     assert "added team-docs (folder, trusted) for group demo" in said
     assert "team-docs: 1 files, 1 new" in said
-    assert "1 chunks embedded: found by meaning too" in said  # a small source, at once
+    assert "its 1 new chunks embedded: found by meaning too" in said  # a small source, at once
     code, listed = arena("knowledge", "list", "--json")
     (row,) = [json.loads(line) for line in listed.splitlines()]
     assert (row["name"], row["owner"], row["files"], row["chunks"]) == (

@@ -5,6 +5,7 @@ entry edited in place is given with its new text and keys."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -13,10 +14,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import Engine
 
+from orchestrator.memory.knowledge.embedding import embedded_counts
 from orchestrator.memory.knowledge.indexer import SyncReport
 from orchestrator.memory.knowledge.lore import LoreEdit, LoreShelf, NewLore
 from orchestrator.offline.model import OfflineProvider
-from orchestrator.runtime.freshness import refresh
+from orchestrator.runtime.freshness import keep_embedded, refresh
 from orchestrator.runtime.preview import next_trigger, preview
 from orchestrator.runtime.run_parts import knowledge_tools
 from orchestrator.runtime.wiring import Wiring
@@ -193,3 +195,44 @@ async def test_a_passage_of_a_file_with_spaces_and_accents_in_its_name_is_cited(
         reply = (await model.complete(built.request)).text
     assert "From menus/sub dir/menu été.md#L1-3@" in reply
     assert "Le café est servi à 8h." in reply
+
+
+async def test_new_chunks_are_embedded_in_the_background_by_the_daemon_whose_turn_it_is(
+    wiring: Wiring, tmp_path: Path
+):
+    vectors = wiring.knowledge_vectors
+    assert vectors is not None  # the model's weights are installed (make installs them)
+    engine = wiring.engine
+
+    def waiting() -> int:
+        return embedded_counts(engine)["handbook"].pending
+
+    assert waiting() > 0
+    turn = {"ours": False}
+
+    async def ours() -> bool:
+        return turn["ours"]
+
+    stop = asyncio.Event()
+    task = keep_embedded(vectors, stop, 0.05, ours)
+    try:
+        await asyncio.sleep(0.5)
+        assert waiting() > 0  # another daemon's work: nothing embedded here
+        turn["ours"] = True
+        for _ in range(200):
+            if not waiting():
+                break
+            await asyncio.sleep(0.05)
+        assert waiting() == 0
+        docs = tmp_path / "handbook"
+        (docs / "more.md").write_text("# More\n\nA page added later.\n", encoding="utf-8")
+        refresh(wiring.indexer)
+        assert waiting() == 1  # a new chunk: seen although the newest id had settled
+        for _ in range(200):
+            if not waiting():
+                break
+            await asyncio.sleep(0.05)
+        assert waiting() == 0
+    finally:
+        stop.set()
+        await task

@@ -62,10 +62,16 @@ def newest_chunk(engine: Engine) -> int:
 
 
 def embed_pending(
-    engine: Engine, vectors: ChunkVectors, *, source: str | None = None, limit: int = BATCH_CHUNKS
+    engine: Engine,
+    vectors: ChunkVectors,
+    *,
+    source: str | None = None,
+    limit: int = BATCH_CHUNKS,
+    newest_first: bool = True,
 ) -> int:
     """Embeds up to ``limit`` chunks that have no vectors yet (of ``source``, or of any), newest
-    first; how many got their vectors (0: none was waiting, or no embedder). Blocking."""
+    first (oldest first when not ``newest_first``: a command working beside a daemon takes the
+    other end); how many got their vectors (0: none was waiting, or no embedder). Blocking."""
     where = ~_HAS_VECTORS
     if source is not None:
         where = where & (CHUNKS.c.source == source)
@@ -73,7 +79,7 @@ def embed_pending(
         rows = conn.execute(
             select(CHUNKS.c.id, CHUNKS.c.heading, CHUNKS.c.text, CHUNKS.c.scope_key)
             .where(where)
-            .order_by(CHUNKS.c.id.desc())
+            .order_by(CHUNKS.c.id.desc() if newest_first else CHUNKS.c.id)
             .limit(limit)
         ).all()
     if not rows:
