@@ -94,7 +94,7 @@ def _index(wiring: Wiring, source: Source) -> SyncReport:
         out.print(printable(f"  skipped {problem}"))
     if len(report.problems) > 20:
         out.print(f"  … and {len(report.problems) - 20} more skipped")
-    if wiring.knowledge_vectors is not None and report.chunks_written:
+    if wiring.knowledge_vectors is not None:
         _embed_some(wiring, source.name)
     return report
 
