@@ -113,17 +113,20 @@ def _embed_some(wiring: Wiring, name: str) -> None:
     total, done = counts.pending, 0
     live = sys.stderr.isatty()
     began = time.monotonic()
-    while time.monotonic() - began < EMBED_HERE_S:
-        # oldest first: a running daemon embeds newest first, so the two do not meet early
-        step = embed_pending(wiring.engine, vectors, source=name, newest_first=False)
-        done += step
-        if not step and vectors.embedder() is None:
-            break  # the model cannot be loaded (the reason was logged)
-        if not (embedded_counts(wiring.engine).get(name) or counts).pending:
-            break
-        if live:
-            sys.stderr.write(f"\rembedding {name}: {done}/{total} chunks"[:100].ljust(100))
-            sys.stderr.flush()
+    try:
+        while time.monotonic() - began < EMBED_HERE_S:
+            # oldest first: a running daemon embeds newest first, so the two do not meet early
+            step = embed_pending(wiring.engine, vectors, source=name, newest_first=False)
+            done += step
+            if not step and vectors.embedder() is None:
+                break  # the model cannot be loaded (the reason was logged)
+            if not (embedded_counts(wiring.engine).get(name) or counts).pending:
+                break
+            if live:
+                sys.stderr.write(f"\rembedding {name}: {done}/{total} chunks"[:100].ljust(100))
+                sys.stderr.flush()
+    except KeyboardInterrupt:  # the source is indexed already: only the embedding stops
+        pass
     if live:
         sys.stderr.write("\n")
     left = (embedded_counts(wiring.engine).get(name) or counts).pending
