@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -195,6 +195,14 @@ def test_a_conversion_that_takes_too_long_is_stopped(
         ("guide.docx", "its conversion took longer than 0.001 s"),
         ("report.pdf", "its conversion took longer than 0.001 s"),
     ]
+    monkeypatch.setattr(documents, "CONVERT_S", 60.0)  # the machine is less busy later
+    source = store.get("docs")
+    assert source is not None
+    soon = Indexer(store).sync(source, now=T0 + timedelta(seconds=documents.RETRY_S - 1))
+    assert soon.changed == 0, "a file that timed out is not tried again at every check"
+    later = Indexer(store).sync(source, now=T0 + timedelta(seconds=documents.RETRY_S))
+    assert later.changed == 2, "but it is, a while later"
+    assert store.skipped("docs") == []
 
 
 def test_a_document_over_the_size_limit_is_not_read(

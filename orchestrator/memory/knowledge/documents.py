@@ -24,10 +24,12 @@ import os
 import re
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from orchestrator.core.html_text import html_text
+from orchestrator.core.models import assume_utc
 
 __all__ = [
     "CONVERT_MEMORY_BYTES",
@@ -35,11 +37,13 @@ __all__ = [
     "DOCUMENT_SUFFIXES",
     "MAX_DOCUMENT_BYTES",
     "PAGED_SUFFIXES",
+    "RETRY_S",
     "Unreadable",
     "converted",
     "is_document",
     "missing_extra",
     "retry_installed",
+    "retry_passing",
 ]
 
 DOCUMENT_SUFFIXES = (".pdf", ".docx")
@@ -79,6 +83,19 @@ def missing_extra(name: str) -> str | None:
     if module is None or importlib.util.find_spec(module) is not None:
         return None
     return f"{_NAMES[suffix]} needs the [documents] extra: pip install 'agent-arena[documents]'"
+
+
+RETRY_S = 600.0  # a conversion that failed for a passing reason is tried again this much later
+_PASSING = ("its conversion took longer than", "cannot start its conversion", "was stopped")
+
+
+def retry_passing(problem: str | None, indexed_at: datetime | None, now: datetime) -> bool:
+    """Whether a document whose conversion failed for a reason that may pass (a time limit on
+    a busy machine, a process that could not start or was stopped) is due to be tried again:
+    :data:`RETRY_S` after the failure, so that a file that always fails costs little."""
+    if not problem or indexed_at is None or not any(p in problem for p in _PASSING):
+        return False
+    return (now - assume_utc(indexed_at)).total_seconds() >= RETRY_S
 
 
 def retry_installed(name: str, problem: str | None) -> bool:

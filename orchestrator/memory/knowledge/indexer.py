@@ -42,6 +42,7 @@ from orchestrator.memory.knowledge.documents import (
     converted,
     is_document,
     retry_installed,
+    retry_passing,
 )
 from orchestrator.memory.knowledge.store import KnowledgeStore, Source
 from orchestrator.memory.knowledge.tables import CHUNKS, FILES, SOURCES, VECTORS, knowledge_key
@@ -188,6 +189,7 @@ class Indexer:
             return  # gone since the walk: the next pass removes it
         fresh = known is not None and not report.rebuilt
         fresh = fresh and not retry_installed(rel, known.problem)
+        fresh = fresh and not retry_passing(known.problem, known.indexed_at, now)
         if fresh and _unchanged(known, info) and time.time_ns() - info.st_mtime_ns > _RACY_NS:
             report.unchanged += 1
             return
