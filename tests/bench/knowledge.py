@@ -109,12 +109,30 @@ class Question:
 
 
 def load_questions(path: Path) -> list[Question]:
+    """The questions of a JSONL file.
+
+    Raises:
+        ValueError: a line that is not an object with ``id``, ``question``, ``file`` and
+            ``lines`` ``[first, last]`` (its number and what is wrong).
+    """
     questions = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
             obj = json.loads(line)
-            first, last = obj["lines"]
-            questions.append(Question(obj["id"], obj["question"], obj["file"], first, last))
+            first, last = (int(x) for x in obj["lines"])
+            if not 1 <= first <= last:
+                raise ValueError(f"lines {first}-{last} are not a range from 1")
+            fields = (str(obj["id"]), str(obj["question"]), str(obj["file"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            what = f"no {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise ValueError(
+                f"{path}:{n}: want {{id, question, file, lines: [first, last]}} ({what})"
+            ) from None
+        questions.append(Question(*fields, first, last))
+    if not questions:
+        raise ValueError(f"{path}: no questions")
     return questions
 
 
@@ -687,13 +705,20 @@ def parse_args() -> argparse.Namespace:
         parser.error(f"--questions: no file {args.questions}")
     if args.searches < 1 or any(size < 1 for size in args.scale):
         parser.error("--searches and the --scale sizes must be at least 1")
+    try:
+        args.loaded = load_questions(args.questions)
+    except (ValueError, OSError) as exc:
+        parser.error(f"--questions: {exc}")
+    absent = [q.qid for q in args.loaded if not (args.docs / q.file).is_file()]
+    if absent:
+        parser.error(f"--questions: {len(absent)} name a file not in --docs (first: {absent[0]})")
     return args
 
 
 def main() -> int:
     args = parse_args()
     machine = f"{os.cpu_count()} cores, Python {platform.python_version()}"
-    questions = load_questions(args.questions)
+    questions: list[Question] = args.loaded
     began = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="arena-knowledge-") as tmp:
         folder = Path(tmp) / "docs"

@@ -4,6 +4,7 @@ resolve (a benchmark is run by hand, so nothing else would notice one broken by 
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 
@@ -30,3 +31,29 @@ def test_each_benchmark_imports(bench: Path) -> None:
         del sys.modules[spec.name]
     if bench.stem not in HELPERS:
         assert callable(getattr(module, "main", None)), f"{bench.name} has no main()"
+
+
+@pytest.mark.parametrize(
+    ("lines", "said"),
+    [
+        ('{"id": "a", "question": "q", "file": "config.md"}', "1: want {id, question"),
+        ('{"id": "a", "question": "q", "file": "config.md", "lines": [9, 2]}', "not a range"),
+        ("not json", "1: want {id, question"),
+        ('{"id": "a", "question": "q", "file": "none.md", "lines": [1, 2]}', "not in --docs"),
+        ("", "no questions"),
+    ],
+    ids=["no-lines", "reversed", "not-json", "absent-file", "empty"],
+)
+def test_the_knowledge_bench_refuses_bad_questions_in_one_line(
+    lines: str, said: str, tmp_path: Path
+) -> None:
+    """A held-out question set with a mistake is named, line and all, before any work."""
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text(lines + "\n", encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(REPO / "tests/bench/knowledge.py"), "--questions", str(questions)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert said in done.stderr
+    assert "Traceback" not in done.stderr
