@@ -19,8 +19,9 @@ from orchestrator.memory.knowledge.embedding import Embedded, embed_pending, emb
 from orchestrator.memory.knowledge.indexer import Indexer
 from orchestrator.memory.knowledge.store import KnowledgeStore, Source, turn_scopes
 from orchestrator.memory.knowledge.vectors import WINDOW_CHARS, ChunkVectors, chunk_windows
-from orchestrator.memory.recall.passages import find_passages, ranked_candidates
+from orchestrator.memory.recall.passages import MEANING_VETO, find_passages, ranked_candidates
 from orchestrator.memory.recall.values import RecallConfig
+from orchestrator.memory.session.fts import query_terms
 from tests.databases import on_each_database
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
@@ -225,3 +226,19 @@ def test_a_turn_is_compared_with_each_scope_it_sees_and_no_other(
     assert paths == {"docs/tasks.md", "shared/mail.md", "docs/config.md"}
     assert {h.path for h in store.by_ids([i for i, _ in other]).values()} == {"shared/mail.md"}
     assert demo == sorted(demo, key=lambda pair: -pair[1])
+
+
+def test_a_chunk_its_words_found_but_far_in_meaning_is_left_out(engine: Engine, docs: Path):
+    store, vectors, _ = _indexed(engine, docs)
+    question = "which file sends the greeting email?"
+    scopes = turn_scopes("demo", "dev")
+    by_words = {h.path for h in store.search(query_terms(question), scopes, 10)}
+    assert by_words == {"docs/config.md", "docs/tasks.md"}  # "file" is in the config's text
+    ranked = ranked_candidates(store, question, scopes, 10, vectors)
+    assert [c.hit.path for c in ranked] == ["docs/tasks.md"]  # the config means another thing
+    assert ranked[0].cosine > MEANING_VETO
+    close, known = vectors.compared(question, scopes, 10, [h.id for h in store.chunks("docs")])
+    assert {chunk_id for chunk_id, _ in close} <= set(known)
+    assert all(known[c.id] < MEANING_VETO for c in store.chunks("docs") if "UTF-8" in c.text)
+    without = ranked_candidates(store, question, scopes, 10, ChunkVectors(engine, lambda: None))
+    assert {c.hit.path for c in without} == by_words  # no vectors: nothing is left out

@@ -128,28 +128,46 @@ class ChunkVectors:
     ) -> list[tuple[int, float]]:
         """The ``limit`` chunks of ``scopes`` closest in meaning to ``question``: (chunk id,
         cosine similarity), closest first; [] without an embedder or vectors."""
+        return self.compared(question, scopes, limit)[0]
+
+    def compared(
+        self,
+        question: str,
+        scopes: Sequence[tuple[str, str]],
+        limit: int,
+        among: Sequence[int] = (),
+    ) -> tuple[list[tuple[int, float]], dict[int, float]]:
+        """:meth:`closest`, and the cosine similarity of each chunk of ``among`` that has
+        vectors (found by other means: how close in meaning they are too)."""
         embedder = self.embedder()
         if embedder is None or limit <= 0:
-            return []
+            return [], {}
         held = [self._matrix(knowledge_key(scope, scope_id)) for scope, scope_id in scopes]
         held = [(ids, matrix) for ids, matrix in held if ids]
         if not held:
-            return []
+            return [], {}
         numpy = importlib.import_module("numpy")
         query = numpy.asarray(embedder.embed([question])[0], dtype=numpy.float32)
         norm = float(numpy.linalg.norm(query))
         if norm == 0.0:
-            return []
+            return [], {}
         query /= norm
+        wanted = numpy.asarray(list(among), dtype=numpy.int64)
         closest: dict[int, float] = {}  # a chunk's closest window stands for it
+        known: dict[int, float] = {}
         for ids, matrix in held:
             sims = matrix @ query
             for row in numpy.argsort(-sims)[: limit * 4]:
                 chunk_id, cosine = ids[int(row)], float(sims[int(row)])
                 if cosine > closest.get(chunk_id, -2.0):
                     closest[chunk_id] = cosine
+            if len(wanted):
+                for row in numpy.flatnonzero(numpy.isin(numpy.asarray(ids), wanted)):
+                    chunk_id, cosine = ids[int(row)], float(sims[int(row)])
+                    if cosine > known.get(chunk_id, -2.0):
+                        known[chunk_id] = cosine
         ranked = sorted(closest.items(), key=lambda pair: (-pair[1], pair[0]))
-        return ranked[:limit]
+        return ranked[:limit], known
 
     def _matrix(self, key: str) -> tuple[list[int], Any]:
         """The vectors of one scope (its chunk ids, one row each), held once per scope and

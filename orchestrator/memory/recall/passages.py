@@ -6,9 +6,11 @@ A passage's relevance is recall's text relevance (BM25 relative to the best hit,
 the share of the query's words the chunk holds, its heading and path included); the relevance
 floor leaves out the weak ones. With embeddings on (:mod:`orchestrator.memory.knowledge.vectors`)
 the chunks closest in meaning are candidates too, the two orders fused by reciprocal rank, and a
-chunk close enough in meaning (cosine at least :data:`MEANING_FLOOR`) passes the floor. A chunk
-larger than the tokens left is given in part (:func:`fitted`: the lines that hold most of the
-query's words, with their own locator) rather than left out; the limit counts a passage as the
+chunk close enough in meaning (cosine at least :data:`MEANING_FLOOR`) passes the floor, while a
+chunk its words found but whose meaning is far (cosine below :data:`MEANING_VETO`, a word used
+in another sense) is left out. A chunk larger than the tokens left is given in part
+(:func:`fitted`: the lines that hold most of the query's words, with their own locator) rather
+than left out; the limit counts a passage as the
 agent reads it (:func:`shown_tokens`), so that the passages given fit the recall budget. A
 passage ranks as a memory of confidence 0.9 (a trusted source) or 0.6 (an external one) would.
 Each passage says why it was found: the query's words it holds, its closeness in meaning.
@@ -29,6 +31,7 @@ from orchestrator.memory.session import fts
 
 __all__ = [
     "MEANING_FLOOR",
+    "MEANING_VETO",
     "MIN_PART_TOKENS",
     "RRF_K",
     "Candidate",
@@ -45,6 +48,7 @@ _TRUST_CONFIDENCE = {"trusted": 0.9, "external": 0.6}
 _COVERAGE_WEIGHT = 0.3
 RRF_K = 10
 MEANING_FLOOR = 0.3  # a chunk found by meaning alone passes the floor from this cosine
+MEANING_VETO = 0.15  # a chunk found by its words alone is left out below this cosine
 MIN_PART_TOKENS = 80  # a chunk larger than the room left is given in part from this room
 
 
@@ -186,7 +190,10 @@ def ranked_candidates(
     terms = fts.query_terms(query)
     hits = store.search(terms, scopes, limit)
     relevance = passage_relevance(terms, hits)
-    close = vectors.closest(query, scopes, limit) if vectors is not None else []
+    close: list[tuple[int, float]] = []
+    known: dict[int, float] = {}
+    if vectors is not None:
+        close, known = vectors.compared(query, scopes, limit, [hit.id for hit in hits])
     if not close:
         return [
             Candidate(hit=hit, similarity=sim, found=found, cosine=0.0, rank=-n)
@@ -196,7 +203,7 @@ def ranked_candidates(
     rank: dict[int, float] = {}
     for n, hit in enumerate(hits, 1):
         rank[hit.id] = 1 / (RRF_K + n)
-    cosines = dict(close)
+    cosines = known | dict(close)
     for n, (chunk_id, _) in enumerate(close, 1):
         rank[chunk_id] = rank.get(chunk_id, 0.0) + 1 / (RRF_K + n)
     missing = [chunk_id for chunk_id in cosines if chunk_id not in by_id]
@@ -205,6 +212,7 @@ def ranked_candidates(
     found = [
         Candidate(hit=h, similarity=sim, found=words, cosine=cosines.get(i, 0.0), rank=rank[i])
         for i, (h, sim, words) in by_id.items()
+        if cosines.get(i, 1.0) >= MEANING_VETO  # its words matched, but it means another thing
     ]
     found.sort(key=lambda c: (-c.rank, c.hit.id))
     return found
