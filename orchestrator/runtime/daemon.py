@@ -140,18 +140,21 @@ EMBEDDING = "knowledge-embedding"  # the lease of the daemon that embeds knowled
 
 
 def _keep_knowledge(
-    wiring: Wiring, leases: Leases, stop: asyncio.Event, poll_s: float
+    wiring: Wiring, leases: Leases, consumer: Consumer, stop: asyncio.Event, poll_s: float
 ) -> list[asyncio.Task[None]]:
     """The tasks that keep knowledge fresh: its files checked, and when embeddings are on its
     new chunks embedded, by one daemon of several (the holder of the :data:`EMBEDDING`
-    lease)."""
+    lease), more slowly while it has messages in hand."""
     tasks = [keep_fresh(wiring.indexer, stop, poll_s)]
     if wiring.knowledge_vectors is not None:
 
         async def ours() -> bool:
             return EMBEDDING in await leases.acquire([EMBEDDING], take=1)
 
-        tasks.append(keep_embedded(wiring.knowledge_vectors, stop, poll_s, ours))
+        def busy() -> bool:
+            return consumer.dispatcher.inflight > 0
+
+        tasks.append(keep_embedded(wiring.knowledge_vectors, stop, poll_s, ours, busy))
     return tasks
 
 
@@ -276,7 +279,7 @@ async def run(
             watch = None
             if acting is not None and approvals is not None:
                 watch = _watch_runs(acting, approvals, redis, stop)
-            fresh = _keep_knowledge(wiring, leases, stop, settings.knowledge_poll_s)
+            fresh = _keep_knowledge(wiring, leases, consumer, stop, settings.knowledge_poll_s)
             try:
                 await consumer.run(stop, coordinator)
             finally:

@@ -4,8 +4,9 @@ the next turn finds, and a removed file's chunks are gone. A pass over large sou
 times as long as it took before the next (a tenth of a core at most, whatever their size).
 
 When embeddings are on, the chunks that have no vectors yet are embedded beside it, a few at a
-time (:mod:`orchestrator.memory.knowledge.embedding`), each batch followed by a pause as long
-as it took: at most half the machine's time goes to it while turns go on."""
+time (:mod:`orchestrator.memory.knowledge.embedding`): while the daemon has messages in hand
+each batch is followed by a pause as long as it took (at most half a core goes to it while
+turns go on), and an idle daemon embeds batch after batch."""
 
 from __future__ import annotations
 
@@ -70,11 +71,14 @@ def keep_embedded(
     stop: asyncio.Event,
     poll_s: float,
     ours: Callable[[], Awaitable[bool]] | None = None,
+    busy: Callable[[], bool] | None = None,
 ) -> asyncio.Task[None]:
     """A task that embeds the chunks without vectors until ``stop`` is set: batch after batch
-    while some wait (each followed by a pause as long as it took), else a look every
-    ``poll_s`` seconds (at the newest chunk's id only, until it changes). With ``ours``, only
-    while it says the work is this daemon's (one daemon of several embeds)."""
+    while some wait, else a look every ``poll_s`` seconds (at the newest chunk's id only, until
+    it changes). After a batch it pauses as long as the batch took while ``busy`` says the
+    daemon has messages in hand (always, without ``busy``), so that turns keep most of the
+    machine; an idle daemon goes on at once. With ``ours``, only while it says the work is this
+    daemon's (one daemon of several embeds)."""
 
     async def embed() -> None:
         settled = -1  # the newest chunk when none was left to embed: until it changes, none is
@@ -88,7 +92,9 @@ def keep_embedded(
                     settled = -1 if done else newest
             except (OrchestratorError, SQLAlchemyError, OSError) as exc:
                 logger.warning("could not embed the knowledge chunks: %s", exc)
-            pause = time.monotonic() - started if done else poll_s
+            pause = poll_s
+            if done:
+                pause = time.monotonic() - started if busy is None or busy() else 0.0
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), pause)
 
