@@ -73,8 +73,16 @@ def test_the_embedder_is_the_model_when_its_weights_are_installed():
 
 @pytest.mark.parametrize(
     "weights",
-    [b"", b"abc", struct.pack("<Q", 10) + b"{not json", struct.pack("<Q", 10**12), b"{}"],
-    ids=["empty", "short", "bad-header", "huge-header", "no-tensors"],
+    [
+        b"",
+        b"abc",
+        struct.pack("<Q", 10) + b"{not json",
+        struct.pack("<Q", 10**12),
+        struct.pack("<Q", 2) + b"{}",
+        struct.pack("<Q", 2) + b"[]",
+        struct.pack("<Q", 13) + b'{"a": "text"}',
+    ],
+    ids=["empty", "short", "bad-header", "huge-header", "no-tensors", "a-list", "not-a-tensor"],
 )
 def test_damaged_weights_mean_no_embeddings_not_a_crash(
     weights: bytes,
@@ -87,9 +95,7 @@ def test_damaged_weights_mean_no_embeddings_not_a_crash(
     damaged = tmp_path / "model"
     damaged.mkdir()
     shutil.copyfile(folder / "vocab.txt", damaged / "vocab.txt")
-    (damaged / "model.safetensors").write_bytes(
-        weights if weights != b"{}" else struct.pack("<Q", 2) + b"{}"
-    )
+    (damaged / "model.safetensors").write_bytes(weights)
     monkeypatch.setattr("orchestrator.memory.model_files.model_folder", lambda: damaged)
     assert load_embedder() is None
     assert "embeddings are off: the model in" in caplog.text

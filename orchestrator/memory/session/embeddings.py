@@ -86,6 +86,6 @@ def load_embedder() -> Embedder | None:
         return None
     try:
         return MiniLM(folder)
-    except (OSError, ValueError, KeyError, struct.error) as exc:  # a damaged install: none
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, struct.error) as exc:
         logger.warning("embeddings are off: the model in %s cannot be read (%s)", folder, exc)
         return None
