@@ -88,12 +88,14 @@ def stop_arena(popen: subprocess.Popen[bytes], timeout_s: float) -> None:
             popen.wait(timeout=wait_s)
 
 
-def copy_workspaces(target: Path) -> None:
-    """The repository's identity files only: notes left by earlier runs are not copied."""
+def copy_workspaces(target: Path, *, memory: bool = False) -> None:
+    """The repository's identity files only (with ``memory``, their ``MEMORY.md`` too): notes
+    left by earlier runs are not copied. Copying into a folder copied before refreshes it."""
     for agent in sorted((REPO / "workspaces").iterdir()):
         if not agent.is_dir():
             continue
-        (target / agent.name).mkdir(parents=True)
+        (target / agent.name).mkdir(parents=True, exist_ok=True)
         for item in agent.iterdir():
-            if item.is_file() and item.suffix == ".md" and item.name != "MEMORY.md":
+            wanted = item.suffix == ".md" and (memory or item.name != "MEMORY.md")
+            if item.is_file() and wanted:
                 shutil.copy2(item, target / agent.name / item.name)

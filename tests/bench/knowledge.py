@@ -85,6 +85,7 @@ from orchestrator.memory.session.fts import fts5_phrase, query_terms  # noqa: E4
 from orchestrator.runtime.preview import next_trigger, preview  # noqa: E402
 from orchestrator.runtime.wiring import Wiring  # noqa: E402
 from orchestrator.settings import Settings, load_settings  # noqa: E402
+from tests.bench.daemon_env import copy_workspaces  # noqa: E402
 
 DATA = REPO / "tests" / "bench" / "data" / "knowledge"
 GROUP = "docs"
@@ -182,12 +183,7 @@ def _summary_ms(values_s: Sequence[float]) -> dict[str, float]:
 
 def _settings(folder: Path, embeddings: str = "auto") -> Settings:
     workspaces = folder / "workspaces"
-    for agent in sorted((REPO / "workspaces").iterdir()):
-        if agent.is_dir():
-            (workspaces / agent.name).mkdir(parents=True, exist_ok=True)
-            for item in agent.iterdir():
-                if item.is_file() and item.suffix == ".md":
-                    shutil.copy2(item, workspaces / agent.name / item.name)
+    copy_workspaces(workspaces, memory=True)
     (folder / "data").mkdir(parents=True, exist_ok=True)
     return load_settings(
         data_dir=folder / "data",

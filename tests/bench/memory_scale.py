@@ -61,7 +61,6 @@ import json
 import os
 import platform
 import random
-import shutil
 import sys
 import tempfile
 import time
@@ -92,6 +91,7 @@ from orchestrator.memory.transactions import writing  # noqa: E402
 from orchestrator.memory.writer import Origin  # noqa: E402
 from orchestrator.runtime.wiring import Wiring  # noqa: E402
 from orchestrator.settings import Settings, load_settings  # noqa: E402
+from tests.bench.daemon_env import copy_workspaces  # noqa: E402
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 GROUPS = 200
@@ -648,12 +648,7 @@ def _label(size: int) -> str:
 
 def _settings(folder: Path, database: str = "arena.db") -> Settings:
     workspaces = folder / "workspaces"
-    for agent in sorted((REPO / "workspaces").iterdir()):
-        if agent.is_dir():
-            (workspaces / agent.name).mkdir(parents=True, exist_ok=True)
-            for item in agent.iterdir():
-                if item.is_file() and item.suffix == ".md":
-                    shutil.copy2(item, workspaces / agent.name / item.name)
+    copy_workspaces(workspaces, memory=True)
     return load_settings(
         data_dir=folder / "data",
         agents_dir=REPO / "agents",
