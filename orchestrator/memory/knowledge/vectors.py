@@ -99,7 +99,7 @@ class ChunkVectors:
         self._loaded = False
         self._lock = threading.Lock()
         # a scope's key -> (when checked, (count, newest id), ids, matrix): once per scope
-        self._held: dict[str, tuple[float, tuple[int, int], list[int], Any]] = {}
+        self._held: dict[str, tuple[float, tuple[int, int], Any, Any]] = {}
 
     def embedder(self) -> Embedder | None:
         """The embedder, loaded on first use (None when it cannot be)."""
@@ -143,7 +143,7 @@ class ChunkVectors:
         if embedder is None or limit <= 0:
             return [], {}
         held = [self._matrix(knowledge_key(scope, scope_id)) for scope, scope_id in scopes]
-        held = [(ids, matrix) for ids, matrix in held if ids]
+        held = [(ids, matrix) for ids, matrix in held if len(ids)]
         if not held:
             return [], {}
         numpy = importlib.import_module("numpy")
@@ -158,20 +158,20 @@ class ChunkVectors:
         for ids, matrix in held:
             sims = matrix @ query
             for row in numpy.argsort(-sims)[: limit * 4]:
-                chunk_id, cosine = ids[int(row)], float(sims[int(row)])
+                chunk_id, cosine = int(ids[row]), float(sims[row])
                 if cosine > closest.get(chunk_id, -2.0):
                     closest[chunk_id] = cosine
             if len(wanted):
-                for row in numpy.flatnonzero(numpy.isin(numpy.asarray(ids), wanted)):
-                    chunk_id, cosine = ids[int(row)], float(sims[int(row)])
+                for row in numpy.flatnonzero(numpy.isin(ids, wanted)):
+                    chunk_id, cosine = int(ids[row]), float(sims[row])
                     if cosine > known.get(chunk_id, -2.0):
                         known[chunk_id] = cosine
         ranked = sorted(closest.items(), key=lambda pair: (-pair[1], pair[0]))
         return ranked[:limit], known
 
-    def _matrix(self, key: str) -> tuple[list[int], Any]:
-        """The vectors of one scope (its chunk ids, one row each), held once per scope and
-        read again when they changed."""
+    def _matrix(self, key: str) -> tuple[Any, Any]:
+        """The vectors of one scope (its chunk ids as a numpy array, a row each), held once per
+        scope and read again when they changed."""
         now = self.clock()
         with self._lock:
             held = self._held.get(key)
@@ -189,14 +189,15 @@ class ChunkVectors:
                 rows = conn.execute(select(VECTORS.c.chunk_id, VECTORS.c.vector).where(where))
                 ids, matrix = self._read(rows)
         with self._lock:
-            if ids:
+            if len(ids):
                 self._held[key] = (now, version, ids, matrix)
             else:
                 self._held.pop(key, None)
         return ids, matrix
 
     @staticmethod
-    def _read(rows: Any) -> tuple[list[int], Any]:
+    def _read(rows: Any) -> tuple[Any, Any]:
+        """The chunk ids (a numpy array) and the matrix of their vectors, a row each."""
         numpy = importlib.import_module("numpy")
         ids: list[int] = []
         blobs: list[bytes] = []
@@ -204,6 +205,6 @@ class ChunkVectors:
             ids.append(int(chunk_id))
             blobs.append(bytes(blob))
         if not blobs:
-            return [], None
+            return numpy.zeros(0, dtype=numpy.int64), None
         matrix = numpy.frombuffer(b"".join(blobs), dtype=numpy.float32).reshape(len(blobs), -1)
-        return ids, matrix
+        return numpy.asarray(ids, dtype=numpy.int64), matrix
