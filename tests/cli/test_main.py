@@ -9,17 +9,35 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
 
 from orchestrator.cli.main import main
 from tests.arena_helpers import REPO, read_until, write_team
+from tests.waiting import block_until
 
 
 def _arena(*args: str, env: dict[str, str]) -> Result:
     """`arena ARGS` run in this process with the variables ``env`` set."""
     return CliRunner().invoke(main, list(args), env=env)
+
+
+def _status_once_acknowledged(env: dict[str, str]) -> dict[str, Any]:
+    """`arena status --json` once nothing is pending: a reply is published before its message
+    is acknowledged (nothing is lost if the daemon dies between), and the acknowledgement
+    follows within moments."""
+    reports: list[dict[str, Any]] = []
+
+    def acknowledged() -> bool:
+        status = _arena("status", "--json", env=env)
+        assert status.exit_code == 0, status.output
+        reports.append(json.loads(status.stdout))
+        return bool(reports[-1]["streams"]["pending"] == 0)
+
+    block_until(acknowledged, timeout_s=10, what="the message acknowledged")
+    return reports[-1]
 
 
 @pytest.mark.slow
@@ -73,10 +91,7 @@ def test_up_post_wait_history_and_clean_stop(tmp_path: Path, free_port: int):
             history = _arena("history", "demo", "--json", env=env)
             rows = [json.loads(line) for line in history.stdout.splitlines()]
             assert [r["sender"] for r in rows] == ["user", "architect"]
-            status = _arena("status", "--json", env=env)
-            assert status.exit_code == 0, status.output
-            report = json.loads(status.stdout)
-            assert report["streams"]["pending"] == 0
+            report = _status_once_acknowledged(env)
             assert report["groups"][0]["group"] == "demo"
             # From a shell whose settings name another port, check finds the broker in data/.
             elsewhere = {**env, "ARENA_MQTT_PORT": "1"}
