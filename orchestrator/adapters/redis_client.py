@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeAlias, TypeVar
 
+import hiredis
 import redis
 import redis.asyncio
 from redis.backoff import ExponentialBackoff
@@ -107,8 +108,37 @@ def connect_pool(url: str, *, max_connections: int, timeout_s: float) -> AsyncCo
     """The daemon's pool: at most ``max_connections``; a command waits (up to ``timeout_s``)
     for a free connection rather than fail when every one is busy (hundreds of groups in
     flight at once)."""
-    return redis.asyncio.Redis.from_pool(
-        redis.asyncio.BlockingConnectionPool.from_url(
-            url, max_connections=max_connections, timeout=timeout_s, socket_timeout=timeout_s
-        )
+    pool = redis.asyncio.BlockingConnectionPool.from_url(
+        url, max_connections=max_connections, timeout=timeout_s, socket_timeout=timeout_s
     )
+    pool.connection_class = _packed_by_hiredis(pool.connection_class)
+    return redis.asyncio.Redis.from_pool(pool)
+
+
+_Connection: TypeAlias = type[redis.asyncio.connection.AbstractConnection]
+_PACKED: dict[str, _Connection] = {}
+
+
+def _packed_by_hiredis(base: _Connection) -> _Connection:
+    """``base`` packing its commands with hiredis, in C, as redis-py's blocking connections
+    do: its asyncio connections pack them in Python, which took a few percent of the daemon's
+    CPU (a reply's publication is one command of many arguments)."""
+
+    def pack_command(self: Any, *args: Any) -> list[bytes]:
+        if isinstance(args[0], str):
+            args = (*args[0].encode().split(), *args[1:])
+        elif b" " in args[0]:
+            args = (*args[0].split(), *args[1:])
+        try:
+            return [hiredis.pack_command(args)]
+        except TypeError:  # hiredis takes bytes, not their views
+            args = tuple(bytes(a) if isinstance(a, bytearray | memoryview) else a for a in args)
+        try:
+            return [hiredis.pack_command(args)]
+        except (TypeError, UnicodeError) as exc:
+            raise redis.DataError(str(exc)) from exc
+
+    name = f"Hiredis{base.__name__}"
+    if name not in _PACKED:  # one class for each of redis-py's (TCP, TLS, Unix socket)
+        _PACKED[name] = type(name, (base,), {"pack_command": pack_command})
+    return _PACKED[name]

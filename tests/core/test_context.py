@@ -314,3 +314,51 @@ def test_kept_recalled_lines_carry_their_tokens_and_follow_the_memory():
     changed = recall_items([_Ref(1, "we use JWT and refresh tokens")], [], "UTC", counter, lines)
     assert changed[0].text.endswith("we use JWT and refresh tokens")
     assert changed[0].tokens == counter.count(changed[0].text) > first[0].tokens
+
+
+class _Said:
+    """A stored message as recall shows it."""
+
+    def __init__(self, id: str, sender: str, text: str) -> None:
+        self.id, self.sender, self.text, self.created_at = id, sender, text, T0
+
+
+class _Recalled:
+    """A recalled message, shaped as recall returns it."""
+
+    def __init__(self, said: _Said, previous: _Said | None = None, question: str = "") -> None:
+        self.said, self.previous, self.question, self.score = said, previous, question, 1.0
+
+
+def test_kept_recalled_messages_carry_their_tokens_and_follow_what_they_are_made_of():
+    """A recalled message's line is kept with its tokens: recalled again (its objects read
+    afresh), the same line, not counted again; a changed text, sender or question, or
+    another time zone, makes a new line, counted anew."""
+    # The counter keeps one count: what it counted before is not why nothing is counted again.
+    counter, lines = TokenCounter(remember=1), Bounded[Hashable, tuple[str, int]](8)
+    fresh = TokenCounter()
+    question = _Said("m1", "alex", "which database do we use?")
+
+    def recalled(text: str = "Postgres, since March", asker: str = "alex", tz: str = "UTC"):
+        said = _Recalled(_Said("m2", "architect", text), _Said("m1", asker, question.text),
+                         question.text)  # fmt: skip
+        return recall_items([], [said], tz, counter, lines)
+
+    first = recalled()
+    assert first[0].text.endswith(
+        "said by architect on 2026-03-01 12:00 (message m2), answering alex's "
+        '"which database do we use?": Postgres, since March'
+    )
+    assert first[0].tokens == fresh.count(first[0].text)
+    counter.count("something else")
+    calls = counter.calls
+    assert recalled() == first
+    assert counter.calls == calls  # neither made nor counted again
+    for changed in (
+        recalled(text="Postgres, since April"),
+        recalled(asker="sam"),
+        recalled(tz="Europe/Paris"),
+    ):
+        assert changed[0].text != first[0].text
+        assert changed[0].tokens == fresh.count(changed[0].text)
+    assert counter.calls == calls + 3

@@ -178,6 +178,21 @@ def _said_lines(ref: SaidReference, tz: str) -> str:
     return _said_line(ref.said, tz, f', answering {ref.previous.sender}\'s "{asked}"')
 
 
+def _said_item(ref: SaidReference, tz: str, lines: Lines, counter: TokenCounter) -> tuple[str, int]:
+    """A recalled message's line and its tokens, kept in ``lines`` by all it is made of: in a
+    long group the same messages are recalled turn after turn, and counting their tokens
+    again was most of what recall cost a turn."""
+    said, previous = ref.said, ref.previous
+    asker = None if previous is None or not ref.question else previous.sender
+    key = ("said", said.id, said.sender, said.created_at, said.text, asker, ref.question, tz)
+    line = lines.get(key)
+    if line is None:
+        text = _said_lines(ref, tz)
+        line = (text, counter.count(text))
+        lines.put(key, line)
+    return line
+
+
 def _passage_text(known: Known) -> str:
     """A passage as the agent reads it: its header, then each line quoted with ``> ``."""
     section = f", section: {' '.join(known.heading.split())}" if known.heading else ""
@@ -201,11 +216,11 @@ def recall_items(
     for r in recalled:
         line, tokens = _reference_line(r, kept, counter)
         items.append(RecallItem(id=str(r.id), text=line, tokens=tokens, score=r.score))
-    items += [
-        RecallItem(id=_said_id(r), text=line, tokens=counter.count(line), score=r.score)
-        for r in said
-        for line in [_said_lines(r, tz)]
-    ]
+    for message in said:
+        line, tokens = _said_item(message, tz, kept, counter)
+        items.append(
+            RecallItem(id=_said_id(message), text=line, tokens=tokens, score=message.score)
+        )
     for k in known:
         text = _passage_text(k)
         items.append(RecallItem(id=k.key, text=text, tokens=counter.count(text), score=k.score))
