@@ -73,6 +73,9 @@ class MqttPublisher:
                 identifier = f"arena-{os.getpid()}-{id(self):x}"
                 client_args = self._address.client_args()
                 async with aiomqtt.Client(**client_args, identifier=identifier) as client:
+                    # aiomqtt warns of each call beyond ten awaiting the broker: a window's
+                    # are, by design (a WARNING line for each reply, and its cost).
+                    client.pending_calls_threshold = WINDOW
                     if not self.connected:
                         logger.info("mqtt connected to %s", self._address.where)
                     self.connected = True
