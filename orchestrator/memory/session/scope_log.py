@@ -267,6 +267,12 @@ def _note(
         conn.info[_FLAG] = True
 
 
+def note_write(conn: Connection) -> None:
+    """Count a write to memory entries or pins that ``conn`` ran past SQLAlchemy (straight
+    through the driver) as this process's, as a statement through it is counted."""
+    conn.info[_FLAG] = True
+
+
 @event.listens_for(Engine, "commit")
 def _committing(conn: Connection) -> None:
     if conn.info.get(_FLAG):

@@ -12,15 +12,16 @@ would give it. Other databases keep SQLAlchemy's path (the functions return None
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import JSON, Column
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql import ClauseElement
 from sqlmodel.sql.sqltypes import UTCDateTime
 
-__all__ = ["SqliteRows"]
+__all__ = ["SqliteRows", "SqliteStatement"]
 
 # More ids than this go the SQLAlchemy way (SQLite limits a statement's parameters).
 _MOST_IDS = 500
@@ -89,6 +90,52 @@ class SqliteRows:
 
     def _rows(self, conn: Connection, sql: str, params: Sequence[Any]) -> list[dict[str, Any]]:
         return [self.convert(values) for values in _driver(conn).execute(sql, tuple(params))]
+
+
+class SqliteStatement:
+    """A statement built once, run on SQLite straight through the driver: compiled by
+    SQLAlchemy once, its values bound by the very functions SQLAlchemy binds them with (a time
+    stored as SQLAlchemy stores it, JSON as it writes it), its rows given as the driver reads
+    them. What a memory write runs at every turn that saves one: through SQLAlchemy, each of
+    its statements cost several times the statement itself.
+
+    A statement that writes must be marked as this process's memory write by the caller
+    (:func:`orchestrator.memory.session.scope_log.note_write`): SQLAlchemy's events do not
+    see it.
+    """
+
+    def __init__(self, statement: ClauseElement) -> None:
+        self._statement = statement
+        self._compiled: Any = None
+        self._binds: tuple[tuple[str, Callable[[Any], Any] | None], ...] = ()
+
+    def _compile(self, conn: Connection) -> Any:
+        return self._statement.compile(dialect=conn.dialect)  # an SQLCompiler: Any to mypy
+
+    def rows(self, conn: Connection, params: Mapping[str, Any]) -> list[tuple[Any, ...]] | None:
+        """The statement's rows for ``params`` (by the names of its bound parameters), in the
+        transaction of ``conn`` (None: not SQLite; run it through SQLAlchemy)."""
+        if conn.dialect.name != "sqlite":
+            return None
+        compiled = self._compiled
+        if compiled is None:
+            compiled = self._compile(conn)
+            self._binds = tuple(
+                (
+                    name,
+                    compiled.binds[name]
+                    .type.dialect_impl(conn.dialect)
+                    .bind_processor(conn.dialect),
+                )
+                for name in compiled.positiontup or ()
+            )
+            self._compiled = compiled
+        given = compiled.construct_params(dict(params))
+        values = tuple(
+            given[name] if process is None else process(given[name])
+            for name, process in self._binds
+        )
+        return list(_driver(conn).execute(compiled.string, values))
 
 
 def _driver(conn: Connection) -> Any:

@@ -15,7 +15,9 @@ from typing import Any
 
 from sqlalchemy import bindparam, case, insert, literal, or_, select, update
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import NoResultFound
 
+from orchestrator.memory.session import scope_log
 from orchestrator.memory.session.embeddings import DUPLICATE_SIMILARITY, cosine, unpack
 from orchestrator.memory.session.entries import (
     ENTRIES,
@@ -27,6 +29,7 @@ from orchestrator.memory.session.entries import (
     to_record,
 )
 from orchestrator.memory.session.records import MemoryRecord, NewMemory, WriteOutcome, normalise
+from orchestrator.memory.session.sqlite_rows import SqliteRows, SqliteStatement
 
 __all__ = ["Retry", "VectorCache", "write_in"]
 
@@ -39,7 +42,7 @@ _V = VECTORS
 _ACTIVE_IN_SCOPE = (
     (_T.c.scope == bindparam("scope")) & (_T.c.scope_id == bindparam("scope_id")) & IS_ACTIVE
 )
-_SAME_TEXT = select(_T.c.id).where(_ACTIVE_IN_SCOPE, _T.c.norm_hash == bindparam("norm_hash"))
+_SAME_TEXT = select(_T).where(_ACTIVE_IN_SCOPE, _T.c.norm_hash == bindparam("norm_hash"))
 _SAME_KEY = select(_T).where(_ACTIVE_IN_SCOPE, _T.c.key == bindparam("key"))
 _INSERT = insert(_T)
 _BY_ID = select(_T).where(_T.c.id == bindparam("id"))
@@ -60,6 +63,12 @@ _REINFORCE = (
     )
     .returning(*_T.c)
 )
+# On SQLite, the statements of a memory saved again (the most frequent write) go straight to
+# the driver: through SQLAlchemy they cost several times their own work.
+_ROWS = SqliteRows(list(_T.c))
+_FAST_SAME_TEXT = SqliteStatement(_SAME_TEXT)
+_FAST_BY_ID = SqliteStatement(_BY_ID)
+_FAST_REINFORCE = SqliteStatement(_REINFORCE)
 
 
 class Retry(Exception):
@@ -119,12 +128,12 @@ def write_in(
     norm = normalise(new.content)
     values = new_row(new, norm)
     scope = {"scope": new.scope, "scope_id": new.scope_id}
-    same = conn.execute(_SAME_TEXT, {**scope, "norm_hash": values["norm_hash"]}).first()
-    duplicate = same[0] if same else None
-    if duplicate is None and vector is not None:
+    same = _same_text(conn, {**scope, "norm_hash": values["norm_hash"]})
+    if same is None and vector is not None:
         duplicate = cache.duplicate(conn, new.scope, new.scope_id, unpack(vector))
-    if duplicate is not None:
-        return WriteOutcome(action="reinforced", record=_reinforce(conn, duplicate, new))
+        same = None if duplicate is None else _get(conn, duplicate)
+    if same is not None:
+        return WriteOutcome(action="reinforced", record=_reinforce(conn, same, new))
     previous = None
     if new.key is not None:
         old = conn.execute(_SAME_KEY, {**scope, "key": new.key}).mappings().first()
@@ -144,8 +153,7 @@ def write_in(
     return WriteOutcome(action="superseded", record=record, previous=previous)
 
 
-def _reinforce(conn: Connection, entry_id: int, new: NewMemory) -> MemoryRecord:
-    current = _get(conn, entry_id)
+def _reinforce(conn: Connection, current: MemoryRecord, new: NewMemory) -> MemoryRecord:
     seen = [current.source_message_id, *current.extra.get("reinforced_by", [])]
     if new.source_message_id is not None and new.source_message_id in seen:
         # The same message again (a turn replayed after a crash): nothing new learnt.
@@ -154,7 +162,7 @@ def _reinforce(conn: Connection, entry_id: int, new: NewMemory) -> MemoryRecord:
     if new.source_message_id is not None:
         extra["reinforced_by"] = [*seen[1:], new.source_message_id][-50:]
     params = {
-        "entry_id": entry_id,
+        "entry_id": current.id,
         "seen_at": db_time(new.now),
         "offered": new.confidence,
         "verified_now": new.verified,
@@ -162,6 +170,12 @@ def _reinforce(conn: Connection, entry_id: int, new: NewMemory) -> MemoryRecord:
     }
     # The count and confidence are worked out by the database, so that concurrent
     # reinforcements of one entry each count (the row is locked by the first).
+    fast = _FAST_REINFORCE.rows(conn, params)
+    if fast is not None:
+        scope_log.note_write(conn)
+        if not fast:
+            raise Retry
+        return to_record(_ROWS.convert(fast[0]))
     row = conn.execute(_REINFORCE, params).mappings().first()
     if row is None:
         raise Retry
@@ -180,4 +194,19 @@ def _supersede(conn: Connection, entry_id: int, now: datetime) -> MemoryRecord:
 
 
 def _get(conn: Connection, entry_id: int) -> MemoryRecord:
+    fast = _FAST_BY_ID.rows(conn, {"id": entry_id})
+    if fast is not None:
+        if len(fast) != 1:
+            raise NoResultFound(f"no memory entry {entry_id}")
+        return to_record(_ROWS.convert(fast[0]))
     return to_record(conn.execute(_BY_ID, {"id": entry_id}).mappings().one())
+
+
+def _same_text(conn: Connection, params: dict[str, Any]) -> MemoryRecord | None:
+    """The active entry of the scope with the same normalised text, if any (on SQLite,
+    through the driver)."""
+    rows = _FAST_SAME_TEXT.rows(conn, params)
+    if rows is not None:
+        return to_record(_ROWS.convert(rows[0])) if rows else None
+    row = conn.execute(_SAME_TEXT, params).mappings().first()
+    return None if row is None else to_record(row)
