@@ -41,13 +41,13 @@ A new version of an agent's ``MEMORY.md`` is announced on ``arena/agents/{agent}
 
 from __future__ import annotations
 
-import json
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
+from orchestrator.core.json_text import json_bytes
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.core.validation import (
     DEFAULT_SENDER,
@@ -355,7 +355,7 @@ class Outbound:
         data: dict[str, object] = dict(self.fields())
         data["hop"] = self.hop
         data["replies"] = self.replies
-        return json.dumps(data, ensure_ascii=False).encode("utf-8")
+        return json_bytes(data)
 
     @classmethod
     def from_fields(cls, fields: Mapping[str, str]) -> Outbound:

@@ -13,6 +13,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlmodel import SQLModel, create_engine
 
+from orchestrator.core.json_text import json_text
 from orchestrator.errors import ServiceError
 
 # The modules that define the tables, imported so that their metadata (and the installers of
@@ -61,7 +62,8 @@ def make_engine(url: str) -> Engine:
     """
     url = _normalise_url(url)
     is_sqlite = url.startswith("sqlite")
-    kwargs: dict[str, Any] = {}
+    # JSON columns written as the per-message paths past SQLAlchemy write them.
+    kwargs: dict[str, Any] = {"json_serializer": json_text}
     if is_sqlite:
         kwargs["connect_args"] = {"check_same_thread": False, "timeout": 10}
         # Enough pooled connections for the worker threads: new ones pay for the pragmas.

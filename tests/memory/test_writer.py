@@ -9,6 +9,7 @@ from zoneinfo import ZoneInfo
 
 from sqlalchemy import text
 
+from orchestrator.core.json_text import json_text
 from orchestrator.core.markers import parse_markers
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.memory.conversation.marker_entries import Rejected, Saved
@@ -126,7 +127,8 @@ GOLDEN_MANY = (
 def test_reply_meta_is_stored_byte_for_byte_as_before(tmp_path):
     """Saved (added, reinforced, appended), rejected and unreadable markers, and a reply
     whose lists were cut to size, stored through the real writer and history store: the
-    row's JSON text is what it has always been."""
+    row's JSON text holds what it has always held, key for key in the same order, written as
+    the package writes JSON (compact, UTF-8: ``core.json_text``)."""
     jwt = '{"type": "decision", "content": "We use JWT — signés, naïvely", "confidence": 0.9}'
     reply = (
         f"ok <!--SAVE_MEMORY:{jwt}--><!--SAVE_MEMORY:{jwt}-->"
@@ -168,7 +170,8 @@ def test_reply_meta_is_stored_byte_for_byte_as_before(tmp_path):
             stored = conn.execute(text("SELECT meta FROM messages ORDER BY seq")).scalars().all()
     finally:
         engine.dispose()
-    assert stored == [GOLDEN_REPLY, GOLDEN_MANY]
+    assert stored == [json_text(json.loads(GOLDEN_REPLY)), json_text(json.loads(GOLDEN_MANY))]
+    assert "We use JWT — signés, naïvely" in stored[0]
 
 
 def _saving(*contents: str) -> list:

@@ -11,7 +11,6 @@ statements built once.
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -19,6 +18,7 @@ from sqlalchemy import Insert, bindparam, update
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Engine
 
+from orchestrator.core.json_text import json_text
 from orchestrator.memory.conversation.rows import MESSAGES, WRITTEN, Closing, NewReply
 
 __all__ = ["RowWrites", "row_writes"]
@@ -73,8 +73,8 @@ class _SqliteWrites:
             _SQLITE_CLOSE,
             (
                 closing.status,
-                json.dumps(closing.route),
-                json.dumps(closing.meta),
+                json_text(closing.route),
+                json_text(closing.meta),
                 closing.message_id,
             ),
         )
@@ -84,7 +84,7 @@ def _sqlite_values(row: NewReply) -> list[Any]:
     values: list[Any] = list(row.values())
     values[_CREATED_AT] = values[_CREATED_AT].strftime("%Y-%m-%d %H:%M:%S.%f")
     for at in _JSON:
-        values[at] = json.dumps(values[at])
+        values[at] = json_text(values[at])
     return values
 
 

@@ -1,0 +1,31 @@
+"""JSON as the package writes it: compact, UTF-8, by orjson.
+
+Every message stores its reply's record as JSON and every reply is announced as JSON: the
+standard library's encoder took about 20 µs for a record of a kilobyte, orjson takes under 2.
+What it writes reads back the same with any JSON reader; keys that are not strings are written
+as strings, as the standard library does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+__all__ = ["json_bytes", "json_text"]
+
+_OPTIONS = orjson.OPT_NON_STR_KEYS
+
+
+def json_bytes(value: Any) -> bytes:
+    """``value`` as JSON, UTF-8 encoded.
+
+    Raises:
+        TypeError: ``value`` holds what JSON cannot hold (orjson's error is a TypeError).
+    """
+    return orjson.dumps(value, option=_OPTIONS)
+
+
+def json_text(value: Any) -> str:
+    """``value`` as JSON text (see :func:`json_bytes`)."""
+    return orjson.dumps(value, option=_OPTIONS).decode("utf-8")
