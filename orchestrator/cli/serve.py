@@ -91,8 +91,10 @@ def worker(settings: Settings, burst: bool, runs: bool) -> None:
     )
 
 
-# The collector's thresholds for the daemon (Python's own: 700, 10, 10).
-GC_THRESHOLDS = (10_000, 20, 20)
+# The collector's thresholds for the daemon (Python's own: 700, 10, 10). A turn makes tens of
+# thousands of objects, nearly all freed at once by their counts: the youngest generation is
+# looked at every 50,000 (at 10,000 the collector took 115-140 µs of a message, 52 so).
+GC_THRESHOLDS = (50_000, 20, 20)
 
 
 def settle_collector() -> None:
@@ -100,7 +102,7 @@ def settle_collector() -> None:
     a daemon will ever hold) is frozen out of the garbage collector's reach (``gc.freeze``),
     and the collector runs less often. With Python's thresholds it went over that whole heap
     every few hundred messages: a sixth of a message's CPU (``tests/bench/turn_cpu.py``: 640
-    µs of the collector per message, 115 µs so)."""
+    µs of the collector per message, about 50 µs so)."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
