@@ -180,8 +180,8 @@ def _said_lines(ref: SaidReference, tz: str) -> str:
 
 def _said_item(ref: SaidReference, tz: str, lines: Lines, counter: TokenCounter) -> tuple[str, int]:
     """A recalled message's line and its tokens, kept in ``lines`` by all it is made of: in a
-    long group the same messages are recalled turn after turn, and counting their tokens
-    again was most of what recall cost a turn."""
+    long group the same messages are recalled turn after turn (the counter's own memory of
+    texts is shared with every message and reply, and forgets them)."""
     said, previous = ref.said, ref.previous
     asker = None if previous is None or not ref.question else previous.sender
     key = ("said", said.id, said.sender, said.created_at, said.text, asker, ref.question, tz)
