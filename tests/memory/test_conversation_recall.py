@@ -408,3 +408,20 @@ def test_whether_a_word_is_common_is_counted_again_after_a_while(engine, monkeyp
     found = search()
     assert [score for _, score in found] == [0.5] * 6  # common: the newest holding it
     assert [i for i, _ in found] == [_message(n, "").id for n in range(5, -1, -1)]
+
+
+def test_many_hits_are_read_in_several_statements_all_of_them(engine, monkeypatch):
+    """More hits than one statement reads (SQLite limits its parameters) are read in several:
+    every hit and every message before one, none twice."""
+    monkeypatch.setattr(history_index, "_MOST_SEQS", 3)
+    store = HistoryStore(engine)
+    write_history(store, *(_message(n, f"deploy number {n}") for n in range(8)))
+    index = HistoryIndex(engine)
+    hits = index.search(["deploy"], group="plans", before_seq=None, limit=20)
+    assert sorted(said.text for said, _ in hits) == [f"deploy number {n}" for n in range(8)]
+    seqs = sorted(said.seq for said, _ in hits)
+    before = index.previous("plans", seqs)
+    # The first message has none before it; each other one has the message stored before.
+    assert {seq: said.text for seq, said in before.items()} == {
+        seqs[n + 1]: f"deploy number {n}" for n in range(7)
+    }

@@ -54,18 +54,22 @@ def _chat(store: HistoryStore, count: int) -> None:
 
 @contextmanager
 def _searches() -> Iterator[list[str]]:
-    """The statements that search the conversation's index, run by any engine meanwhile."""
+    """The statements that search the conversation's index, run by any connection opened
+    meanwhile (through SQLAlchemy or straight through the driver)."""
     seen: list[str] = []
 
-    def record(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+    def record(statement: str) -> None:
         if "history_fts MATCH" in statement:
             seen.append(statement)
 
-    event.listen(Engine, "before_cursor_execute", record)
+    def trace(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.set_trace_callback(record)
+
+    event.listen(Engine, "connect", trace)
     try:
         yield seen
     finally:
-        event.remove(Engine, "before_cursor_execute", record)
+        event.remove(Engine, "connect", trace)
 
 
 def _context(question: str) -> dict[str, Any]:

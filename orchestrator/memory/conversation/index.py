@@ -19,6 +19,7 @@ from sqlalchemy.engine import Connection, Engine
 from orchestrator.core.kept import Bounded
 from orchestrator.core.models import assume_utc
 from orchestrator.memory.conversation.indexing import INDEXED_KINDS_SQL, group_key
+from orchestrator.memory.quick import QuickReader
 from orchestrator.memory.session.fts import BODY_WEIGHT, META_WEIGHT, fts5_phrase, websearch_query
 
 __all__ = ["COMMON_MESSAGES", "COMMON_RECOUNT_S", "CONTEXT_WEIGHT", "HistoryIndex", "Said"]
@@ -47,19 +48,20 @@ CONTEXT_WEIGHT = 0.5
 COMMON_MESSAGES = 1000
 COMMON_RECOUNT_S = 60.0  # how long a word's count (common or not) is trusted
 _WORDS_KEPT = 65_536
-_COMMON = text(
-    "SELECT count(*) FROM (SELECT 1 FROM history_fts WHERE history_fts MATCH :term LIMIT :cap)"
-)
-_SQLITE_RANKED = text(f"""
+# SQLite's statements, run through the driver (``?`` placeholders): SQLAlchemy's handling of a
+# statement cost several times the statement itself (a search of a long group at every turn).
+_COMMON = "SELECT count(*) FROM (SELECT 1 FROM history_fts WHERE history_fts MATCH ? LIMIT ?)"
+_SQLITE_RANKED = f"""
     SELECT rowid AS seq,
         -bm25(history_fts, {BODY_WEIGHT}, {META_WEIGHT}, 0.0, {CONTEXT_WEIGHT}) AS score
-    FROM history_fts WHERE history_fts MATCH :match AND rowid < :before
-    ORDER BY score DESC, seq DESC LIMIT :limit
-""")
-_SQLITE_NEWEST = text(
-    "SELECT rowid FROM history_fts WHERE history_fts MATCH :match AND rowid < :before "
-    "ORDER BY rowid DESC LIMIT :limit"
+    FROM history_fts WHERE history_fts MATCH ? AND rowid < ?
+    ORDER BY score DESC, seq DESC LIMIT ?
+"""
+_SQLITE_NEWEST = (
+    "SELECT rowid FROM history_fts WHERE history_fts MATCH ? AND rowid < ? "
+    "ORDER BY rowid DESC LIMIT ?"
 )
+_MOST_SEQS = 500  # seqs read per statement (SQLite limits a statement's parameters)
 # ts_rank's weights of D, C (the context), B (the sender) and A (the text).
 _POSTGRES_RANKED = text(f"""
     SELECT m.seq, ts_rank('{{0.1, {CONTEXT_WEIGHT}, 0.4, 1.0}}', m.search_tsv, q.query, 1) AS score
@@ -70,24 +72,19 @@ _POSTGRES_RANKED = text(f"""
 """)
 
 
-def _newest(conn: Connection, match: str, before: int, limit: int) -> list[int]:
-    """The seqs of the newest ``limit`` messages that ``match``, newest first."""
-    params = {"match": match, "before": before, "limit": limit}
-    return [int(row[0]) for row in conn.execute(_SQLITE_NEWEST, params)]
-
-
-def _said(row: Any) -> Said:
-    created = row.created_at
+def _said(row: Sequence[Any]) -> Said:
+    """A row of :data:`_COLUMNS` (a time as SQLite stores it: text, in UTC)."""
+    seq, message_id, sender, kind, said, created, context = row
     if isinstance(created, str):
         created = datetime.fromisoformat(created)
     return Said(
-        id=row.id,
-        seq=int(row.seq),
-        sender=row.sender,
-        kind=row.kind,
-        text=row.text,
+        id=message_id,
+        seq=int(seq),
+        sender=sender,
+        kind=kind,
+        text=said,
         created_at=assume_utc(created),
-        context=row.context or "",
+        context=context or "",
     )
 
 
@@ -97,6 +94,7 @@ class HistoryIndex:
     def __init__(self, engine: Engine, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.engine = engine
         self._sqlite = engine.dialect.name == "sqlite"
+        self._quick = QuickReader(engine)  # SQLite's reads, through the driver
         self.clock = clock
         # Whether each word searched lately is common, and when that was counted.
         self._common: Bounded[str, tuple[bool, float]] = Bounded(_WORDS_KEPT)
@@ -110,16 +108,16 @@ class HistoryIndex:
         if not terms or limit <= 0:
             return []
         before = before_seq or 2**62
-        with self.engine.connect() as conn:
-            if self._sqlite:
-                scored = self._sqlite_search(conn, terms, group, before, limit)
-            else:
+        if self._sqlite:
+            scored = self._sqlite_search(terms, group, before, limit)
+        else:
+            with self.engine.connect() as conn:
                 scored = self._postgres_search(conn, terms, group, before, limit)
-            found = self._by_seq(conn, [seq for seq, _ in scored])
+        found = self._by_seq([seq for seq, _ in scored])
         return [(found[seq], score) for seq, score in scored if seq in found]
 
     def _sqlite_search(
-        self, conn: Connection, terms: Sequence[str], group: str, before: int, limit: int
+        self, terms: Sequence[str], group: str, before: int, limit: int
     ) -> list[tuple[int, float]]:
         """Ranked by BM25 over the words that are not in most messages. A question made only
         of such common words is answered by the newest messages that hold them all, then by
@@ -127,24 +125,28 @@ class HistoryIndex:
         (and count each word's messages in the whole store) to tell them apart by little."""
         quoted = [fts5_phrase(t) for t in terms]
         scope = f'scope : "{group_key(group)}"'
-        rare = self._rare(conn, quoted)
+        rare = self._rare(quoted)
         if rare:
             match = f"{scope} AND ({' OR '.join(rare)})"
-            params = {"match": match, "before": before, "limit": limit}
-            return [(int(r[0]), float(r[1])) for r in conn.execute(_SQLITE_RANKED, params)]
+            ranked = self._quick.rows(_SQLITE_RANKED, (match, before, limit))
+            return [(int(r[0]), float(r[1])) for r in ranked]
         # These hold the words themselves: the context's words count only beside rare ones.
         own = "{body meta} : "
         seqs: dict[int, float] = {}
         if len(quoted) > 1:
             every = f"{scope} AND {own}({' AND '.join(quoted)})"
-            seqs.update(dict.fromkeys(_newest(conn, every, before, limit), 1.0))
+            seqs.update(dict.fromkeys(self._newest(every, before, limit), 1.0))
         if len(seqs) < limit:
             some = f"{scope} AND {own}({' OR '.join(quoted)})"
-            for seq in _newest(conn, some, before, limit):
+            for seq in self._newest(some, before, limit):
                 seqs.setdefault(seq, 0.5)
         return list(seqs.items())[:limit]
 
-    def _rare(self, conn: Connection, quoted: Sequence[str]) -> list[str]:
+    def _newest(self, match: str, before: int, limit: int) -> list[int]:
+        """The seqs of the newest ``limit`` messages that ``match``, newest first."""
+        return [int(row[0]) for row in self._quick.rows(_SQLITE_NEWEST, (match, before, limit))]
+
+    def _rare(self, quoted: Sequence[str]) -> list[str]:
         """The terms in fewer than :data:`COMMON_MESSAGES` indexed messages (of any group):
         BM25 costs a pass over every message of each word searched, and a word found in
         thousands of messages adds little to the ranking (the relevance of what is found
@@ -155,7 +157,7 @@ class HistoryIndex:
         for term in quoted:
             known = self._common.get(term)
             if known is None or now - known[1] >= COMMON_RECOUNT_S:
-                found = conn.execute(_COMMON, {"term": term, "cap": COMMON_MESSAGES}).scalar_one()
+                found = self._quick.rows(_COMMON, (term, COMMON_MESSAGES))[0][0]
                 known = (found >= COMMON_MESSAGES, now)
                 self._common.put(term, known)
             if not known[0]:
@@ -174,35 +176,33 @@ class HistoryIndex:
         }
         return [(int(r[0]), float(r[1])) for r in conn.execute(_POSTGRES_RANKED, params)]
 
-    @staticmethod
-    def _by_seq(conn: Connection, seqs: Sequence[int]) -> dict[int, Said]:
-        if not seqs:
-            return {}
-        marks = ", ".join(f":s{n}" for n in range(len(seqs)))
-        rows = conn.execute(
-            text(f"SELECT {_COLUMNS} FROM messages WHERE seq IN ({marks})"),
-            {f"s{n}": seq for n, seq in enumerate(seqs)},
-        )
-        return {int(row.seq): _said(row) for row in rows}
+    def _by_seq(self, seqs: Sequence[int]) -> dict[int, Said]:
+        found: dict[int, Said] = {}
+        for start in range(0, len(seqs), _MOST_SEQS):
+            some = seqs[start : start + _MOST_SEQS]
+            marks = ", ".join("?" * len(some))
+            sql = f"SELECT {_COLUMNS} FROM messages WHERE seq IN ({marks})"
+            found.update((int(row[0]), _said(row)) for row in self._quick.rows(sql, some))
+        return found
 
     def previous(self, group: str, seqs: Sequence[int]) -> dict[int, Said]:
         """For each of ``seqs``, the group's message (not a notice) stored just before it
-        (read in one query)."""
-        if not seqs:
-            return {}
-        hits = " UNION ALL ".join(f"SELECT CAST(:s{n} AS bigint) AS hit" for n in range(len(seqs)))
-        sql = text(
-            f"SELECT hits.hit, {_PREVIOUS_COLUMNS} FROM ({hits}) AS hits "
-            f"JOIN messages AS m ON m.seq = ({_PREVIOUS_SEQ})"
-        )
-        params: dict[str, Any] = {f"s{n}": seq for n, seq in enumerate(seqs)}
-        params["group"] = group
-        with self.engine.connect() as conn:
-            return {int(row.hit): _said(row) for row in conn.execute(sql, params)}
+        (read in one query per :data:`_MOST_SEQS`)."""
+        found: dict[int, Said] = {}
+        for start in range(0, len(seqs), _MOST_SEQS):
+            some = seqs[start : start + _MOST_SEQS]
+            hits = " UNION ALL ".join("SELECT CAST(? AS bigint) AS hit" for _ in some)
+            sql = (
+                f"SELECT hits.hit, {_PREVIOUS_COLUMNS} FROM ({hits}) AS hits "
+                f"JOIN messages AS m ON m.seq = ({_PREVIOUS_SEQ})"
+            )
+            rows = self._quick.rows(sql, [*some, group])
+            found.update((int(row[0]), _said(row[1:])) for row in rows)
+        return found
 
 
 _PREVIOUS_COLUMNS = ", ".join(f"m.{column}" for column in _COLUMNS.split(", "))
 _PREVIOUS_SEQ = (
-    "SELECT p.seq FROM messages AS p WHERE p.group_id = :group AND p.seq < hits.hit "
+    "SELECT p.seq FROM messages AS p WHERE p.group_id = ? AND p.seq < hits.hit "
     f"AND p.kind IN {INDEXED_KINDS_SQL} ORDER BY p.seq DESC LIMIT 1"
 )
