@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -22,7 +23,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from orchestrator.core.batching import Coalescer
 
-__all__ = ["BatchedWrites", "InsertMany", "Staged", "WriteJob", "writing"]
+__all__ = ["BatchedWrites", "InsertMany", "QuickWriter", "Staged", "WriteJob", "writing"]
 
 T = TypeVar("T")
 
@@ -41,10 +42,94 @@ def writing(engine: Engine) -> Iterator[Connection]:
         with engine.begin() as conn:
             yield conn
         return
-    with _WRITE_LOCKS_GUARD:
-        lock = _WRITE_LOCKS.setdefault(engine, threading.Lock())
-    with lock, engine.begin() as conn:
+    with _write_lock(engine), engine.begin() as conn:
         yield conn
+
+
+def _write_lock(engine: Engine) -> threading.Lock:
+    with _WRITE_LOCKS_GUARD:
+        return _WRITE_LOCKS.setdefault(engine, threading.Lock())
+
+
+class QuickWriter:
+    """Write transactions that wait for nobody, for the few small writes the event loop makes
+    itself: on SQLite, with a connection kept for them (so it has the engine's settings),
+    when no other writer of this process or of another holds the database at that moment.
+
+    Handing a write to a worker thread costs more than the write: each of its statements
+    gives up the interpreter's lock, and the thread and the event loop pass it back and forth
+    dozens of times. Done here, a write that finds the database taken is not waited for: the
+    caller gets None and writes the usual way (:func:`writing`, in a thread). The connection
+    never checkpoints the write-ahead log (that syncs the database file to disk; other
+    connections do it), and is used by one thread at a time.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._sqlite = engine.dialect.name == "sqlite"
+        self._busy = threading.Lock()  # the connection's user
+        self._conn: Connection | None = None  # taken on first use
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Connection | None]:
+        """A write transaction holding the database, or None (nothing waited for): not
+        SQLite, or another writer holds it (committed at the end of the block, rolled back
+        when it raises)."""
+        if not self._sqlite or not self._busy.acquire(blocking=False):
+            yield None
+            return
+        try:
+            lock = _write_lock(self._engine)
+            if not lock.acquire(blocking=False):
+                yield None
+                return
+            try:
+                with self._begun() as conn:
+                    yield conn
+            finally:
+                lock.release()
+        finally:
+            self._busy.release()
+
+    @contextlib.contextmanager
+    def _begun(self) -> Iterator[Connection | None]:
+        conn = self._connection()
+        driver = _driver(conn)
+        try:
+            # Holds the database before anything is read: nothing read can change meanwhile.
+            driver.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError:  # another writer holds it (no busy timeout here)
+            yield None
+            return
+        try:
+            transaction = conn.begin()
+        except BaseException:
+            driver.rollback()
+            raise
+        with transaction:
+            yield conn
+
+    def _connection(self) -> Connection:
+        conn = self._conn
+        if conn is None or conn.closed or conn.invalidated:
+            conn = self._conn = self._engine.connect()
+            driver = _driver(conn)
+            driver.execute("PRAGMA busy_timeout=0")
+            driver.execute("PRAGMA wal_autocheckpoint=0")
+            # Closed, not given back to the pool with these settings, when the writer is gone.
+            weakref.finalize(self, _close, conn)
+        return conn
+
+
+def _driver(conn: Connection) -> Any:
+    return conn.connection.driver_connection
+
+
+def _close(conn: Connection) -> None:
+    with contextlib.suppress(Exception):
+        if not conn.closed:
+            conn.invalidate()
+            conn.close()
 
 
 WriteJob = Callable[[Connection], Any]

@@ -39,12 +39,14 @@ from orchestrator.memory.schema import (
     validate_memory,
     validate_personal,
 )
-from orchestrator.memory.session.records import Citation, NewMemory
+from orchestrator.memory.session.records import Citation, NewMemory, WriteOutcome
 from orchestrator.memory.session.store import SessionMemory
 
 __all__ = [
     "MAX_ENTRIES",
     "MAX_META_BYTES",
+    "Applied",
+    "Checkpoint",
     "MemoryWriter",
     "Origin",
     "WriteReport",
@@ -79,6 +81,25 @@ WriteResult = Saved | Rejected
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Checkpoint:
+    """A decision or task added, to be noted in the deciding agent's daily log."""
+
+    agent: str
+    draft: PersonalDraft
+    source: str
+    now: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Ready:
+    """A memory marker's entry, past the gate; its day's key and additions then."""
+
+    new: NewMemory
+    day: tuple[str, str, datetime]
+    written: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class WriteReport:
     """What became of each marker: ``saved`` and ``rejected`` entries, and the markers stored.
 
@@ -88,6 +109,14 @@ class WriteReport:
     saved: tuple[Saved, ...] = ()
     rejected: tuple[Rejected, ...] = ()
     stored: tuple[Marker, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Applied:
+    """What :meth:`MemoryWriter.apply_now` did: the report, and the checkpoints to note."""
+
+    report: WriteReport
+    checkpoints: tuple[Checkpoint, ...] = ()
 
 
 def marker_meta(invalid: Sequence[InvalidMarker], report: WriteReport | None) -> MarkerMeta:
@@ -184,9 +213,7 @@ class MemoryWriter:
 
     def apply(self, markers: Sequence[Marker], origin: Origin) -> WriteReport:
         """Store every acceptable marker; report the rest with their reasons."""
-        saved: list[Saved] = []
-        rejected: list[Rejected] = []
-        stored: list[Marker] = []
+        results: list[WriteResult] = []
         for marker in markers:
             result: WriteResult
             try:
@@ -196,6 +223,45 @@ class MemoryWriter:
                     result = self._personal(marker.payload, origin)
             except MarkerSchemaError as exc:
                 result = Rejected(kind=marker.kind, reason="schema", detail=exc.problem)
+            results.append(result)
+        return self._report(markers, results, origin)
+
+    def apply_now(self, markers: Sequence[Marker], origin: Origin) -> Applied | None:
+        """:meth:`apply` on the calling thread, for the event loop, when that waits for
+        nothing: a reply with one memory marker, whose entry the database takes at once
+        (:meth:`SessionMemory.write_now`). Else None, with nothing stored: then :meth:`apply`,
+        in a thread. A decision or task added is noted in the agent's log by
+        :meth:`note_checkpoints` (a file written and synced: in a thread)."""
+        if len(markers) != 1 or markers[0].kind != "memory":
+            return None
+        try:
+            ready = self._ready(markers[0].payload, origin)
+        except MarkerSchemaError:
+            return None  # reported by apply()
+        if isinstance(ready, Rejected):
+            return Applied(report=self._report(markers, [ready], origin))
+        outcome = self.session.write_now(ready.new)
+        if outcome is None:
+            return None
+        saved, checkpoint = self._saved(ready, outcome, origin)
+        checkpoints = () if checkpoint is None else (checkpoint,)
+        return Applied(report=self._report(markers, [saved], origin), checkpoints=checkpoints)
+
+    def note_checkpoints(self, checkpoints: Sequence[Checkpoint]) -> None:
+        """Note each decision or task added in the deciding agent's log (see
+        :meth:`apply_now`)."""
+        for checkpoint in checkpoints:
+            self.personal.append(
+                checkpoint.agent, checkpoint.draft, source=checkpoint.source, now=checkpoint.now
+            )
+
+    def _report(
+        self, markers: Sequence[Marker], results: Sequence[WriteResult], origin: Origin
+    ) -> WriteReport:
+        saved: list[Saved] = []
+        rejected: list[Rejected] = []
+        stored: list[Marker] = []
+        for marker, result in zip(markers, results, strict=True):
             if isinstance(result, Rejected):
                 # Never the content: what was refused may be a secret, or megabytes.
                 rejected.append(replace(result, length=marker.length, sha256=marker.digest))
@@ -216,49 +282,71 @@ class MemoryWriter:
         return datetime.combine(local.date(), time(0), tzinfo=self.tz)
 
     def _memory(self, payload: dict[str, Any], origin: Origin) -> WriteResult:
+        ready = self._ready(payload, origin)
+        if isinstance(ready, Rejected):
+            return ready
+        saved, checkpoint = self._saved(ready, self.session.write(ready.new), origin)
+        if checkpoint is not None:
+            self.note_checkpoints([checkpoint])
+        return saved
+
+    def _ready(self, payload: dict[str, Any], origin: Origin) -> _Ready | Rejected:
+        """The entry a memory marker asks for, or why the gate refuses it.
+
+        Raises:
+            MarkerSchemaError: the payload is not a memory marker's.
+        """
         draft = validate_memory(payload)
         day = (origin.agent, origin.group, self._start_of_day(origin.now))
         written = self._written_on(day)
         rejection = check(draft.content, draft.confidence, config=self.gate, written_today=written)
         if rejection is not None:
             return Rejected(kind="memory", reason=rejection.reason, detail=rejection.detail)
-        outcome = self.session.write(
-            NewMemory(
+        new = NewMemory(
+            scope="session",
+            scope_id=origin.group,
+            type=draft.type,
+            content=draft.content,
+            key=draft.key,
+            confidence=draft.confidence,
+            tags=draft.tags,
+            task_id=draft.task_id,
+            agent=origin.agent,
+            group_id=origin.group,
+            source_message_id=origin.reply_id,
+            citation=Citation(
+                kind="message",
+                ref=origin.reply_id,
+                locator=f"groups/{origin.group}/messages/{origin.reply_id}",
                 scope="session",
-                scope_id=origin.group,
-                type=draft.type,
-                content=draft.content,
-                key=draft.key,
-                confidence=draft.confidence,
-                tags=draft.tags,
-                task_id=draft.task_id,
-                agent=origin.agent,
-                group_id=origin.group,
-                source_message_id=origin.reply_id,
-                citation=Citation(
-                    kind="message",
-                    ref=origin.reply_id,
-                    locator=f"groups/{origin.group}/messages/{origin.reply_id}",
-                    scope="session",
-                ),
-                written_by="agent",
-                extra={"trigger": origin.trigger_id},
-                now=origin.now,
-            )
+            ),
+            written_by="agent",
+            extra={"trigger": origin.trigger_id},
+            now=origin.now,
         )
+        return _Ready(new=new, day=day, written=written)
+
+    def _saved(
+        self, ready: _Ready, outcome: WriteOutcome, origin: Origin
+    ) -> tuple[Saved, Checkpoint | None]:
+        """What a stored entry reports, counted in the day's additions; the note a decision
+        or task added leaves in the deciding agent's log."""
+        new = ready.new
+        checkpoint = None
         if outcome.action != "reinforced":  # a row added
             with self._counting:
-                count, read_at = self._written.get(day) or (written, self.clock())
-                self._written.put(day, (count + 1, read_at))
-        if draft.type in CHECKPOINT_TYPES and outcome.action != "reinforced":
-            # Checkpoint: the deciding agent's evening heartbeat sees its decisions and tasks.
-            self.personal.append(
-                origin.agent,
-                PersonalDraft(content=f"{draft.type}: {draft.content}", type="note"),
-                source=f"{origin.group}/{origin.reply_id}",
-                now=origin.now,
-            )
-        return Saved(kind="memory", action=outcome.action, id=outcome.record.id, type=draft.type)
+                count, read_at = self._written.get(ready.day) or (ready.written, self.clock())
+                self._written.put(ready.day, (count + 1, read_at))
+            if new.type in CHECKPOINT_TYPES:
+                # The deciding agent's evening heartbeat sees its decisions and tasks.
+                checkpoint = Checkpoint(
+                    agent=origin.agent,
+                    draft=PersonalDraft(content=f"{new.type}: {new.content}", type="note"),
+                    source=f"{origin.group}/{origin.reply_id}",
+                    now=origin.now,
+                )
+        saved = Saved(kind="memory", action=outcome.action, id=outcome.record.id, type=new.type)
+        return saved, checkpoint
 
     def _written_on(self, day: tuple[str, str, datetime]) -> int:
         """How many entries the agent added in the group from the start of the day on."""

@@ -23,7 +23,7 @@ from orchestrator.core.context.report import (
 )
 from orchestrator.core.context.tokens import DriftCorrector
 from orchestrator.core.context.transcript import Transcript
-from orchestrator.core.markers import parse_markers
+from orchestrator.core.markers import Marker, parse_markers
 from orchestrator.core.models import AgentSpec, ChatMessage, Completion, MessageKind, Usage
 from orchestrator.core.prompts import Prompts
 from orchestrator.core.tools import ToolCall, ToolResult, describe, schemas
@@ -177,7 +177,7 @@ class Answerer:
                 trigger_id=asked.trigger.id,
                 now=self.clock(),
             )
-            report = await asyncio.to_thread(self.memory.apply, result.markers, origin)
+            report = await _stored(self.memory, result.markers, origin)
         # Never more than a few KB, and nothing the gate refused: see marker_meta.
         markers = marker_meta(result.invalid, report)
         turn, tools = _turn_meta(result), _tools_meta(result)
@@ -210,7 +210,7 @@ class Answerer:
                 trigger_id=trigger.id,
                 now=self.clock(),
             )
-            report = await asyncio.to_thread(self.memory.apply, parsed.markers, origin)
+            report = await _stored(self.memory, parsed.markers, origin)
         markers = marker_meta(parsed.invalid, report)
         await self._count(markers)
         ran = run_meta(run)
@@ -376,3 +376,14 @@ def _turn_meta(result: TurnResult) -> TurnMeta:
         # How many calls the answer took, and why the earlier ones failed (429, 529, ...).
         failed_attempts=tuple(f for s in steps for f in s.failed_attempts),
     )
+
+
+async def _stored(memory: MemoryWriter, markers: Sequence[Marker], origin: Origin) -> WriteReport:
+    """The markers stored on the event loop when that waits for nothing (the usual reply: one
+    memory saved), else in a worker thread: handing it over costs more than the write."""
+    applied = memory.apply_now(markers, origin)
+    if applied is None:
+        return await asyncio.to_thread(memory.apply, markers, origin)
+    if applied.checkpoints:
+        await asyncio.to_thread(memory.note_checkpoints, applied.checkpoints)
+    return applied.report

@@ -97,6 +97,7 @@ class Briefing:
         files: TextFiles | None = None,
         lore: LoreShelf | None = None,
         cpu_clock: Callable[[], float] = time.thread_time,
+        on_loop: bool = False,
     ) -> None:
         self.files = files or TextFiles()  # MEMORY.md and the summary, read every turn
         self.tuning = tuning
@@ -114,16 +115,20 @@ class Briefing:
         self._memory_mds: Bounded[str, tuple[Path, str]] = Bounded(_GROUPS_TIMED)
         self._days = [date.min, date.min]  # the days whose logs a turn shows: yesterday, today
         self.cpu_clock = cpu_clock  # the CPU time of the calling thread
+        self.on_loop = on_loop  # every reading on the event loop (see for_turn)
 
     async def for_turn(self, agent: AgentSpec, trigger: ChatMessage, now: datetime) -> Gathered:
         """:meth:`gather` for a turn (the recalled memories recorded as used), on the event
         loop when the group's last reading took less than :data:`INLINE_CPU_S` of CPU
-        (everything it reads was held in memory), else in a worker thread. Handing a call to a
-        thread and back costs about as much as such a reading itself; a reading that must wait
-        for the database (a group's first turn, a full-text search of a long history) leaves
-        the loop free for other groups meanwhile."""
+        (everything it reads was held in memory), else in a worker thread: a reading that
+        waits for the database (a group's first turn, a full-text search of a long history)
+        leaves the loop free for other groups meanwhile. With ``on_loop`` (SQLite, whose
+        readers never wait for a writer: a reading is CPU and files in the page cache) every
+        reading is done on the loop: handing one to a thread costs more than the reading, as
+        the thread and the loop pass the interpreter's lock back and forth at each statement.
+        """
         group = trigger.group
-        if self._cpu.get(group, INLINE_CPU_S) < INLINE_CPU_S:
+        if self.on_loop or self._cpu.get(group, INLINE_CPU_S) < INLINE_CPU_S:
             started = self.cpu_clock()
             gathered = self.gather(agent, trigger, now)
             self._took(group, self.cpu_clock() - started)

@@ -280,4 +280,5 @@ class Wiring:
             counter=self.counter,
             files=self.files,
             lore=self.lore_shelf,
+            on_loop=self.engine.dialect.name == "sqlite",
         )

@@ -103,6 +103,7 @@ def test_a_cheap_group_is_read_on_the_loop_and_recall_is_recorded_either_way(wir
         )
     ).record
     briefing = wiring.briefing()
+    briefing.on_loop = False  # as on PostgreSQL, whose readings wait on the network
     where = _Where(briefing)
     agent = wiring.team.get("plain")
 
@@ -126,6 +127,24 @@ def test_a_cheap_group_is_read_on_the_loop_and_recall_is_recorded_either_way(wir
     assert where.threads == [False, False, True, True, False]
     assert all([s.id for s in g.recall.snippets] == [entry.id] for g in found if g.recall)
     assert session.get(entry.id).last_used_at == T0 + timedelta(minutes=4)
+
+
+def test_on_sqlite_every_reading_is_on_the_loop(wiring: Wiring) -> None:
+    """SQLite's readers never wait for a writer: the first reading of a group and a slow one
+    run on the event loop too (a thread would cost more than it spares)."""
+    briefing = wiring.briefing()
+    assert briefing.on_loop
+    where = _Where(briefing)
+    agent = wiring.team.get("plain")
+
+    async def turns() -> None:
+        for n, cost in enumerate((0.01, 0.05, 0.0)):
+            where.cost = cost
+            at = T0 + timedelta(minutes=n)
+            await briefing.for_turn(agent, _ask("alpha", n, at), at)
+
+    asyncio.run(turns())
+    assert where.threads == [True, True, True]
 
 
 def test_files_changed_on_disk_are_read_at_the_next_turn(wiring: Wiring) -> None:

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
+import threading
+import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
 from click.testing import CliRunner
+from sqlalchemy.engine import make_url
 
 from orchestrator.cli.main import main
 from orchestrator.client import ArenaClient
@@ -127,3 +131,40 @@ async def test_marker_quoted_by_a_person_writes_nothing(
             )
             client.close()
     assert _entries(settings) == []
+
+
+async def test_a_memory_saved_while_another_process_writes_waits_for_it(
+    tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str, fake_llm
+):
+    """Another process holds the database when the reply's marker is stored: the event loop
+    does not wait for it (the write goes to a thread, which does), and the memory is stored
+    once the other process is done, with the reply."""
+    settings = make_settings(tmp_path, embedded_redis_url, embedded_mqtt_url, fake_llm.base_url)
+    database = make_url(settings.effective_database_url).database
+    assert database is not None
+    held: list[float] = []
+
+    def answer(_request: object) -> str:
+        other = sqlite3.connect(database, isolation_level=None, check_same_thread=False)
+        other.execute("BEGIN IMMEDIATE")  # as another process writing for a while
+        held.append(time.monotonic())
+
+        def done() -> None:
+            other.execute("ROLLBACK")
+            other.close()
+
+        threading.Timer(0.5, done).start()
+        return 'Noted. <!--SAVE_MEMORY:{"type": "fact", "content": "The API is on port 8080"}-->'
+
+    fake_llm.reply_fn = answer
+    async with running_daemon(settings):
+        client = ArenaClient(embedded_redis_url)
+        _, replies = await asyncio.to_thread(
+            client.post_and_wait, "demo", "@ping where is the API?", "alex", 20
+        )
+        client.close()
+    assert held
+    assert [r.text for r in replies] == ["Noted."]
+    assert [(e.content, e.citation.ref) for e in _entries(settings)] == [
+        ("The API is on port 8080", replies[0].id)
+    ]

@@ -46,6 +46,7 @@ from orchestrator.memory.session.records import (
 from orchestrator.memory.session.resident import ResidentMemory
 from orchestrator.memory.session.sqlite_rows import SqliteRows
 from orchestrator.memory.session.writes import Retry, VectorCache, write_in
+from orchestrator.memory.transactions import QuickWriter
 
 __all__ = [
     "INDEXED_EXTRA",
@@ -116,6 +117,7 @@ class SessionMemory:
         self._pinned: dict[int, Select[Any]] = {}
         # What recall searches at every turn, held in memory and kept current.
         self.resident = ResidentMemory(engine)
+        self._quick = QuickWriter(engine)  # write_now's
 
     # Writing --------------------------------------------------------------------------------
 
@@ -144,6 +146,20 @@ class SessionMemory:
             except (IntegrityError, Retry):
                 continue
         raise ServiceError("database", "memory writes kept conflicting; try again")
+
+    def write_now(self, new: NewMemory) -> WriteOutcome | None:
+        """:meth:`write` on the calling thread, for the event loop: None, with nothing written,
+        when the database cannot be written at once (not SQLite, or another writer holds it;
+        see :class:`orchestrator.memory.transactions.QuickWriter`): then :meth:`write`, in a
+        thread."""
+        vector = self._embed([new.content])[0]
+        try:
+            with self._quick.transaction() as conn:
+                if conn is None:
+                    return None
+                return write_in(conn, new, vector, VectorCache(type(self.embedder).__name__))
+        except (IntegrityError, Retry):  # rolled back: written the usual way, with retries
+            return None
 
     def _embed(self, texts: Sequence[str]) -> builtins.list[bytes | None]:
         if self.embedder is None:

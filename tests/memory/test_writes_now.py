@@ -1,0 +1,163 @@
+"""Memory saved on the event loop when that waits for nothing: one marker whose entry the
+database takes at once is stored right there, as a worker thread would store it; a reply the
+loop must not wait for (the database held by another writer, a personal log's file, several
+markers) is left whole to the thread, nothing stored twice or lost."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+from sqlalchemy.engine import Engine
+
+from orchestrator.core.markers import parse_markers
+from orchestrator.memory.gate.rules import GateConfig
+from orchestrator.memory.personal import PersonalLog
+from orchestrator.memory.session.store import SessionMemory
+from orchestrator.memory.transactions import QuickWriter, writing
+from orchestrator.memory.writer import MemoryWriter, Origin
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+DECIDED = '<!--SAVE_MEMORY:{"type": "decision", "content": "We use JWT", "confidence": 0.9}-->'
+FACT = '<!--SAVE_MEMORY:{"type": "fact", "content": "The API is on port 8080"}-->'
+LESSON = '<!--SAVE_TO_PERSONAL:{"content": "Ask for the load first", "type": "lesson"}-->'
+
+
+def _writer(engine: Engine, tmp_path: Path) -> MemoryWriter:
+    return MemoryWriter(
+        SessionMemory(engine),
+        PersonalLog(tmp_path / "ws", ZoneInfo("UTC")),
+        GateConfig(),
+        ZoneInfo("UTC"),
+    )
+
+
+def _origin(n: int) -> Origin:
+    return Origin(agent="dev", group="g", reply_id=f"{n}-0:1:dev", trigger_id=f"{n}-0", now=NOW)
+
+
+def _log(tmp_path: Path) -> str:
+    path = tmp_path / "ws" / "dev" / "memory" / "2026-03-01.md"
+    return path.read_text(encoding="utf-8") if path.exists() else ""
+
+
+def test_one_memory_is_stored_on_the_calling_thread_as_apply_stores_it(engine, tmp_path):
+    """Added, then reinforced by a later reply: the same report and rows as apply() gives; a
+    decision added leaves its note for the agent's log to the caller."""
+    writer = _writer(engine, tmp_path)
+    first = writer.apply_now(parse_markers(DECIDED).markers, _origin(1))
+    assert first is not None
+    assert [(s.action, s.type) for s in first.report.saved] == [("added", "decision")]
+    assert [c.draft.content for c in first.checkpoints] == ["decision: We use JWT"]
+    assert _log(tmp_path) == ""  # noted by the caller, in a thread
+    writer.note_checkpoints(first.checkpoints)
+    assert "decision: We use JWT" in _log(tmp_path)
+    again = writer.apply_now(parse_markers(DECIDED).markers, _origin(2))
+    assert again is not None
+    assert again.checkpoints == ()
+    assert [s.action for s in again.report.saved] == ["reinforced"]
+    threaded = writer.apply(parse_markers(DECIDED).markers, _origin(3))
+    assert [s.action for s in threaded.saved] == ["reinforced"]
+    (entry,) = writer.session.list(scope="session", scope_id="g")
+    assert (entry.count, entry.extra["reinforced_by"]) == (3, ["2-0:1:dev", "3-0:1:dev"])
+
+
+def test_what_the_gate_refuses_is_reported_without_a_write(engine, tmp_path):
+    writer = _writer(engine, tmp_path)
+    low = '<!--SAVE_MEMORY:{"type": "fact", "content": "maybe", "confidence": 0.1}-->'
+    applied = writer.apply_now(parse_markers(low).markers, _origin(1))
+    assert applied is not None
+    assert [r.reason for r in applied.report.rejected] == ["low_confidence"]
+    assert writer.session.list(scope="session", scope_id="g") == []
+
+
+@pytest.mark.parametrize(
+    "reply", [LESSON, DECIDED + FACT, '<!--SAVE_MEMORY:{"content": 3}-->'], ids=str.__len__
+)
+def test_a_log_line_several_markers_or_an_unreadable_one_go_to_the_thread(engine, tmp_path, reply):
+    """Nothing stored here: apply() in a thread stores (or reports) all of it."""
+    writer = _writer(engine, tmp_path)
+    assert writer.apply_now(parse_markers(reply).markers, _origin(1)) is None
+    assert writer.session.list(scope="session", scope_id="g") == []
+    assert _log(tmp_path) == ""
+
+
+def test_a_database_held_by_another_process_is_not_waited_for(engine, tmp_path):
+    """Another connection (another process's) holds the database: None at once, nothing
+    stored; once it lets go, the write goes through."""
+    writer = _writer(engine, tmp_path)
+    other = sqlite3.connect(str(engine.url.database), isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        started = time.monotonic()
+        assert writer.apply_now(parse_markers(FACT).markers, _origin(1)) is None
+        assert time.monotonic() - started < 1.0  # the busy timeout is ten seconds
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert writer.session.list(scope="session", scope_id="g") == []
+    applied = writer.apply_now(parse_markers(FACT).markers, _origin(1))
+    assert applied is not None
+    assert [s.action for s in applied.report.saved] == ["added"]
+    assert [e.content for e in writer.session.list(scope="session", scope_id="g")] == [
+        "The API is on port 8080"
+    ]
+
+
+def test_a_writer_of_this_process_is_not_waited_for(engine, tmp_path):
+    """A worker thread in a write transaction (:func:`writing`): None until it is done."""
+    writer = _writer(engine, tmp_path)
+    inside, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with writing(engine):
+            inside.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert inside.wait(10)
+        assert writer.apply_now(parse_markers(FACT).markers, _origin(1)) is None
+    finally:
+        release.set()
+        holder.join()
+    assert writer.apply_now(parse_markers(FACT).markers, _origin(1)) is not None
+
+
+def test_a_failed_block_rolls_back_and_the_writer_is_used_again(engine):
+    """What a block wrote before it raised is not kept; the next block writes."""
+    quick = QuickWriter(engine)
+
+    def fail() -> None:
+        with quick.transaction() as conn:
+            assert conn is not None
+            conn.exec_driver_sql("CREATE TABLE scratch (n INTEGER)")
+            raise RuntimeError("stop")
+
+    with pytest.raises(RuntimeError):
+        fail()
+    with quick.transaction() as conn:
+        assert conn is not None
+        conn.exec_driver_sql("CREATE TABLE scratch (n INTEGER)")
+        conn.exec_driver_sql("INSERT INTO scratch VALUES (1)")
+    with engine.connect() as read:
+        assert read.exec_driver_sql("SELECT n FROM scratch").all() == [(1,)]
+
+
+@pytest.mark.parametrize("engine", ["postgres"], indirect=True)
+def test_other_databases_are_left_to_the_thread(engine, tmp_path):
+    """Only SQLite's writes are made here (elsewhere a write waits on the network): apply()
+    stores it, in a thread."""
+    writer = _writer(engine, tmp_path)
+    with QuickWriter(engine).transaction() as conn:
+        assert conn is None
+    assert writer.apply_now(parse_markers(FACT).markers, _origin(1)) is None
+    assert [s.action for s in writer.apply(parse_markers(FACT).markers, _origin(1)).saved] == [
+        "added"
+    ]
