@@ -162,6 +162,7 @@ class BatchedWrites:
     ) -> None:
         self.engine = engine
         self._insert = insert  # for Staged jobs
+        self._quick = QuickWriter(engine)
         self._coalescer: Coalescer[WriteJob | Staged, Any] = Coalescer(
             self._run, max_batch=max_batch, name="sql-writes"
         )
@@ -171,7 +172,20 @@ class BatchedWrites:
         return cast(T, await self._coalescer(job))
 
     async def _run(self, jobs: list[WriteJob | Staged]) -> Sequence[Any]:
+        done = self._run_now(jobs)
+        if done is not None:
+            return done
         return await asyncio.to_thread(self._run_blocking, jobs)
+
+    def _run_now(self, jobs: list[WriteJob | Staged]) -> list[Any] | None:
+        """The batch on the event loop when the database is free at once (SQLite: see
+        :class:`QuickWriter`); None when it is not, or when a job failed (rolled back: the
+        worker thread runs the batch again, then each job on its own)."""
+        try:
+            with self._quick.transaction() as conn:
+                return None if conn is None else self._run_in(conn, jobs)
+        except Exception:
+            return None
 
     def _run_blocking(self, jobs: list[WriteJob | Staged]) -> list[Any]:
         try:
