@@ -35,3 +35,11 @@ class SummaryCounts:
     async def reset(self, group: str) -> None:
         """Start ``group``'s count again from zero (its summary was enqueued)."""
         await self.redis.set(summary_counter_key(group), 0)
+
+    @translating
+    async def status_of(self, job_key: str) -> str | None:
+        """The status RQ keeps for the job whose hash is ``job_key`` (None: no such job)."""
+        found = await self.redis.hget(job_key, "status")
+        if isinstance(found, bytes):
+            return found.decode()
+        return found

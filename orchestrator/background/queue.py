@@ -140,6 +140,21 @@ def summary_job_id(group: str, upto_seq: int | None) -> str:
     return f"summary_{group}_{'latest' if upto_seq is None else upto_seq}"
 
 
+def summary_job_key(group: str) -> str:
+    """The Redis hash of ``group``'s open-range summary job (RQ keeps its status there)."""
+    return str(Job.key_for(summary_job_id(group, None)))
+
+
+def pending_detail(status: str | None) -> str | None:
+    """Why a job in ``status`` (RQ's) is not enqueued again: it is queued, running or
+    waiting; None when there is no such job, or it has ended (it may be replaced)."""
+    try:
+        known = JobStatus(status) if status is not None else None
+    except ValueError:
+        return None
+    return None if known is None or known in _ENDED else _why_not(known)
+
+
 def prune_job_id(day: date) -> str:
     """``prune_{YYYY-MM-DD}``: one retention run per day."""
     return f"prune_{day.isoformat()}"

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from orchestrator.adapters.redis_client import Connection
 from orchestrator.adapters.summary_counts import SummaryCounts
-from orchestrator.background.queue import enqueue_summary
+from orchestrator.background.queue import enqueue_summary, pending_detail, summary_job_key
 from orchestrator.core.batching import Coalescer
 from orchestrator.errors import BusError
 from orchestrator.settings import Settings
@@ -85,11 +85,16 @@ class SummaryTrigger:
             )
             if trigger is None:
                 return None
-            result = await asyncio.to_thread(
-                enqueue_summary, self._sync, group, None, trigger, settings=self._settings
-            )
+            # A summary queued or running reads the group's messages when it runs: asked
+            # here, without a thread's round trips through RQ (they cost more than a turn).
+            detail = pending_detail(await self._store.status_of(summary_job_key(group)))
+            if detail is None:
+                result = await asyncio.to_thread(
+                    enqueue_summary, self._sync, group, None, trigger, settings=self._settings
+                )
+                detail = result.detail
             await self._store.reset(group)
-            logger.info("group %s: summary due (%s): %s", group, trigger, result.detail)
+            logger.info("group %s: summary due (%s): %s", group, trigger, detail)
             return trigger
         except BusError as exc:
             logger.warning("group %s: could not enqueue its summary: %s", group, exc.problem)

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 
 import redis
 from rq import SimpleWorker
+from rq.job import Job
 from rq.serializers import JSONSerializer
 
+from orchestrator.adapters.redis_client import connect, connect_async
+from orchestrator.adapters.summary_counts import SummaryCounts
 from orchestrator.background.listing import list_jobs
-from orchestrator.background.queue import queue
+from orchestrator.background.queue import queue, summary_job_id
 from orchestrator.client import ArenaClient
+from orchestrator.core.wire import summary_counter_key
 from orchestrator.memory.summaries import summary_path
+from orchestrator.runtime.triggers import SummaryTrigger
 from tests.arena_helpers import make_settings, running_daemon
 
 
@@ -86,3 +92,47 @@ def test_a_decision_tag_summarises_at_once(
     assert [(j.target, j.trigger) for j in jobs] == [("ship", "decision")]
     _work(embedded_redis_url)  # RQ workers handle signals: the main thread, no event loop
     assert "Friday" in summary_path(settings.data_dir, "ship").read_text()
+
+
+def test_a_summary_due_while_its_job_waits_is_not_enqueued_again(
+    tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str, monkeypatch, caplog
+):
+    """Due again while its job is queued: the job is left as it is (it reads the group's
+    messages when it runs), the count starts again; once the job has run, the next one that
+    is due is enqueued anew."""
+    settings = make_settings(tmp_path, embedded_redis_url, embedded_mqtt_url, None)
+    _export(settings, monkeypatch)
+    caplog.set_level(logging.INFO, logger="orchestrator.runtime.triggers")
+    connection = redis.Redis.from_url(embedded_redis_url)
+
+    def due(text: str) -> str | None:
+        async def run() -> str | None:
+            counts = SummaryCounts(connect_async(embedded_redis_url))
+            trigger = SummaryTrigger(counts, connect(embedded_redis_url), settings)
+            try:
+                return await trigger.after_message("ship", 1, [text], [])
+            finally:
+                trigger.close()
+                await counts.redis.aclose()
+
+        return asyncio.run(run())
+
+    def summaries() -> list[tuple[str, str]]:
+        return [(j.status, j.trigger) for j in list_jobs(connection) if j.kind == "summary"]
+
+    try:
+        assert due("[decision] we ship on Friday") == "decision"
+        queued = Job.fetch(summary_job_id("ship", None), connection=connection)
+        assert summaries() == [("queued", "decision")]
+        assert due("[task_assigned] @ping writes the notes") == "task"
+        assert summaries() == [("queued", "decision")]  # the same job, untouched
+        again = Job.fetch(summary_job_id("ship", None), connection=connection)
+        assert again.enqueued_at == queued.enqueued_at
+        assert "summary due (task): already queued" in caplog.text
+        assert connection.get(summary_counter_key("ship")) == b"0"
+        _work(embedded_redis_url)
+        assert [status for status, _ in summaries()] == ["finished"]
+        assert due("[requirement] it must run offline") == "requirement"
+        assert summaries() == [("queued", "requirement")]
+    finally:
+        connection.close()
