@@ -28,6 +28,7 @@ from orchestrator.memory.conversation import rows as _messages  # noqa: F401
 from orchestrator.memory.knowledge import tables as _knowledge  # noqa: F401
 from orchestrator.memory.session import entries as _entries  # noqa: F401
 from orchestrator.memory.session import scope_log as _scope_log  # noqa: F401
+from orchestrator.memory.transactions import AUTOCHECKPOINT_PAGES, BUSY_TIMEOUT_MS
 from orchestrator.memory.versions import store as _versions  # noqa: F401
 
 __all__ = ["make_engine", "open_engine"]
@@ -49,7 +50,8 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    cursor.execute(f"PRAGMA wal_autocheckpoint={AUTOCHECKPOINT_PAGES}")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
 

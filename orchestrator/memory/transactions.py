@@ -23,9 +23,21 @@ from sqlalchemy.engine import Connection, Engine
 
 from orchestrator.core.batching import Coalescer
 
-__all__ = ["BatchedWrites", "InsertMany", "QuickWriter", "Staged", "WriteJob", "writing"]
+__all__ = [
+    "AUTOCHECKPOINT_PAGES",
+    "BUSY_TIMEOUT_MS",
+    "BatchedWrites",
+    "InsertMany",
+    "QuickWriter",
+    "Staged",
+    "WriteJob",
+    "writing",
+]
 
 T = TypeVar("T")
+
+BUSY_TIMEOUT_MS = 10_000  # how long a SQLite connection waits for another writer
+AUTOCHECKPOINT_PAGES = 1000  # SQLite's own: the log is copied back past this many pages
 
 
 _WRITE_LOCKS: weakref.WeakKeyDictionary[Engine, threading.Lock] = weakref.WeakKeyDictionary()
@@ -53,83 +65,74 @@ def _write_lock(engine: Engine) -> threading.Lock:
 
 class QuickWriter:
     """Write transactions that wait for nobody, for the few small writes the event loop makes
-    itself: on SQLite, with a connection kept for them (so it has the engine's settings),
-    when no other writer of this process or of another holds the database at that moment.
+    itself: on SQLite, when no other writer of this process or of another holds the database
+    at that moment.
 
     Handing a write to a worker thread costs more than the write: each of its statements
     gives up the interpreter's lock, and the thread and the event loop pass it back and forth
     dozens of times. Done here, a write that finds the database taken is not waited for: the
-    caller gets None and writes the usual way (:func:`writing`, in a thread). The connection
-    never checkpoints the write-ahead log (that syncs the database file to disk; other
-    connections do it), and is used by one thread at a time.
+    caller gets None and writes the usual way (:func:`writing`, in a thread). Its connection
+    (one of the engine's pool, given back after each transaction) waits for no lock and
+    does not checkpoint the write-ahead log meanwhile (that syncs the database file to disk:
+    other connections do it).
     """
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._sqlite = engine.dialect.name == "sqlite"
-        self._busy = threading.Lock()  # the connection's user
-        self._conn: Connection | None = None  # taken on first use
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Connection | None]:
         """A write transaction holding the database, or None (nothing waited for): not
         SQLite, or another writer holds it (committed at the end of the block, rolled back
         when it raises)."""
-        if not self._sqlite or not self._busy.acquire(blocking=False):
+        lock = _write_lock(self._engine) if self._sqlite else None
+        if lock is None or not lock.acquire(blocking=False):
             yield None
             return
         try:
-            lock = _write_lock(self._engine)
-            if not lock.acquire(blocking=False):
-                yield None
-                return
-            try:
-                with self._begun() as conn:
-                    yield conn
-            finally:
-                lock.release()
+            with self._engine.connect() as conn, _not_waiting(conn), _begun(conn) as begun:
+                yield begun
         finally:
-            self._busy.release()
+            lock.release()
 
-    @contextlib.contextmanager
-    def _begun(self) -> Iterator[Connection | None]:
-        conn = self._connection()
-        driver = _driver(conn)
-        try:
-            # Holds the database before anything is read: nothing read can change meanwhile.
-            driver.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError:  # another writer holds it (no busy timeout here)
-            yield None
-            return
-        try:
-            transaction = conn.begin()
-        except BaseException:
-            driver.rollback()
-            raise
-        with transaction:
-            yield conn
 
-    def _connection(self) -> Connection:
-        conn = self._conn
-        if conn is None or conn.closed or conn.invalidated:
-            conn = self._conn = self._engine.connect()
-            driver = _driver(conn)
-            driver.execute("PRAGMA busy_timeout=0")
-            driver.execute("PRAGMA wal_autocheckpoint=0")
-            # Closed, not given back to the pool with these settings, when the writer is gone.
-            weakref.finalize(self, _close, conn)
-        return conn
+@contextlib.contextmanager
+def _not_waiting(conn: Connection) -> Iterator[None]:
+    """``conn`` waits for no lock and leaves checkpoints to others, until the block ends."""
+    driver = _driver(conn)
+    driver.execute("PRAGMA busy_timeout=0")
+    driver.execute("PRAGMA wal_autocheckpoint=0")
+    try:
+        yield
+    finally:
+        try:
+            driver.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            driver.execute(f"PRAGMA wal_autocheckpoint={AUTOCHECKPOINT_PAGES}")
+        except sqlite3.Error:  # not given back to the pool with these settings
+            conn.invalidate()
+
+
+@contextlib.contextmanager
+def _begun(conn: Connection) -> Iterator[Connection | None]:
+    driver = _driver(conn)
+    try:
+        # Holds the database before anything is read: nothing read can change meanwhile.
+        driver.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError:  # another writer holds it
+        yield None
+        return
+    try:
+        transaction = conn.begin()
+    except BaseException:
+        driver.rollback()
+        raise
+    with transaction:
+        yield conn
 
 
 def _driver(conn: Connection) -> Any:
     return conn.connection.driver_connection
-
-
-def _close(conn: Connection) -> None:
-    with contextlib.suppress(Exception):
-        if not conn.closed:
-            conn.invalidate()
-            conn.close()
 
 
 WriteJob = Callable[[Connection], Any]

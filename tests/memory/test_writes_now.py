@@ -19,7 +19,7 @@ from orchestrator.core.markers import parse_markers
 from orchestrator.memory.gate.rules import GateConfig
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.session.store import SessionMemory
-from orchestrator.memory.transactions import QuickWriter, writing
+from orchestrator.memory.transactions import BUSY_TIMEOUT_MS, QuickWriter, writing
 from orchestrator.memory.writer import MemoryWriter, Origin
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -161,3 +161,16 @@ def test_other_databases_are_left_to_the_thread(engine, tmp_path):
     assert [s.action for s in writer.apply(parse_markers(FACT).markers, _origin(1)).saved] == [
         "added"
     ]
+
+
+def test_its_connection_goes_back_to_the_pool_as_it_was(engine):
+    """Each transaction takes a connection of the pool and gives it back waiting for locks
+    and checkpointing again: more transactions than the pool holds connections leave it as
+    it was."""
+    quick = QuickWriter(engine)
+    for _ in range(40):
+        with quick.transaction() as conn:
+            assert conn is not None
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == BUSY_TIMEOUT_MS
+        assert conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == 1000
