@@ -143,9 +143,10 @@ InsertMany = Callable[[Connection, Sequence[Any]], Sequence[Any]]
 
 @dataclass(frozen=True)
 class Staged:
-    """A job in two steps: ``rows()`` (called in the writing thread) gives the rows to insert
-    with the batch's other staged rows; ``then(conn, rows, results)`` does the rest, with
-    what the insert gave for each of its rows."""
+    """A job in two steps: ``rows()`` (called where the batch is written: on the event loop,
+    or in a worker thread) gives the rows to insert with the batch's other staged rows;
+    ``then(conn, rows, results)`` does the rest, with what the insert gave for each of its
+    rows."""
 
     rows: Callable[[], Sequence[Any]]
     then: Callable[[Connection, Sequence[Any], Sequence[Any]], Any]
@@ -153,11 +154,13 @@ class Staged:
 
 class BatchedWrites:
     """Write transactions asked for by many coroutines at about the same moment, run in one
-    worker-thread hand-off and one transaction (see :mod:`orchestrator.core.batching`).
+    transaction (see :mod:`orchestrator.core.batching`): on the event loop when the database
+    is free at once (SQLite, :class:`QuickWriter`), else in one worker-thread hand-off.
 
-    A job is a blocking function of the transaction's connection. When one job fails, the
-    batch is rolled back and each job runs again in a transaction of its own, so only the
-    failing one fails: jobs must be safe to run twice (the history's writes are idempotent).
+    A job is a blocking function of the transaction's connection, quick and touching nothing
+    but the database. When one job fails, the batch is rolled back and each job runs again in
+    a transaction of its own, so only the failing one fails: jobs must be safe to run twice
+    (the history's writes are idempotent).
     """
 
     def __init__(

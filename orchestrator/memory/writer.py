@@ -188,7 +188,8 @@ class _Room:
 
 
 class MemoryWriter:
-    """Validates markers and stores what passes. Blocking: call from a thread.
+    """Validates markers and stores what passes. Blocking: call from a thread (but
+    :meth:`apply_now`, made for the event loop).
 
     The daily limit counts what an agent added in a group today: read from the database at
     most every :data:`RECOUNT_S` per agent and group, this writer's own additions counted as

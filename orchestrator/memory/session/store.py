@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy import Select, bindparam, delete, func, or_, select, update
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from orchestrator.errors import ServiceError, ValidationError
 from orchestrator.memory.audit import PINS
@@ -103,7 +103,7 @@ _WRITTEN_SINCE = select(func.count()).where(
 
 class SessionMemory:
     """Reads and writes ``memory_entries``. Every method is blocking: call it from a thread
-    (``asyncio.to_thread``) in async code.
+    (``asyncio.to_thread``) in async code, but :meth:`write_now`, made for the event loop.
 
     Args:
         engine: From :func:`orchestrator.memory.db.make_engine`.
@@ -158,8 +158,8 @@ class SessionMemory:
                 if conn is None:
                     return None
                 return write_in(conn, new, vector, VectorCache(type(self.embedder).__name__))
-        except (IntegrityError, Retry):  # rolled back: written the usual way, with retries
-            return None
+        except (IntegrityError, OperationalError, Retry):
+            return None  # rolled back: written the usual way, waiting and trying again
 
     def _embed(self, texts: Sequence[str]) -> builtins.list[bytes | None]:
         if self.embedder is None:
