@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import text
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
-__all__ = ["QuickReader"]
+__all__ = ["QuickReader", "driver_of"]
 
 
 class QuickReader:
@@ -49,3 +49,12 @@ class QuickReader:
         with self._engine.connect() as conn:
             found = conn.execute(text(bound), {f"p{n}": v for n, v in enumerate(params)})
             return [tuple(row) for row in found]
+
+
+def driver_of(conn: Connection) -> Any:
+    """The driver's connection under ``conn`` (``sqlite3``'s, on SQLite): what the per-message
+    paths past SQLAlchemy run their statements on."""
+    driver = conn.connection.driver_connection
+    if driver is None:  # a connection SQLAlchemy has let go of: none here
+        raise RuntimeError("no database connection")
+    return driver

@@ -22,6 +22,7 @@ from typing import Any, TypeVar, cast
 from sqlalchemy.engine import Connection, Engine
 
 from orchestrator.core.batching import Coalescer
+from orchestrator.memory.quick import driver_of
 
 __all__ = [
     "AUTOCHECKPOINT_PAGES",
@@ -100,7 +101,7 @@ class QuickWriter:
 @contextlib.contextmanager
 def _not_waiting(conn: Connection) -> Iterator[None]:
     """``conn`` waits for no lock and leaves checkpoints to others, until the block ends."""
-    driver = _driver(conn)
+    driver = driver_of(conn)
     driver.execute("PRAGMA busy_timeout=0")
     driver.execute("PRAGMA wal_autocheckpoint=0")
     try:
@@ -115,7 +116,7 @@ def _not_waiting(conn: Connection) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _begun(conn: Connection) -> Iterator[Connection | None]:
-    driver = _driver(conn)
+    driver = driver_of(conn)
     try:
         # Holds the database before anything is read: nothing read can change meanwhile.
         driver.execute("BEGIN IMMEDIATE")
@@ -129,10 +130,6 @@ def _begun(conn: Connection) -> Iterator[Connection | None]:
         raise
     with transaction:
         yield conn
-
-
-def _driver(conn: Connection) -> Any:
-    return conn.connection.driver_connection
 
 
 WriteJob = Callable[[Connection], Any]

@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from orchestrator.core.json_text import json_text
 from orchestrator.memory.conversation.rows import MESSAGES, WRITTEN, Closing, NewReply
+from orchestrator.memory.quick import driver_of
 
 __all__ = ["RowWrites", "row_writes"]
 
@@ -62,14 +63,14 @@ class _SqliteWrites:
             values: list[Any] = []
             for row in chunk:
                 values.extend(_sqlite_values(row))
-            found = _sqlite3(conn).execute(_sqlite_insert(len(chunk)), values).fetchall()
+            found = driver_of(conn).execute(_sqlite_insert(len(chunk)), values).fetchall()
             by_id = {str(message_id): int(seq) for message_id, seq in found}
             # Of two rows with one id only the first went in: pop gives the second None.
             seqs.extend(by_id.pop(row.message.id, None) for row in chunk)
         return seqs
 
     def close(self, conn: Connection, closing: Closing) -> None:
-        _sqlite3(conn).execute(
+        driver_of(conn).execute(
             _SQLITE_CLOSE,
             (
                 closing.status,
@@ -95,11 +96,6 @@ def _sqlite_insert(count: int) -> str:
         f"INSERT INTO messages ({', '.join(WRITTEN)}) VALUES {rows} "
         "ON CONFLICT (id) DO NOTHING RETURNING id, seq"
     )
-
-
-def _sqlite3(conn: Connection) -> Any:
-    """The ``sqlite3`` connection under ``conn``."""
-    return conn.connection.driver_connection
 
 
 _PG_INSERT: Insert = (

@@ -21,6 +21,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql import ClauseElement
 from sqlmodel.sql.sqltypes import UTCDateTime
 
+from orchestrator.memory.quick import driver_of
+
 __all__ = ["SqliteRows", "SqliteStatement"]
 
 # More ids than this go the SQLAlchemy way (SQLite limits a statement's parameters).
@@ -75,7 +77,7 @@ class SqliteRows:
             return None
         more = "".join(f', memory_entries."{name}"' for name in extra)
         select = self._select.replace(" FROM memory_entries", f"{more} FROM memory_entries")
-        return list(_driver(conn).execute(f"{select} WHERE {condition}", tuple(params)))
+        return list(driver_of(conn).execute(f"{select} WHERE {condition}", tuple(params)))
 
     def convert(self, values: Sequence[Any]) -> dict[str, Any]:
         """A raw row (its first columns, those given) as SQLAlchemy would give it."""
@@ -89,7 +91,7 @@ class SqliteRows:
         return dict(zip(self.names, row, strict=True))
 
     def _rows(self, conn: Connection, sql: str, params: Sequence[Any]) -> list[dict[str, Any]]:
-        return [self.convert(values) for values in _driver(conn).execute(sql, tuple(params))]
+        return [self.convert(values) for values in driver_of(conn).execute(sql, tuple(params))]
 
 
 class SqliteStatement:
@@ -135,11 +137,4 @@ class SqliteStatement:
             given[name] if process is None else process(given[name])
             for name, process in self._binds
         )
-        return list(_driver(conn).execute(compiled.string, values))
-
-
-def _driver(conn: Connection) -> Any:
-    driver = conn.connection.driver_connection
-    if driver is None:  # a connection SQLAlchemy has let go of: none here
-        raise RuntimeError("no database connection")
-    return driver
+        return list(driver_of(conn).execute(compiled.string, values))
