@@ -52,9 +52,12 @@ __all__ = [
     "enqueue_run",
     "enqueue_summary",
     "fetch_job",
+    "job_description",
     "prune_job_id",
     "queue",
+    "retry_of",
     "summary_job_id",
+    "summary_meta",
 ]
 
 QUEUE_NAMES = ("arena",)
@@ -155,6 +158,27 @@ def pending_detail(status: str | None) -> str | None:
     return None if known is None or known in _ENDED else _why_not(known)
 
 
+def summary_meta(group: str, upto_seq: int | None, trigger: str) -> dict[str, Any]:
+    """A summary job's meta: what ``arena jobs`` shows, and the revision a rerun compares."""
+    revision = None if upto_seq is None else str(upto_seq)
+    return {"kind": "summary", "target": group, "upto": upto_seq} | {
+        "trigger": trigger,
+        "revision": revision,
+    }
+
+
+def job_description(meta: dict[str, Any]) -> str:
+    """A job's description, from its meta: ``kind target (trigger)``."""
+    return f"{meta['kind']} {meta['target']} ({meta['trigger']})"
+
+
+def retry_of(policy: JobPolicy) -> Retry | None:
+    """RQ's retries for ``policy`` (None: none)."""
+    if not policy.retries:
+        return None
+    return Retry(max=policy.retries, interval=list(policy.retry_intervals_s))
+
+
 def prune_job_id(day: date) -> str:
     """``prune_{YYYY-MM-DD}``: one retention run per day."""
     return f"prune_{day.isoformat()}"
@@ -229,14 +253,13 @@ def enqueue_summary(
         BusError: when Redis cannot be reached.
     """
     validate_group(group)
-    revision = None if upto_seq is None else str(upto_seq)
-    meta = {"kind": "summary", "target": group, "upto": upto_seq}
+    meta = summary_meta(group, upto_seq, trigger)
     request = _Request(
         func=SUMMARY_JOB,
         args=(group, upto_seq, trigger),
         job_id=summary_job_id(group, upto_seq),
-        meta=meta | {"trigger": trigger, "revision": revision},
-        revision=revision,
+        meta=meta,
+        revision=meta["revision"],
         force=force,
         policy=policy or JobPolicy.from_settings(settings),
     )
@@ -310,9 +333,6 @@ def _enqueue_or_replace(connection: Connection, request: _Request) -> EnqueueRes
 def _submit(connection: Connection, request: _Request) -> bool:
     """Enqueue unless a job with the request's id exists (one atomic step in Redis)."""
     policy, meta = request.policy, request.meta
-    retry = None
-    if policy.retries:
-        retry = Retry(max=policy.retries, interval=list(policy.retry_intervals_s))
     try:
         queue(connection).enqueue_call(
             request.func,
@@ -322,8 +342,8 @@ def _submit(connection: Connection, request: _Request) -> bool:
             timeout=policy.timeout_s,
             result_ttl=policy.keep_s,
             failure_ttl=policy.keep_s,
-            retry=retry,
-            description=f"{meta['kind']} {meta['target']} ({meta['trigger']})",
+            retry=retry_of(policy),
+            description=job_description(meta),
             unique=True,
         )
     except DuplicateJobError:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from orchestrator.adapters.redis_client import Connection
 from orchestrator.adapters.summary_counts import SummaryCounts
 from orchestrator.background.queue import enqueue_summary, pending_detail, summary_job_key
+from orchestrator.background.queue_now import SummaryEnqueuer
 from orchestrator.core.batching import Coalescer
 from orchestrator.errors import BusError
 from orchestrator.settings import Settings
@@ -61,6 +62,7 @@ class SummaryTrigger:
         self._store = counts
         self._settings = settings
         self._sync = queue
+        self._enqueuer = SummaryEnqueuer(counts.redis, queue, settings)
         # Many groups' counts go to Redis in one round trip.
         self._counts: Coalescer[tuple[str, int], int] = Coalescer(counts.add, name="summary-counts")
 
@@ -87,8 +89,13 @@ class SummaryTrigger:
                 return None
             # A summary queued or running reads the group's messages when it runs: asked
             # here, without a thread's round trips through RQ (they cost more than a turn).
-            detail = pending_detail(await self._store.status_of(summary_job_key(group)))
-            if detail is None:
+            # A free job id is taken on the loop too; an ended job is replaced by RQ's own
+            # enqueue, in a thread, under its guard.
+            status = await self._store.status_of(summary_job_key(group))
+            detail = pending_detail(status)
+            if detail is None and status is None and await self._enqueuer.enqueue(group, trigger):
+                detail = "enqueued"
+            elif detail is None:
                 result = await asyncio.to_thread(
                     enqueue_summary, self._sync, group, None, trigger, settings=self._settings
                 )

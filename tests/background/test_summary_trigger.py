@@ -14,7 +14,8 @@ from rq.serializers import JSONSerializer
 from orchestrator.adapters.redis_client import connect, connect_async
 from orchestrator.adapters.summary_counts import SummaryCounts
 from orchestrator.background.listing import list_jobs
-from orchestrator.background.queue import queue, summary_job_id
+from orchestrator.background.queue import enqueue_summary, fetch_job, queue, summary_job_id
+from orchestrator.background.queue_now import SummaryEnqueuer
 from orchestrator.client import ArenaClient
 from orchestrator.core.wire import summary_counter_key
 from orchestrator.memory.summaries import summary_path
@@ -134,5 +135,57 @@ def test_a_summary_due_while_its_job_waits_is_not_enqueued_again(
         assert [status for status, _ in summaries()] == ["finished"]
         assert due("[requirement] it must run offline") == "requirement"
         assert summaries() == [("queued", "requirement")]
+    finally:
+        connection.close()
+
+
+def test_a_summary_enqueued_on_the_loop_is_the_job_rq_would_enqueue(
+    tmp_path: Path, embedded_redis_url: str, embedded_mqtt_url: str, monkeypatch
+):
+    """The job stored in one round trip from the event loop has what RQ's own enqueue stores
+    (field by field, bar its group and times), sits on the queue behind it, is refused when
+    its id is taken (the job left as it was), and a worker runs it."""
+    settings = make_settings(tmp_path, embedded_redis_url, embedded_mqtt_url, None)
+    _export(settings, monkeypatch)
+    connection = redis.Redis.from_url(embedded_redis_url)
+
+    async def on_loop(group: str) -> bool:
+        client = connect_async(embedded_redis_url)
+        try:
+            return await SummaryEnqueuer(client, connection, settings).enqueue(group, "decision")
+        finally:
+            await client.aclose()
+
+    def stored(group: str) -> dict[bytes, bytes]:
+        fields = connection.hgetall(Job.key_for(summary_job_id(group, None)))
+        for changing in (b"created_at", b"enqueued_at", b"data", b"meta", b"description"):
+            assert fields.pop(changing)
+        return fields
+
+    try:
+        enqueue_summary(connection, "by-rq", None, "decision", settings=settings)
+        assert asyncio.run(on_loop("on-loop")) is True
+        assert stored("on-loop") == stored("by-rq")
+        ours = fetch_job(connection, summary_job_id("on-loop", None))
+        theirs = fetch_job(connection, summary_job_id("by-rq", None))
+        assert ours is not None
+        assert theirs is not None
+        assert ours.func_name == theirs.func_name
+        assert ours.args == ["on-loop", None, "decision"]
+        assert ours.meta == theirs.meta | {"target": "on-loop"}
+        assert ours.description == "summary on-loop (decision)"
+        assert queue(connection).job_ids == [theirs.id, ours.id]
+        assert queue(connection) in queue(connection).all(connection=connection)
+
+        assert asyncio.run(on_loop("on-loop")) is False  # taken: left to RQ's enqueue
+        assert queue(connection).job_ids == [theirs.id, ours.id]
+        again = fetch_job(connection, ours.id)
+        assert again is not None
+        assert again.enqueued_at == ours.enqueued_at
+
+        _work(embedded_redis_url)
+        finished = fetch_job(connection, ours.id)
+        assert finished is not None
+        assert finished.get_status() == "finished"
     finally:
         connection.close()

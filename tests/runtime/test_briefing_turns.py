@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 import textwrap
 import threading
 from collections.abc import Iterator
@@ -145,6 +146,56 @@ def test_on_sqlite_every_reading_is_on_the_loop(wiring: Wiring) -> None:
 
     asyncio.run(turns())
     assert where.threads == [True, True, True]
+
+
+def test_on_sqlite_recall_is_recorded_on_the_loop_unless_the_database_is_taken(
+    wiring: Wiring, engine: Engine
+) -> None:
+    """What a turn recalled is recorded as used on the event loop when the database is free;
+    when another process holds it, in a thread, which waits for it and then records it."""
+    session = wiring.session
+    entry = session.write(
+        NewMemory(
+            scope="session",
+            scope_id="alpha",
+            type="fact",
+            content="The database backups run nightly at two",
+            agent="plain",
+            group_id="alpha",
+            now=T0,
+        )
+    ).record
+    briefing = wiring.briefing()
+    agent = wiring.team.get("plain")
+    in_threads: list[bool] = []
+    mark_used = session.mark_used
+
+    def spied(ids: object, now: datetime) -> None:
+        in_threads.append(threading.current_thread() is not threading.main_thread())
+        mark_used(ids, now)  # type: ignore[arg-type]
+
+    session.mark_used = spied  # type: ignore[method-assign]
+    asyncio.run(briefing.for_turn(agent, _ask("alpha", 0, T0), T0))
+    assert session.get(entry.id).last_used_at == T0
+    assert in_threads == []
+
+    later = T0 + timedelta(minutes=5)
+    other = sqlite3.connect(str(engine.url.database), isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+
+    async def held() -> None:
+        turn = asyncio.create_task(briefing.for_turn(agent, _ask("alpha", 1, later), later))
+        await asyncio.sleep(0.3)
+        assert not turn.done()  # its record waits in a thread, not on the loop
+        other.execute("ROLLBACK")
+        await turn
+
+    try:
+        asyncio.run(held())
+    finally:
+        other.close()
+    assert in_threads == [True]
+    assert session.get(entry.id).last_used_at == later
 
 
 def test_files_changed_on_disk_are_read_at_the_next_turn(wiring: Wiring) -> None:

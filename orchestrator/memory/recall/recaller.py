@@ -248,9 +248,22 @@ class Recaller:
         again; with many groups the same memories are recalled turn after turn)."""
         with self._marking:
             due = [s.id for s in result.snippets if self._due(s.id, now)]
-        if not due:
-            return
-        self.memory.mark_used(due, now)
+        if due:
+            self.memory.mark_used(due, now)
+            self._noted(due, now)
+
+    def mark_used_now(self, result: RecallResult, now: datetime) -> bool:
+        """:meth:`mark_used` on the calling thread, for the event loop; False, with nothing
+        written, when the database cannot be written at once (then :meth:`mark_used`, in a
+        thread)."""
+        with self._marking:
+            due = [s.id for s in result.snippets if self._due(s.id, now)]
+        if due and not self.memory.mark_used_now(due, now):
+            return False
+        self._noted(due, now)
+        return True
+
+    def _noted(self, due: Sequence[int], now: datetime) -> None:
         with self._marking:
             for entry_id in due:
                 self._marked[entry_id] = now

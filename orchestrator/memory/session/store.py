@@ -227,6 +227,21 @@ class SessionMemory:
             with self._engine.begin() as conn:
                 conn.execute(_MARK_USED, {"ids": wanted, "now": db_time(now)})
 
+    def mark_used_now(self, ids: Iterable[int], now: datetime) -> bool:
+        """:meth:`mark_used` on the calling thread, for the event loop: False, with nothing
+        written, when the database cannot be written at once (as :meth:`write_now`); then
+        :meth:`mark_used`, in a thread."""
+        wanted = builtins.list(ids)
+        try:
+            with self._quick.transaction() as conn:
+                if conn is None:
+                    return False
+                if wanted:
+                    conn.execute(_MARK_USED, {"ids": wanted, "now": db_time(now)})
+                return True
+        except OperationalError:
+            return False  # rolled back
+
     # Reading --------------------------------------------------------------------------------
 
     def get(self, entry_id: int) -> MemoryRecord | None:
