@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["json_bytes", "json_text"]
+__all__ = ["json_bytes", "json_text", "json_value"]
 
 _OPTIONS = orjson.OPT_NON_STR_KEYS
 
@@ -38,6 +38,19 @@ def json_text(value: Any) -> str:
         return orjson.dumps(value, option=_OPTIONS).decode("utf-8")
     except orjson.JSONEncodeError:
         return _standard(value)
+
+
+def json_value(text: str | bytes) -> Any:
+    """The value JSON ``text`` holds, as the standard library reads it (orjson reads it,
+    unless it holds what only the standard library takes, such as a lone surrogate).
+
+    Raises:
+        ValueError: ``text`` is not JSON.
+    """
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
 
 
 def _standard(value: Any) -> str:

@@ -23,6 +23,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from orchestrator.core.batching import Coalescer
 from orchestrator.memory.quick import driver_of
+from orchestrator.memory.wal import checkpoints_of
 
 __all__ = [
     "AUTOCHECKPOINT_PAGES",
@@ -74,8 +75,8 @@ class QuickWriter:
     dozens of times. Done here, a write that finds the database taken is not waited for: the
     caller gets None and writes the usual way (:func:`writing`, in a thread). Its connection
     (one of the engine's pool, given back after each transaction) waits for no lock and
-    does not checkpoint the write-ahead log meanwhile (that syncs the database file to disk:
-    other connections do it).
+    does not checkpoint the write-ahead log meanwhile (that syncs the database file to disk: a
+    thread does it, :mod:`orchestrator.memory.wal`).
     """
 
     def __init__(self, engine: Engine) -> None:
@@ -91,11 +92,15 @@ class QuickWriter:
         if lock is None or not lock.acquire(blocking=False):
             yield None
             return
+        committed = False
         try:
             with self._engine.connect() as conn, _not_waiting(conn), _begun(conn) as begun:
                 yield begun
+                committed = begun is not None
         finally:
             lock.release()
+        if committed:  # nobody else may copy the log back: a thread does, now and then
+            checkpoints_of(self._engine).after_commit()
 
 
 @contextlib.contextmanager

@@ -133,9 +133,10 @@ class Briefing:
             gathered = self.gather(agent, trigger, now)
             self._took(group, self.cpu_clock() - started)
             recall, recaller = gathered.recall, self.recaller
-            if recall is not None and recaller is not None and recaller.marks_due(recall, now):
-                if not (self.on_loop and recaller.mark_used_now(recall, now)):
-                    await asyncio.to_thread(recaller.mark_used, recall, now)
+            if recall is None or recaller is None or not recaller.marks_due(recall, now):
+                return gathered
+            if not (self.on_loop and recaller.mark_used_now(recall, now)):
+                await asyncio.to_thread(recaller.mark_used, recall, now)
             return gathered
 
         def timed() -> tuple[Gathered, float]:

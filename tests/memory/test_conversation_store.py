@@ -55,6 +55,37 @@ def test_recent_is_newest_n_oldest_first_per_group(store):
 
 
 @on_each_database
+async def test_recent_reads_every_value_as_the_store_reads_it(store: HistoryStore):
+    """The newest messages read back value for value as get() reads them: text in any
+    script, a reply's meta with a lone surrogate and non-ASCII, a closed message's route,
+    times with and without microseconds, tokens counted or not; also before a seq."""
+    person = dataclasses.replace(_msg(1, text_="设计 JWT 🔑 \u00e9t\u00e9"), created_at=T0)
+    await store.open(person)
+    odd = {"agent": "ping", "note": "caf\u00e9 \ud800", "n": [1, 2.5, None, True]}
+    replies = [
+        NewReply(message=_msg(2, reply_to="1-0", text_="ok"), meta=odd, tokens=3),
+        NewReply(
+            message=dataclasses.replace(
+                _msg(3, reply_to="1-0"), created_at=T0 + timedelta(microseconds=7)
+            )
+        ),
+    ]
+    closing = Closing(message_id="1-0", status="done", route={"reason": "mention"}, meta={})
+    await store.record(replies, closing=closing)
+    recent = store.recent("g", 10)
+    assert [s.message.id for s in recent] == ["1-0", "2-0", "3-0"]
+    assert recent == [store.get(s.message.id) for s in recent]
+    assert recent[0].route == {"reason": "mention"}
+    assert recent[0].message.created_at == T0
+    assert recent[1].meta == odd
+    assert recent[2].meta == {}
+    assert recent[2].route is None
+    assert recent[2].message.created_at == T0 + timedelta(microseconds=7)
+    assert store.recent("g", 1, before_seq=recent[2].seq) == [recent[1]]
+    assert store.recent("other", 5) == []
+
+
+@on_each_database
 async def test_opening_again_lists_the_replies_in_stored_order(store):
     """A message opened again comes with its replies and notices, in the order stored."""
     await store.open(_msg(1))

@@ -19,7 +19,9 @@ from orchestrator.core.markers import parse_markers
 from orchestrator.memory.gate.rules import GateConfig
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.session.store import SessionMemory
+from orchestrator.memory.quick import driver_of
 from orchestrator.memory.transactions import BUSY_TIMEOUT_MS, QuickWriter, writing
+from orchestrator.memory.wal import checkpoints_of
 from orchestrator.memory.writer import MemoryWriter, Origin
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -174,3 +176,34 @@ def test_its_connection_goes_back_to_the_pool_as_it_was(engine):
     with engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == BUSY_TIMEOUT_MS
         assert conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == 1000
+
+
+def test_the_log_of_writes_made_on_the_loop_is_copied_back_in_a_thread(engine: Engine):
+    """Writes on the loop leave checkpoints aside; a thread copies the write-ahead log back
+    after them, at most every so often, so it does not grow for as long as the daemon runs.
+    Without it (checkpoints never due) the same writes grow the log past what they wrote."""
+    wal = Path(f"{engine.url.database}-wal")
+    quick = QuickWriter(engine)
+    with writing(engine) as conn:
+        driver_of(conn).execute("CREATE TABLE scratch (body BLOB)")
+    checkpoints = checkpoints_of(engine)
+    page = b"x" * 4000
+
+    def write(transactions: int) -> None:
+        for _ in range(transactions):
+            with quick.transaction() as conn:
+                assert conn is not None
+                driver_of(conn).execute("INSERT INTO scratch VALUES (?)", (page,))
+            checkpoints.wait()
+
+    checkpoints.every_s = 3600.0  # never due
+    write(2000)
+    assert wal.stat().st_size > 2000 * 4000
+    before = checkpoints.done
+    checkpoints.every_s = 0.0  # due after every commit (when none runs)
+    write(10)  # the first one's checkpoint copies the whole log back
+    assert checkpoints.done > before
+    size = wal.stat().st_size
+    write(2000)  # the log is written from its start again: it does not grow
+    assert wal.stat().st_size <= size
+    assert checkpoints.done >= before + 2000

@@ -12,17 +12,25 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from sqlalchemy import Insert, bindparam, update
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Engine
 
-from orchestrator.core.json_text import json_text
-from orchestrator.memory.conversation.rows import MESSAGES, WRITTEN, Closing, NewReply
+from orchestrator.core.json_text import json_text, json_value
+from orchestrator.core.models import ChatMessage, MessageKind
+from orchestrator.memory.conversation.rows import (
+    MESSAGES,
+    WRITTEN,
+    Closing,
+    NewReply,
+    StoredMessage,
+)
 from orchestrator.memory.quick import driver_of
 
-__all__ = ["RowWrites", "row_writes"]
+__all__ = ["SQLITE_RECENT", "SQLITE_RECENT_BEFORE", "RowWrites", "row_writes", "sqlite_stored"]
 
 
 class RowWrites(Protocol):
@@ -120,3 +128,41 @@ class _PostgresWrites:
     def close(self, conn: Connection, closing: Closing) -> None:
         changes = {"status": closing.status, "route": closing.route, "meta": closing.meta}
         conn.execute(_UPDATE_BY_ID, {"message_id": closing.message_id, **changes})
+
+
+# A group's newest messages, read straight through the driver on SQLite (a group's first turn
+# reads them; through SQLAlchemy, converting each value of twenty rows took longer than the
+# query): the columns of ``sqlite_stored``.
+_SQLITE_COLUMNS = ", ".join(("seq", *WRITTEN))
+SQLITE_RECENT = (
+    f"SELECT {_SQLITE_COLUMNS} FROM messages WHERE group_id = ? ORDER BY seq DESC LIMIT ?"
+)
+SQLITE_RECENT_BEFORE = (
+    f"SELECT {_SQLITE_COLUMNS} FROM messages WHERE group_id = ? AND seq < ?"
+    " ORDER BY seq DESC LIMIT ?"
+)
+
+
+def sqlite_stored(row: Sequence[Any]) -> StoredMessage:
+    """A stored message from a row of ``seq`` and :data:`WRITTEN` as ``sqlite3`` gives it:
+    the values converted as SQLAlchemy's types convert them (the naive datetime text it
+    writes, taken as UTC; JSON text, ``null`` as None)."""
+    seq, message_id, group, sender, kind, text, in_reply_to, hop = row[:8]
+    created_at, status, route, meta, tokens = row[8:]
+    return StoredMessage(
+        seq=seq,
+        message=ChatMessage(
+            id=message_id,
+            group=group,
+            sender=sender,
+            kind=MessageKind(kind),
+            text=text,
+            created_at=datetime.fromisoformat(created_at).replace(tzinfo=UTC),
+            in_reply_to=in_reply_to,
+            hop=hop,
+        ),
+        status=status,
+        route=json_value(route) if route is not None else None,
+        meta=(json_value(meta) if meta is not None else None) or {},
+        tokens=tokens,
+    )

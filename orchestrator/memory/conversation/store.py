@@ -31,7 +31,12 @@ from orchestrator.memory.conversation.rows import (
     StoredMessage,
     to_stored,
 )
-from orchestrator.memory.conversation.rows_sql import row_writes
+from orchestrator.memory.conversation.rows_sql import (
+    SQLITE_RECENT,
+    SQLITE_RECENT_BEFORE,
+    row_writes,
+    sqlite_stored,
+)
 from orchestrator.memory.quick import QuickReader
 from orchestrator.memory.transactions import BatchedWrites, Staged, writing
 
@@ -79,6 +84,7 @@ class HistoryStore:
     def __init__(self, engine: Engine, *, max_batch: int = 256) -> None:
         self.engine = engine
         self._quick = QuickReader(engine)  # the newest seq, asked at most turns
+        self._sqlite = engine.dialect.name == "sqlite"
         self._rows = row_writes(engine)
         # Many groups' messages are stored together: one thread hand-off, one transaction.
         self._writes = BatchedWrites(engine, max_batch=max_batch, insert=self._rows.insert_many)
@@ -189,6 +195,12 @@ class HistoryStore:
         """The ``limit`` newest messages of a group (before ``before_seq``), oldest first."""
         if limit <= 0:
             return []
+        if self._sqlite:
+            if before_seq is None:
+                found = self._quick.rows(SQLITE_RECENT, (group, limit))
+            else:
+                found = self._quick.rows(SQLITE_RECENT_BEFORE, (group, before_seq, limit))
+            return [sqlite_stored(row) for row in reversed(found)]
         query = sql_select(*COLUMNS).where(MESSAGES.c.group_id == group)
         if before_seq is not None:
             query = query.where(MESSAGES.c.seq < before_seq)

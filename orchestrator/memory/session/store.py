@@ -44,7 +44,7 @@ from orchestrator.memory.session.records import (
     normalise,
 )
 from orchestrator.memory.session.resident import ResidentMemory
-from orchestrator.memory.session.sqlite_rows import SqliteRows
+from orchestrator.memory.session.sqlite_rows import SqliteRows, SqliteStatement
 from orchestrator.memory.session.writes import Retry, VectorCache, write_in
 from orchestrator.memory.transactions import QuickWriter
 
@@ -71,6 +71,10 @@ _RECORD_COLUMNS = [
 ]
 _BY_IDS = select(*_RECORD_COLUMNS).where(_T.c.id.in_(bindparam("ids", expanding=True)))
 _ROWS = SqliteRows(_RECORD_COLUMNS)  # the rows recall reads every turn, without SQLAlchemy
+# Not a change the scope log records (it watches other columns), nor this process's write.
+_FAST_MARK_ONE = SqliteStatement(
+    update(_T).where(_T.c.id == bindparam("id")).values(last_used_at=bindparam("now"))
+)
 _MARK_USED = (
     update(_T)
     .where(_T.c.id.in_(bindparam("ids", expanding=True)))
@@ -236,8 +240,9 @@ class SessionMemory:
             with self._quick.transaction() as conn:
                 if conn is None:
                     return False
-                if wanted:
-                    conn.execute(_MARK_USED, {"ids": wanted, "now": db_time(now)})
+                at = db_time(now)
+                for entry_id in wanted:  # a few: one statement each, straight to the driver
+                    _FAST_MARK_ONE.rows(conn, {"id": entry_id, "now": at})
                 return True
         except OperationalError:
             return False  # rolled back
