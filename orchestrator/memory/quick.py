@@ -54,7 +54,9 @@ class QuickReader:
 def driver_of(conn: Connection) -> Any:
     """The driver's connection under ``conn`` (``sqlite3``'s, on SQLite): what the per-message
     paths past SQLAlchemy run their statements on."""
-    driver = conn.connection.driver_connection
+    proxied = conn.connection
+    # Taken out of its pool (a QuickWriter's): the driver's connection is the one it wraps.
+    driver = proxied.driver_connection or proxied.dbapi_connection
     if driver is None:  # a connection SQLAlchemy has let go of: none here
         raise RuntimeError("no database connection")
     return driver

@@ -74,14 +74,14 @@ class QuickWriter:
     gives up the interpreter's lock, and the thread and the event loop pass it back and forth
     dozens of times. Done here, a write that finds the database taken is not waited for: the
     caller gets None and writes the usual way (:func:`writing`, in a thread). Its connection
-    (one of the engine's pool, given back after each transaction) waits for no lock and
-    does not checkpoint the write-ahead log meanwhile (that syncs the database file to disk: a
-    thread does it, :mod:`orchestrator.memory.wal`).
+    (its own) waits for no lock and does not checkpoint the write-ahead log (that syncs the
+    database file to disk: a thread does it, :mod:`orchestrator.memory.wal`).
     """
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._sqlite = engine.dialect.name == "sqlite"
+        self._conn: Connection | None = None  # its own, made on first use
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Connection | None]:
@@ -94,29 +94,29 @@ class QuickWriter:
             return
         committed = False
         try:
-            with self._engine.connect() as conn, _not_waiting(conn), _begun(conn) as begun:
+            with _begun(self._connection()) as begun:
                 yield begun
                 committed = begun is not None
         finally:
             lock.release()
-        if committed:  # nobody else may copy the log back: a thread does, now and then
+        if committed:  # nobody else copies the log back: a thread does, now and then
             checkpoints_of(self._engine).after_commit()
 
-
-@contextlib.contextmanager
-def _not_waiting(conn: Connection) -> Iterator[None]:
-    """``conn`` waits for no lock and leaves checkpoints to others, until the block ends."""
-    driver = driver_of(conn)
-    driver.execute("PRAGMA busy_timeout=0")
-    driver.execute("PRAGMA wal_autocheckpoint=0")
-    try:
-        yield
-    finally:
-        try:
-            driver.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            driver.execute(f"PRAGMA wal_autocheckpoint={AUTOCHECKPOINT_PAGES}")
-        except sqlite3.Error:  # not given back to the pool with these settings
-            conn.invalidate()
+    def _connection(self) -> Connection:
+        """This writer's connection (used under the write lock: one transaction at a time).
+        Made from the pool with the engine's settings, then taken out of it for good (the pool
+        lends no connection for it; it is closed when this writer is gone): it waits for no
+        lock and leaves checkpoints to a thread. Taking one from the pool and setting both,
+        then setting them back, at each transaction cost as much as a small write."""
+        conn = self._conn
+        if conn is None or conn.closed or conn.invalidated:
+            conn = self._engine.connect()
+            conn.connection.detach()
+            driver = driver_of(conn)
+            driver.execute("PRAGMA busy_timeout=0")
+            driver.execute("PRAGMA wal_autocheckpoint=0")
+            self._conn = conn
+        return conn
 
 
 @contextlib.contextmanager

@@ -165,14 +165,17 @@ def test_other_databases_are_left_to_the_thread(engine, tmp_path):
     ]
 
 
-def test_its_connection_goes_back_to_the_pool_as_it_was(engine):
-    """Each transaction takes a connection of the pool and gives it back waiting for locks
-    and checkpointing again: more transactions than the pool holds connections leave it as
-    it was."""
+def test_its_connection_is_its_own_and_the_pool_keeps_its_settings(engine):
+    """The writer's connection waits for no lock and leaves checkpoints aside for good; it is
+    not the pool's: after more transactions than the pool holds connections none is lent out,
+    and the pool's connections still wait for locks and checkpoint."""
     quick = QuickWriter(engine)
     for _ in range(40):
         with quick.transaction() as conn:
             assert conn is not None
+            assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 0
+            assert conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == 0
+    assert engine.pool.checkedout() == 0
     with engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == BUSY_TIMEOUT_MS
         assert conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == 1000
