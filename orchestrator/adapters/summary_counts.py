@@ -11,6 +11,18 @@ from orchestrator.core.wire import summary_counter_key
 
 __all__ = ["SummaryCounts"]
 
+# The job's status; the group's count set to zero when the job is there and has not ended.
+_STATUS_RESETTING = """
+local status = redis.call('HGET', KEYS[1], 'status')
+if status then
+  for i = 1, #ARGV do
+    if ARGV[i] == status then return status end
+  end
+  redis.call('SET', KEYS[2], 0)
+end
+return status
+"""
+
 
 class SummaryCounts:
     """The groups' counters. Every method raises :class:`~orchestrator.errors.BusError` when
@@ -18,6 +30,7 @@ class SummaryCounts:
 
     def __init__(self, redis: AsyncConnection) -> None:
         self.redis = redis
+        self._status_resetting = redis.register_script(_STATUS_RESETTING)
 
     @translating
     async def add(self, counts: Sequence[tuple[str, int]]) -> list[int]:
@@ -43,3 +56,15 @@ class SummaryCounts:
         if isinstance(found, bytes):
             return found.decode()
         return found
+
+    @translating
+    async def status_resetting(self, job_key: str, group: str, ended: Sequence[str]) -> str | None:
+        """:meth:`status_of`, and ``group``'s count started again (:meth:`reset`) when the
+        job is there with a status not in ``ended`` (waiting or running: it reads the group's
+        messages when it runs), in one round trip."""
+        found = await self._status_resetting(
+            keys=[job_key, summary_counter_key(group)], args=list(ended)
+        )
+        if isinstance(found, bytes):
+            return found.decode()
+        return found if isinstance(found, str) else None

@@ -39,6 +39,7 @@ from orchestrator.settings import Settings
 
 __all__ = [
     "DISTILL_JOB",
+    "ENDED_STATUSES",
     "PRUNE_JOB",
     "QUEUE_NAMES",
     "RUNS_QUEUE",
@@ -74,6 +75,7 @@ _BUSY = {
     JobStatus.CREATED: "being enqueued",
 }
 _ENDED = (JobStatus.FINISHED, JobStatus.FAILED, JobStatus.STOPPED, JobStatus.CANCELED)
+ENDED_STATUSES = tuple(status.value for status in _ENDED)  # a job that may be replaced
 _JOBS = "orchestrator.background.jobs"
 DISTILL_JOB = f"{_JOBS}.distill_job"
 SUMMARY_JOB = f"{_JOBS}.summary_job"

@@ -12,7 +12,12 @@ from collections.abc import Sequence
 
 from orchestrator.adapters.redis_client import Connection
 from orchestrator.adapters.summary_counts import SummaryCounts
-from orchestrator.background.queue import enqueue_summary, pending_detail, summary_job_key
+from orchestrator.background.queue import (
+    ENDED_STATUSES,
+    enqueue_summary,
+    pending_detail,
+    summary_job_key,
+)
 from orchestrator.background.queue_now import SummaryEnqueuer
 from orchestrator.core.batching import Coalescer
 from orchestrator.errors import BusError
@@ -91,11 +96,15 @@ class SummaryTrigger:
             # here, without a thread's round trips through RQ (they cost more than a turn).
             # A free job id is taken on the loop too; an ended job is replaced by RQ's own
             # enqueue, in a thread, under its guard.
-            status = await self._store.status_of(summary_job_key(group))
+            key = summary_job_key(group)
+            status = await self._store.status_resetting(key, group, ENDED_STATUSES)
             detail = pending_detail(status)
-            if detail is None and status is None and await self._enqueuer.enqueue(group, trigger):
+            if detail is not None:  # the count was started again in the same round trip
+                logger.info("group %s: summary due (%s): %s", group, trigger, detail)
+                return trigger
+            if status is None and await self._enqueuer.enqueue(group, trigger):
                 detail = "enqueued"
-            elif detail is None:
+            else:
                 result = await asyncio.to_thread(
                     enqueue_summary, self._sync, group, None, trigger, settings=self._settings
                 )

@@ -14,7 +14,13 @@ from rq.serializers import JSONSerializer
 from orchestrator.adapters.redis_client import connect, connect_async
 from orchestrator.adapters.summary_counts import SummaryCounts
 from orchestrator.background.listing import list_jobs
-from orchestrator.background.queue import enqueue_summary, fetch_job, queue, summary_job_id
+from orchestrator.background.queue import (
+    enqueue_summary,
+    fetch_job,
+    queue,
+    summary_job_id,
+    summary_job_key,
+)
 from orchestrator.background.queue_now import SummaryEnqueuer
 from orchestrator.client import ArenaClient
 from orchestrator.core.wire import summary_counter_key
@@ -188,4 +194,33 @@ def test_a_summary_enqueued_on_the_loop_is_the_job_rq_would_enqueue(
         assert finished is not None
         assert finished.get_status() == "finished"
     finally:
+        connection.close()
+
+
+def test_a_summary_job_s_status_read_with_its_count_reset_when_it_waits(embedded_redis_url: str):
+    """One round trip: the job's status, and the group's count started again only when the
+    job is there and has not ended (no job, or an ended one: the count is left as it is)."""
+    connection = redis.Redis.from_url(embedded_redis_url)
+    key = summary_job_key("ship")
+    ended = ("finished", "failed")
+
+    async def status() -> str | None:
+        counts = SummaryCounts(connect_async(embedded_redis_url))
+        try:
+            return await counts.status_resetting(key, "ship", ended)
+        finally:
+            await counts.redis.aclose()
+
+    try:
+        connection.set(summary_counter_key("ship"), 7)
+        assert asyncio.run(status()) is None
+        assert connection.get(summary_counter_key("ship")) == b"7"
+        connection.hset(key, "status", "finished")
+        assert asyncio.run(status()) == "finished"
+        assert connection.get(summary_counter_key("ship")) == b"7"
+        connection.hset(key, "status", "queued")
+        assert asyncio.run(status()) == "queued"
+        assert connection.get(summary_counter_key("ship")) == b"0"
+    finally:
+        connection.delete(key, summary_counter_key("ship"))
         connection.close()
