@@ -18,8 +18,8 @@ from sqlalchemy.engine import Engine
 from orchestrator.core.markers import parse_markers
 from orchestrator.memory.gate.rules import GateConfig
 from orchestrator.memory.personal import PersonalLog
-from orchestrator.memory.session.store import SessionMemory
 from orchestrator.memory.quick import driver_of
+from orchestrator.memory.session.store import SessionMemory
 from orchestrator.memory.transactions import BUSY_TIMEOUT_MS, QuickWriter, writing
 from orchestrator.memory.wal import checkpoints_of
 from orchestrator.memory.writer import MemoryWriter, Origin
