@@ -26,6 +26,7 @@ from orchestrator.memory.conversation.marker_entries import Rejected, Saved, Sto
 from orchestrator.memory.conversation.meta import MarkerMeta, ReplyMeta, TurnMeta
 from orchestrator.memory.conversation.run_meta import RunMeta
 from orchestrator.memory.conversation.store import Closing, HistoryStore, NewReply
+from orchestrator.memory.quick import QuickReader
 from orchestrator.settings import Settings
 from orchestrator.web.rooms import Rooms
 from tests.core.test_context_report import OLD_REPORT, RECALL
@@ -516,11 +517,22 @@ def test_pages_use_the_group_and_seq_index(served: Served, group: str, tmp_path:
         if "FROM messages" in statement and "ORDER BY" in statement:
             statements.append((statement, parameters))
 
+    # On SQLite the page is read straight through the driver (QuickReader), else SQLAlchemy.
+    rows = QuickReader.rows
+
+    def kept_rows(reader: QuickReader, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
+        if "FROM messages" in sql and "ORDER BY" in sql:
+            statements.append((sql, tuple(params)))
+        return rows(reader, sql, params)
+
     event.listen(served.engine, "before_cursor_execute", keep)
+    QuickReader.rows = kept_rows  # type: ignore[method-assign]
     try:
-        Rooms(HistoryStore(served.engine), (), hop_limit=3).page(group, before=100, limit=50)
+        page = Rooms(HistoryStore(served.engine), (), hop_limit=3).page(group, before=100, limit=50)
     finally:
+        QuickReader.rows = rows  # type: ignore[method-assign]
         event.remove(served.engine, "before_cursor_execute", keep)
+    assert page
     assert statements
     statement, parameters = statements[0]
     with sqlite3.connect(served.engine.url.database) as db:
