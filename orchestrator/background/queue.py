@@ -53,10 +53,9 @@ __all__ = [
     "enqueue_run",
     "enqueue_summary",
     "fetch_job",
-    "job_description",
+    "job_options",
     "prune_job_id",
     "queue",
-    "retry_of",
     "summary_job_id",
     "summary_meta",
 ]
@@ -169,16 +168,20 @@ def summary_meta(group: str, upto_seq: int | None, trigger: str) -> dict[str, An
     }
 
 
-def job_description(meta: dict[str, Any]) -> str:
-    """A job's description, from its meta: ``kind target (trigger)``."""
-    return f"{meta['kind']} {meta['target']} ({meta['trigger']})"
-
-
-def retry_of(policy: JobPolicy) -> Retry | None:
-    """RQ's retries for ``policy`` (None: none)."""
-    if not policy.retries:
-        return None
-    return Retry(max=policy.retries, interval=list(policy.retry_intervals_s))
+def job_options(policy: JobPolicy, meta: dict[str, Any]) -> dict[str, Any]:
+    """What RQ is given for a job besides its function, arguments and id: its meta and
+    description (``kind target (trigger)``), time limit, retries and how long it is kept."""
+    retry = None
+    if policy.retries:
+        retry = Retry(max=policy.retries, interval=list(policy.retry_intervals_s))
+    return {
+        "meta": meta,
+        "description": f"{meta['kind']} {meta['target']} ({meta['trigger']})",
+        "timeout": policy.timeout_s,
+        "result_ttl": policy.keep_s,
+        "failure_ttl": policy.keep_s,
+        "retry": retry,
+    }
 
 
 def prune_job_id(day: date) -> str:
@@ -334,19 +337,13 @@ def _enqueue_or_replace(connection: Connection, request: _Request) -> EnqueueRes
 
 def _submit(connection: Connection, request: _Request) -> bool:
     """Enqueue unless a job with the request's id exists (one atomic step in Redis)."""
-    policy, meta = request.policy, request.meta
     try:
         queue(connection).enqueue_call(
             request.func,
             args=request.args,
             job_id=request.job_id,
-            meta=meta,
-            timeout=policy.timeout_s,
-            result_ttl=policy.keep_s,
-            failure_ttl=policy.keep_s,
-            retry=retry_of(policy),
-            description=job_description(meta),
             unique=True,
+            **job_options(request.policy, request.meta),
         )
     except DuplicateJobError:
         return False

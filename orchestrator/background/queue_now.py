@@ -25,9 +25,8 @@ from orchestrator.adapters.redis_client import AsyncConnection, Connection, tran
 from orchestrator.background.queue import (
     SUMMARY_JOB,
     JobPolicy,
-    job_description,
+    job_options,
     queue,
-    retry_of,
     summary_job_id,
     summary_meta,
 )
@@ -71,18 +70,12 @@ class SummaryEnqueuer:
 
     def _job(self, group: str, trigger: str) -> tuple[Any, list[Any]]:
         """The job as ``Queue.enqueue_call`` makes it, and its hash's fields."""
-        policy, meta = self._policy, summary_meta(group, None, trigger)
         job = self._queue.create_job(
             SUMMARY_JOB,
             args=(group, None, trigger),
             job_id=summary_job_id(group, None),
-            meta=meta,
-            timeout=policy.timeout_s,
-            result_ttl=policy.keep_s,
-            failure_ttl=policy.keep_s,
-            retry=retry_of(policy),
-            description=job_description(meta),
             status=JobStatus.QUEUED,
+            **job_options(self._policy, summary_meta(group, None, trigger)),
         )
         job.enqueued_at = now()
         fields: list[Any] = []

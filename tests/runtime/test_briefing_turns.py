@@ -21,7 +21,8 @@ from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.files import write_atomic
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.personal import PersonalLog
-from orchestrator.memory.session.store import NewMemory
+from orchestrator.memory.session.records import MemoryRecord
+from orchestrator.memory.session.store import NewMemory, SessionMemory
 from orchestrator.memory.summaries import summary_path
 from orchestrator.runtime.briefing import INLINE_CPU_S, Briefing, Gathered
 from orchestrator.runtime.wiring import Wiring
@@ -68,6 +69,21 @@ def _ask(group: str, n: int, at: datetime) -> ChatMessage:
     )
 
 
+def _backups(session: SessionMemory) -> MemoryRecord:
+    """A fact of group alpha that the question of :func:`_ask` recalls."""
+    return session.write(
+        NewMemory(
+            scope="session",
+            scope_id="alpha",
+            type="fact",
+            content="The database backups run nightly at two",
+            agent="plain",
+            group_id="alpha",
+            now=T0,
+        )
+    ).record
+
+
 class _Where:
     """Records on which thread each reading ran, and what CPU time each took (the briefing's
     CPU clock is this object's)."""
@@ -92,17 +108,7 @@ def test_a_cheap_group_is_read_on_the_loop_and_recall_is_recorded_either_way(wir
     the next back to a thread. What was recalled is recorded as used on both paths, at most
     once a minute."""
     session = wiring.session
-    entry = session.write(
-        NewMemory(
-            scope="session",
-            scope_id="alpha",
-            type="fact",
-            content="The database backups run nightly at two",
-            agent="plain",
-            group_id="alpha",
-            now=T0,
-        )
-    ).record
+    entry = _backups(session)
     briefing = wiring.briefing()
     briefing.on_loop = False  # as on PostgreSQL, whose readings wait on the network
     where = _Where(briefing)
@@ -154,17 +160,7 @@ def test_on_sqlite_recall_is_recorded_on_the_loop_unless_the_database_is_taken(
     """What a turn recalled is recorded as used on the event loop when the database is free;
     when another process holds it, in a thread, which waits for it and then records it."""
     session = wiring.session
-    entry = session.write(
-        NewMemory(
-            scope="session",
-            scope_id="alpha",
-            type="fact",
-            content="The database backups run nightly at two",
-            agent="plain",
-            group_id="alpha",
-            now=T0,
-        )
-    ).record
+    entry = _backups(session)
     briefing = wiring.briefing()
     agent = wiring.team.get("plain")
     in_threads: list[bool] = []
