@@ -50,18 +50,11 @@ class SummaryCounts:
         await self.redis.set(summary_counter_key(group), 0)
 
     @translating
-    async def status_of(self, job_key: str) -> str | None:
-        """The status RQ keeps for the job whose hash is ``job_key`` (None: no such job)."""
-        found = await self.redis.hget(job_key, "status")
-        if isinstance(found, bytes):
-            return found.decode()
-        return found
-
-    @translating
     async def status_resetting(self, job_key: str, group: str, ended: Sequence[str]) -> str | None:
-        """:meth:`status_of`, and ``group``'s count started again (:meth:`reset`) when the
-        job is there with a status not in ``ended`` (waiting or running: it reads the group's
-        messages when it runs), in one round trip."""
+        """The status RQ keeps for the job whose hash is ``job_key`` (None: no such job), and
+        ``group``'s count started again (:meth:`reset`) when the job is there with a status
+        not in ``ended`` (waiting or running: it reads the group's messages when it runs), in
+        one round trip."""
         found = await self._status_resetting(
             keys=[job_key, summary_counter_key(group)], args=list(ended)
         )
