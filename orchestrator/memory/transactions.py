@@ -33,6 +33,7 @@ __all__ = [
     "QuickWriter",
     "Staged",
     "WriteJob",
+    "on_quick_transaction_end",
     "writing",
 ]
 
@@ -65,6 +66,16 @@ def _write_lock(engine: Engine) -> threading.Lock:
         return _WRITE_LOCKS.setdefault(engine, threading.Lock())
 
 
+_ENDED: list[Callable[[Connection], None]] = []
+
+
+def on_quick_transaction_end(hook: Callable[[Connection], None]) -> None:
+    """Call ``hook`` with a :class:`QuickWriter`'s connection after each of its transactions,
+    committed or not: what a pool's check-in would tell (that connection is never given back
+    to one)."""
+    _ENDED.append(hook)
+
+
 class QuickWriter:
     """Write transactions that wait for nobody, for the few small writes the event loop makes
     itself: on SQLite, when no other writer of this process or of another holds the database
@@ -93,11 +104,14 @@ class QuickWriter:
             yield None
             return
         committed = False
+        conn = self._connection()
         try:
-            with _begun(self._connection()) as begun:
+            with _begun(conn) as begun:
                 yield begun
                 committed = begun is not None
         finally:
+            for hook in _ENDED:  # it is not given back to a pool, whose check-in they watch
+                hook(conn)
             lock.release()
         if committed:  # nobody else copies the log back: a thread does, now and then
             checkpoints_of(self._engine).after_commit()

@@ -19,7 +19,8 @@ from orchestrator.core.markers import parse_markers
 from orchestrator.memory.gate.rules import GateConfig
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.quick import driver_of
-from orchestrator.memory.session.store import SessionMemory
+from orchestrator.memory.session import scope_log
+from orchestrator.memory.session.store import NewMemory, SessionMemory
 from orchestrator.memory.transactions import BUSY_TIMEOUT_MS, QuickWriter, writing
 from orchestrator.memory.wal import checkpoints_of
 from orchestrator.memory.writer import MemoryWriter, Origin
@@ -200,13 +201,37 @@ def test_the_log_of_writes_made_on_the_loop_is_copied_back_in_a_thread(engine: E
             checkpoints.wait()
 
     checkpoints.every_s = 3600.0  # never due
-    write(2000)
-    assert wal.stat().st_size > 2000 * 4000
+    write(500)
+    assert wal.stat().st_size > 500 * 4000
     before = checkpoints.done
     checkpoints.every_s = 0.0  # due after every commit (when none runs)
     write(10)  # the first one's checkpoint copies the whole log back
     assert checkpoints.done > before
     size = wal.stat().st_size
-    write(2000)  # the log is written from its start again: it does not grow
+    write(300)  # the log is written from its start again: it does not grow
     assert wal.stat().st_size <= size
-    assert checkpoints.done >= before + 2000
+    assert checkpoints.done >= before + 300
+
+
+def test_a_memory_saved_on_the_loop_is_counted_once_its_commit_is_done(engine: Engine):
+    """A memory saved on the loop's connection counts as this process's write to memory (recall
+    reads the change log then); a later transaction there that changes no memory (a use mark)
+    is not counted again."""
+    session = SessionMemory(engine)
+    before = scope_log.written()
+    outcome = session.write_now(
+        NewMemory(
+            scope="session",
+            scope_id="g",
+            type="fact",
+            content="The release train leaves on Thursdays",
+            agent="ana",
+            group_id="g",
+            now=NOW,
+        )
+    )
+    assert outcome is not None
+    counted = scope_log.written()
+    assert counted != before
+    assert session.mark_used_now([outcome.record.id], NOW)
+    assert scope_log.written() == counted

@@ -34,6 +34,7 @@ from orchestrator.memory import audit as _audit  # noqa: F401  (memory_pins, for
 from orchestrator.memory.quick import QuickReader
 from orchestrator.memory.session import entries as _entries
 from orchestrator.memory.session.fts import postgres_needs_install, sqlite_needs_install
+from orchestrator.memory.transactions import on_quick_transaction_end
 
 __all__ = [
     "KEPT_ROWS",
@@ -283,3 +284,14 @@ def _committing(conn: Connection) -> None:
 def _given_back(_dbapi_connection: Any, record: Any) -> None:
     if record is not None and record.info.pop(_FLAG, False):
         _bump()
+
+
+def _ended(conn: Connection) -> None:
+    """A transaction of a connection kept out of the pool (a
+    :class:`~orchestrator.memory.transactions.QuickWriter`'s) ended: its write to memory, if
+    it made one, is counted now that the commit is done, as at a check-in."""
+    if conn.info.pop(_FLAG, False):
+        _bump()
+
+
+on_quick_transaction_end(_ended)
