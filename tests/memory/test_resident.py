@@ -239,3 +239,18 @@ def test_reads_the_log_after_its_own_writes_and_now_and_then_for_others(engine):
     assert find(memory.resident, "deploy")[0] == ["Deploys need two approvals"]
     now[0] += scope_log.POLL_S
     assert find(memory.resident, "deploy")[0] == []
+
+
+@on_each_database
+def test_a_scope_first_searched_holds_its_pins_and_only_its_own(engine):
+    """A scope loaded by its first search holds the pins made before: its own pinned entry,
+    not another scope's."""
+    memory = SessionMemory(engine)
+    corrections = Corrections(engine, gate=GateConfig())
+    mine = memory.write(new("Releases go out on Thursdays")).record
+    theirs = memory.write(new("Releases go out on Mondays", group="beta")).record
+    memory.write(new("Lunch is at noon"))
+    corrections.pin(mine.id, by="user", now=T0)
+    corrections.pin(theirs.id, by="user", now=T0)
+    fresh = SessionMemory(engine).resident
+    assert find(fresh, "lunch") == (["Lunch is at noon"], ["Releases go out on Thursdays"])

@@ -34,7 +34,7 @@ from sqlalchemy import and_, bindparam, func, select
 from sqlalchemy.engine import Connection, Engine
 
 from orchestrator.memory.audit import PINS
-from orchestrator.memory.quick import QuickReader
+from orchestrator.memory.quick import QuickReader, driver_of
 from orchestrator.memory.session import fts, scope_log
 from orchestrator.memory.session.entries import ENTRIES, IS_ACTIVE, to_record
 from orchestrator.memory.session.records import MemoryRecord, meta_text
@@ -65,6 +65,12 @@ _PINS_SQL = "SELECT memory_pins.entry_id FROM memory_pins WHERE memory_pins.entr
 _MOST_IDS = 500  # SQLite limits a statement's parameters
 _SCOPE_SQL = (
     "memory_entries.scope = ? AND memory_entries.scope_id = ? AND memory_entries.status = 'active'"
+)
+_IN_SCOPE_SQL = f"memory_entries WHERE {_SCOPE_SQL}"
+_SQLITE_PINNED_IN_SCOPE = (
+    "SELECT memory_pins.entry_id FROM memory_pins JOIN memory_entries"
+    " ON memory_entries.id = memory_pins.entry_id"
+    " WHERE memory_entries.scope = ? AND memory_entries.scope_id = ?"
 )
 _IN_SCOPE = select(*_COLUMNS).where(
     ENTRIES.c.scope == bindparam("scope"), ENTRIES.c.scope_id == bindparam("scope_id"), IS_ACTIVE
@@ -283,8 +289,12 @@ class ResidentMemory:
         until = self._large.get(scope)
         if until is not None and now < until:
             return True
-        params = {"scope": scope[0], "scope_id": scope[1]}
-        large = int(conn.execute(_COUNT_IN_SCOPE, params).scalar_one()) > self.max_scope
+        if self._sqlite:  # a group's first turn: straight to the driver
+            count = driver_of(conn).execute(f"SELECT count(*) FROM {_IN_SCOPE_SQL}", scope)
+            large = int(count.fetchone()[0]) > self.max_scope
+        else:
+            params = {"scope": scope[0], "scope_id": scope[1]}
+            large = int(conn.execute(_COUNT_IN_SCOPE, params).scalar_one()) > self.max_scope
         if large:
             self._large[scope] = now + RECOUNT_S
         else:
@@ -305,9 +315,11 @@ class ResidentMemory:
         else:
             for mapped in conn.execute(_IN_SCOPE, params).mappings():
                 held.add(_entry(to_record(mapped)))
-        held.pinned = {
-            int(i) for (i,) in conn.execute(_PINNED_IN_SCOPE, params) if int(i) in held.entries
-        }
+        if raw is not None:
+            pins = driver_of(conn).execute(_SQLITE_PINNED_IN_SCOPE, scope).fetchall()
+        else:
+            pins = conn.execute(_PINNED_IN_SCOPE, params).all()
+        held.pinned = {int(i) for (i,) in pins if int(i) in held.entries}
         self._scopes[scope] = held
         self._held += len(held.entries)
         return held
