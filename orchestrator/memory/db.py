@@ -125,6 +125,7 @@ _ADDED_COLUMNS = (
     ("memory_changes", "reason", "TEXT"),
     ("run_steps", "approval", "VARCHAR(32)"),
     ("knowledge_chunks", "page", "INTEGER"),
+    ("memory_entries", "search_terms", "TEXT"),
 )
 
 

@@ -254,3 +254,81 @@ def test_a_scope_first_searched_holds_its_pins_and_only_its_own(engine):
     corrections.pin(theirs.id, by="user", now=T0)
     fresh = SessionMemory(engine).resident
     assert find(fresh, "lunch") == (["Lunch is at noon"], ["Releases go out on Thursdays"])
+
+
+def _hits(resident: ResidentMemory, query: str) -> list[tuple[str, float]]:
+    found = resident.find(fts.query_terms(query), ALPHA, 50)
+    return [(record.content, score) for record, score in found.hits]
+
+
+@on_each_database
+def test_a_scope_first_loaded_reads_the_words_counted_when_written(engine, monkeypatch):
+    """A scope's first load takes each entry's words as counted when it was written, and
+    ranks exactly as when counting them afresh: for an entry an older version wrote (no
+    counts), for counts that do not read, and for a text a script changed with its own SQL."""
+    memory = SessionMemory(engine)
+    texts = [
+        "Deploying needs two approvals from the ops team",
+        "The deploy approval process is documented in the wiki",
+        "Le café ouvre à huit heures, deploy after coffee",
+        "数据库 deploy approvals need the DBA",
+    ]
+    for n, content in enumerate(texts):
+        memory.write(new(content, tags=["ops"] if n % 2 else [], key=f"k{n}"))
+    expected = _hits(SessionMemory(engine).resident, "deploy approvals cafe 数据库")
+    assert len(expected) == len(texts)
+
+    counted: list[str] = []
+    tokens = fts.tokens
+
+    def counting(value: str) -> list[str]:
+        counted.append(value)
+        return tokens(value)
+
+    monkeypatch.setattr(fts, "tokens", counting)
+    assert _hits(SessionMemory(engine).resident, "deploy approvals cafe 数据库") == expected
+    assert [value for value in counted if len(value) > 20] == []  # only the query's words
+
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE memory_entries SET search_terms = NULL WHERE id % 2 = 0"))
+        conn.execute(text("UPDATE memory_entries SET search_terms = '[1, 2' WHERE id % 2 = 1"))
+    assert _hits(SessionMemory(engine).resident, "deploy approvals cafe 数据库") == expected
+    assert len([value for value in counted if len(value) > 20]) >= len(texts)
+
+    memory.write(new("Lunch is at noon on Fridays", key="lunch"))
+    with engine.begin() as conn:  # a script's own SQL: the texts change, the counts do not
+        conn.execute(
+            text(
+                "UPDATE memory_entries SET content = 'Deploys happen at noon', "
+                "search_body = 'Deploys happen at noon' WHERE key = 'lunch'"
+            )
+        )
+    fresh = SessionMemory(engine).resident
+    assert _hits(fresh, "fridays") == []
+    assert [content for content, _ in _hits(fresh, "happen")] == ["Deploys happen at noon"]
+
+
+def test_a_database_from_before_counted_words_gains_the_column(tmp_path):
+    """A database whose entries have no counted words gets the column when opened; its
+    entries are found as before, and a new one is stored with its words counted."""
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = make_engine(url)
+    SessionMemory(engine).write(new("Deploying needs two approvals"))
+    with engine.begin() as conn:
+        conn.execute(text("ALTER TABLE memory_entries DROP COLUMN search_terms"))
+    engine.dispose()
+    old = make_engine(url)
+    try:
+        memory = SessionMemory(old)
+        memory.write(new("The deploy approval process is in the wiki"))
+        with old.connect() as conn:
+            stored = conn.execute(text("SELECT search_terms FROM memory_entries ORDER BY id"))
+            first, second = (value for (value,) in stored)
+        assert first is None
+        assert second
+        found = [content for content, _ in _hits(SessionMemory(old).resident, "approvals")]
+        assert sorted(found) == sorted(
+            ["Deploying needs two approvals", "The deploy approval process is in the wiki"]
+        )
+    finally:
+        old.dispose()

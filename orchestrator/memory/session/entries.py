@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 from sqlmodel import Field, SQLModel
 
 from orchestrator.core.models import assume_utc
-from orchestrator.memory.session import fts
+from orchestrator.memory.session import fts, terms
 from orchestrator.memory.session.embeddings import MemoryVector
 from orchestrator.memory.session.records import Citation, MemoryRecord, NewMemory
 
@@ -92,6 +92,8 @@ class MemoryEntry(SQLModel, table=True):
     extra: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     search_body: str = Field(default="", sa_column=Column(Text, nullable=False))
     search_meta: str = Field(default="", sa_column=Column(Text, nullable=False))
+    # The words of both, counted (memory.session.terms); None: written by an older version.
+    search_terms: str | None = Field(default=None, sa_column=Column(Text))
 
 
 ENTRIES: Table = MemoryEntry.__table__  # type: ignore[attr-defined]
@@ -146,6 +148,7 @@ def to_record(row: Mapping[Any, Any]) -> MemoryRecord:
 
 def new_row(new: NewMemory, norm: str) -> dict[str, Any]:
     now = db_time(new.now)
+    body, meta = fts.index_text(new.content), new.search_meta()
     return {
         "scope": new.scope,
         "scope_id": new.scope_id,
@@ -173,8 +176,9 @@ def new_row(new: NewMemory, norm: str) -> dict[str, Any]:
         "supersedes": None,
         "superseded_by": None,
         "extra": dict(new.extra),
-        "search_body": fts.index_text(new.content),
-        "search_meta": new.search_meta(),
+        "search_body": body,
+        "search_meta": meta,
+        "search_terms": terms.packed(body, meta),
     }
 
 

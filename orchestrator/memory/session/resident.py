@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -35,7 +35,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from orchestrator.memory.audit import PINS
 from orchestrator.memory.quick import QuickReader, driver_of
-from orchestrator.memory.session import fts, scope_log
+from orchestrator.memory.session import fts, scope_log, terms
 from orchestrator.memory.session.entries import ENTRIES, IS_ACTIVE, to_record
 from orchestrator.memory.session.records import MemoryRecord, meta_text
 from orchestrator.memory.session.sqlite_rows import SqliteRows
@@ -55,7 +55,8 @@ RECOUNT_S = 60.0
 
 Scope = tuple[str, str]
 
-_UNREAD = ("norm", "norm_hash", "search_body", "search_meta")
+_UNREAD = ("norm", "norm_hash", "search_body", "search_meta", "search_terms")
+_TERMS = ("search_body", "search_meta", "search_terms")
 _COLUMNS = [c for c in ENTRIES.c if c.name not in _UNREAD]
 _ROWS = SqliteRows(_COLUMNS)
 _ID = _ROWS.names.index("id")
@@ -72,7 +73,7 @@ _SQLITE_PINNED_IN_SCOPE = (
     " ON memory_entries.id = memory_pins.entry_id"
     " WHERE memory_entries.scope = ? AND memory_entries.scope_id = ?"
 )
-_IN_SCOPE = select(*_COLUMNS).where(
+_IN_SCOPE = select(*_COLUMNS, *(ENTRIES.c[name] for name in _TERMS)).where(
     ENTRIES.c.scope == bindparam("scope"), ENTRIES.c.scope_id == bindparam("scope_id"), IS_ACTIVE
 )
 _COUNT_IN_SCOPE = select(func.count()).where(
@@ -113,21 +114,10 @@ class _Entry:
         return self.made
 
 
-def _counted(entry_id: int, body: str, meta: str, **row: Any) -> _Entry:
-    """An entry with the words of its content (``body``) and of its metadata counted."""
-    body_words, meta_words = fts.tokens(body), fts.tokens(meta)
-    freqs: dict[str, float] = {
-        word: count * fts.BODY_WEIGHT for word, count in Counter(body_words).items()
-    }
-    for word in meta_words:
-        freqs[word] = freqs.get(word, 0.0) + fts.META_WEIGHT
-    length = len(body_words) + len(meta_words) + 1
-    return _Entry(id=entry_id, freqs=freqs, length=length, **row)
-
-
 def _entry(record: MemoryRecord) -> _Entry:
     meta = meta_text(record.type, record.key, record.tags, record.extra)
-    return _counted(record.id, record.content, meta, made=record)
+    length, freqs = terms.counted(record.content, meta)
+    return _Entry(id=record.id, freqs=freqs, length=length, made=record)
 
 
 @dataclass(slots=True)
@@ -308,16 +298,19 @@ class ResidentMemory:
             return held
         held = _Scope()
         params = {"scope": scope[0], "scope_id": scope[1]}
-        raw = _ROWS.raw(conn, _SCOPE_SQL, scope, extra=("search_body", "search_meta"))
-        if raw is not None:  # SQLite: the rows' index texts counted, the rows kept as read
+        # Each entry's words as counted when it was written (memory.session.terms).
+        raw = _ROWS.raw(conn, _SCOPE_SQL, scope, extra=_TERMS)
+        if raw is not None:  # SQLite: the rows as read, made records when needed
             for row in raw:
-                held.add(_counted(int(row[_ID]), row[-2], row[-1], raw=row))
-        else:
-            for mapped in conn.execute(_IN_SCOPE, params).mappings():
-                held.add(_entry(to_record(mapped)))
-        if raw is not None:
+                length, freqs = terms.unpacked(row[-1], row[-3], row[-2])
+                held.add(_Entry(id=int(row[_ID]), freqs=freqs, length=length, raw=row))
             pins = driver_of(conn).execute(_SQLITE_PINNED_IN_SCOPE, scope).fetchall()
         else:
+            for mapped in conn.execute(_IN_SCOPE, params).mappings():
+                body, meta, stored = (mapped[name] for name in _TERMS)
+                length, freqs = terms.unpacked(stored, body, meta)
+                made = to_record(mapped)
+                held.add(_Entry(id=made.id, freqs=freqs, length=length, made=made))
             pins = conn.execute(_PINNED_IN_SCOPE, params).all()
         held.pinned = {int(i) for (i,) in pins if int(i) in held.entries}
         self._scopes[scope] = held

@@ -67,7 +67,9 @@ _V = VECTORS
 # running it on SQLite. Search results need a record, not the texts kept only for the index
 # and duplicate checks.
 _RECORD_COLUMNS = [
-    c for c in _T.c if c.name not in ("norm", "norm_hash", "search_body", "search_meta")
+    c
+    for c in _T.c
+    if c.name not in ("norm", "norm_hash", "search_body", "search_meta", "search_terms")
 ]
 _BY_IDS = select(*_RECORD_COLUMNS).where(_T.c.id.in_(bindparam("ids", expanding=True)))
 _ROWS = SqliteRows(_RECORD_COLUMNS)  # the rows recall reads every turn, without SQLAlchemy
