@@ -109,11 +109,25 @@ def connect_pool(url: str, *, max_connections: int, timeout_s: float) -> AsyncCo
     for a free connection rather than fail when every one is busy (hundreds of groups in
     flight at once)."""
     pool = redis.asyncio.BlockingConnectionPool.from_url(
-        url, max_connections=max_connections, timeout=timeout_s, socket_timeout=timeout_s
+        url,
+        max_connections=max_connections,
+        timeout=timeout_s,
+        socket_timeout=timeout_s,
+        **_DRIVER_INFO,
     )
     pool.connection_class = _packed_by_hiredis(pool.connection_class)
     return redis.asyncio.Redis.from_pool(pool)
 
+
+# What each new connection tells the server it is (CLIENT SETINFO), made once: redis-py makes it
+# again for every connection, reading its own version from the installed package's metadata
+# (0.65 ms each; hundreds of groups at once grow the pool by tens of connections).
+try:
+    from redis.driver_info import DriverInfo
+
+    _DRIVER_INFO: dict[str, Any] = {"driver_info": DriverInfo()}
+except ImportError:  # redis-py before 7: its own way, once per connection
+    _DRIVER_INFO = {}
 
 _Connection: TypeAlias = type[redis.asyncio.connection.AbstractConnection]
 _PACKED: dict[str, _Connection] = {}

@@ -60,3 +60,18 @@ def test_commands_run_against_a_real_redis(redis_url: str) -> None:
     _, length, value = asyncio.run(run())
     assert length == 1
     assert value == "héllo".encode()
+
+
+def test_each_connection_names_the_library_as_redis_py_does() -> None:
+    """Every connection of the pool would tell the server what it is (CLIENT SETINFO, on
+    Redis 7.2 and later) as redis-py's own connections do."""
+    url = "redis://localhost:6379"
+    ours = connect_pool(url, max_connections=2, timeout_s=1).connection_pool
+    theirs = redis.asyncio.BlockingConnectionPool.from_url(url)
+    first, second = ours.make_connection(), ours.make_connection()  # type: ignore[attr-defined]
+    plain = theirs.make_connection()
+    for connection in (first, second):
+        info = getattr(connection, "driver_info", None)
+        expected = getattr(plain, "driver_info", None)
+        assert (info and info.formatted_name) == (expected and expected.formatted_name)
+        assert (info and info.lib_version) == (expected and expected.lib_version)

@@ -287,6 +287,16 @@ def test_words_are_stemmed_tokens_and_cjk_bigrams(text, expected):
     assert fts.words(text) == expected
 
 
+@pytest.mark.parametrize(
+    "text",
+    ["release 2026 builds 17 and 18", "v2 api 404s, 1st try", "٣٤ items ² costs", "migrated 12"],
+)
+def test_the_index_words_of_numbers_are_the_numbers(text):
+    """A number is its own stem, as the index's Porter stemmer leaves it."""
+    plain = [fts.porter(word) for word in fts.fold(text.lower()).replace(",", " ").split()]
+    assert fts.tokens(text) == plain
+
+
 # Earlier messages of the group, ranked with the memories ------------------------------------
 
 
