@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import operator
 import re
 import time
 from collections.abc import Callable
@@ -109,6 +110,9 @@ class Briefing:
         self.counter = counter
         self.lore = lore
         self._past: Kept[StoredMessage, PastMessage] = Kept(_PAST_KEPT)
+        self._histories: Bounded[str, tuple[list[StoredMessage], list[PastMessage]]] = Bounded(
+            _GROUPS_TIMED
+        )
         self._cpu: dict[str, float] = {}  # each group's last reading's CPU time, in s
         self._shown_logs: Bounded[tuple[str, tuple[str, ...]], str] = Bounded(_GROUPS_TIMED)
         self._summaries: Bounded[str, str] = Bounded(_GROUPS_TIMED)
@@ -179,7 +183,7 @@ class Briefing:
             logs=self._logs(agent.id, trigger.group, now),
             recalled=recall.snippets if recall else (),
             said=recall.messages if recall else (),
-            history=self._history(recent),
+            history=self._history(trigger.group, recent),
             left_out=_joined(recall.dropped, lore_left) if recall else lore_left,
             knowledge=_joined(lore, recall.knowledge) if recall else lore,
         )
@@ -238,17 +242,36 @@ class Briefing:
             self._shown_logs.put(key, shown)
         return shown
 
-    def _history(self, stored: list[StoredMessage]) -> list[PastMessage]:
+    def _history(self, group: str, stored: list[StoredMessage]) -> list[PastMessage]:
         # The same stored objects come back turn after turn from the cache of recent
-        # messages: each one's PastMessage is kept by the object (orchestrator.core.kept).
-        kept, history = self._past, []
-        for s in stored:
-            past = kept.find(s, None)
-            if past is None:
-                tokens = s.tokens if s.tokens is not None else self.counter.count(s.message.text)
-                past = kept.keep(s, None, PastMessage(message=s.message, tokens=tokens))
-            history.append(past)
+        # messages: the group's last history is slid along (its messages that are still
+        # there, then the new ones), and each one's PastMessage is kept by the object
+        # (orchestrator.core.kept) for a group read again.
+        last = self._histories.get(group)
+        if last is not None and stored:
+            before, made = last
+            start = next((i for i, s in enumerate(before) if s is stored[0]), None)
+            overlap = len(before) - (start or 0)
+            if (
+                start is not None
+                and overlap <= len(stored)
+                and all(map(operator.is_, before[start:], stored[:overlap]))
+            ):
+                history = made[start:] + [self._past_of(s) for s in stored[overlap:]]
+                self._histories.put(group, (stored, history))
+                return history
+        history = [self._past_of(s) for s in stored]
+        self._histories.put(group, (stored, history))
         return history
+
+    def _past_of(self, stored: StoredMessage) -> PastMessage:
+        past = self._past.find(stored, None)
+        if past is None:
+            tokens = stored.tokens
+            if tokens is None:
+                tokens = self.counter.count(stored.message.text)
+            past = self._past.keep(stored, None, PastMessage(message=stored.message, tokens=tokens))
+        return past
 
     def _recall(
         self,

@@ -11,6 +11,7 @@ import sqlite3
 import textwrap
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from sqlalchemy.engine import Engine
 
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.files import write_atomic
+from orchestrator.memory.conversation.store import StoredMessage
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.session.records import MemoryRecord
@@ -269,3 +271,55 @@ def test_log_paths_follow_the_folder_checked_again(
     clock[0] += PersonalLog.READ_CHECK_S
     assert log.read_days("plain", [day, day + timedelta(days=1)]) == ["- second\n", ""]
     assert log.workspace("plain") is log.workspace("plain")
+
+
+class _Window:
+    """A group's recent messages as the daemon's cache hands them out: the same objects turn
+    after turn, in a window that slides."""
+
+    def __init__(self) -> None:
+        self.messages: list[StoredMessage] = []
+
+    def recent(self, group: str, limit: int) -> list[StoredMessage]:
+        return self.messages[-limit:]
+
+
+def _stored(seq: int, text: str | None = None) -> StoredMessage:
+    message = _ask("alpha", seq, T0 + timedelta(minutes=seq))
+    return StoredMessage(
+        seq=seq, message=replace(message, text=text or f"message {seq}"), status="done", tokens=3
+    )
+
+
+def test_the_history_layer_follows_the_window_of_recent_messages(wiring: Wiring) -> None:
+    """Turn after turn the history layer is the group's recent messages as they are then: the
+    window slid by new messages, shrunk, read again from the database (new objects, a text
+    corrected), or another group's."""
+    window = _Window()
+    briefing = wiring.briefing(window)
+    agent = wiring.team.get("plain")
+
+    def shown(trigger_seq: int) -> list[tuple[int, str, int]]:
+        trigger = window.messages[-1].message if window.messages else _ask("alpha", 0, T0)
+        layers = briefing.gather(agent, trigger, T0 + timedelta(minutes=trigger_seq)).layers
+        return [(int(p.message.id.split("-")[0]), p.message.text, p.tokens) for p in layers.history]
+
+    def expected() -> list[tuple[int, str, int]]:
+        return [(s.seq, s.message.text, 3) for s in window.messages[-wiring.tuning.history_limit :]]
+
+    window.messages = [_stored(n) for n in range(1, 4)]
+    assert shown(3) == expected()
+    window.messages += [_stored(4), _stored(5)]  # new messages at the end
+    assert shown(5) == expected()
+    window.messages = [*window.messages[2:], _stored(6)]  # the oldest let go
+    assert shown(6) == expected()
+    window.messages = window.messages[:-1]  # fewer than before
+    assert shown(6) == expected()
+    window.messages[1] = _stored(window.messages[1].seq, "corrected")  # read again
+    assert shown(6) == expected()
+    window.messages = [_stored(s.seq) for s in window.messages]  # all of them new objects
+    assert shown(6) == expected()
+    window.messages = [_stored(n) for n in range(10, 12)]  # nothing in common
+    assert shown(11) == expected()
+    window.messages = []
+    assert shown(12) == []

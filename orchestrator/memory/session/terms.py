@@ -13,6 +13,7 @@ this version's, is counted again from the texts.
 
 from __future__ import annotations
 
+import math
 import zlib
 from typing import Any
 
@@ -63,10 +64,17 @@ def unpacked(stored: str | None, body: str, meta: str) -> tuple[int, dict[str, f
             and value[1] == _checksum(body, meta)
             and type(value[2]) is int
             and type(value[3]) is dict
-            and all(type(weight) is float for weight in value[3].values())
+            and _numbers(value[3])
         ):
             return value[2], value[3]
     return counted(body, meta)
+
+
+def _numbers(weights: dict[str, Any]) -> bool:
+    try:
+        return math.isfinite(sum(weights.values()))  # not one a string, a list, a null
+    except TypeError:
+        return False
 
 
 def _checksum(body: str, meta: str) -> int:
