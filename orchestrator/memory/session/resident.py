@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -123,7 +123,7 @@ def _entry(record: MemoryRecord) -> _Entry:
 @dataclass(slots=True)
 class _Scope:
     entries: dict[int, _Entry] = field(default_factory=dict)
-    postings: dict[str, set[int]] = field(default_factory=dict)
+    postings: defaultdict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
     pinned: set[int] = field(default_factory=set)
     length: int = 0
 
@@ -133,11 +133,7 @@ class _Scope:
         self.length += entry.length
         postings = self.postings
         for word in entry.freqs:
-            ids = postings.get(word)
-            if ids is None:
-                postings[word] = {entry_id}
-            else:
-                ids.add(entry_id)
+            postings[word].add(entry_id)  # a new word's set made by the defaultdict
 
     def remove(self, entry_id: int) -> None:
         entry = self.entries.pop(entry_id, None)

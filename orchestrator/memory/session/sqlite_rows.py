@@ -11,7 +11,6 @@ would give it. Other databases keep SQLAlchemy's path (the functions return None
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -21,6 +20,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql import ClauseElement
 from sqlmodel.sql.sqltypes import UTCDateTime
 
+from orchestrator.core.json_text import json_value
 from orchestrator.memory.quick import driver_of
 
 __all__ = ["SqliteRows", "SqliteStatement"]
@@ -87,7 +87,7 @@ class SqliteRows:
                 row[i] = datetime.fromisoformat(row[i]).replace(tzinfo=UTC)
         for i in self._json:
             if isinstance(row[i], str):
-                row[i] = json.loads(row[i])
+                row[i] = json_value(row[i])
         return dict(zip(self.names, row, strict=True))
 
     def _rows(self, conn: Connection, sql: str, params: Sequence[Any]) -> list[dict[str, Any]]:
