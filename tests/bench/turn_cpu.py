@@ -1,7 +1,7 @@
 """The CPU one message costs the daemon's pipeline, in this process, without Redis or MQTT.
 
     python tests/bench/turn_cpu.py [--messages 2000] [--groups 200] [--agents 4]
-        [--rounds 5] [--collector daemon|python] [--instructions] [--json OUT]
+        [--rounds 5] [--collector daemon|python] [--first-turns] [--instructions] [--json OUT]
 
 The realistic workload of ``throughput.py --realistic`` (20 stored messages, 50 session
 memories, 2 of them pinned, per group; personal logs of today), stored the same way; then the
@@ -11,6 +11,10 @@ person's messages spread over the groups, each mentioning one agent, in waves of
 per group at once (as the daemon has them in flight, its writes batched across groups),
 ``--rounds`` times over fresh copies of the data. What is published goes to lists in memory:
 the figure leaves out the Redis streams and MQTT, which ``throughput.py`` measures end to end.
+
+Each group's first turn (which reads the group and loads its memories from the database) is
+left out of the clock, unless ``--first-turns``: then the ``--messages`` begin with one per
+group, in a fresh pipeline, as ``throughput.py`` counts them in a fresh daemon.
 
 The garbage collector is settled as the daemon settles it (``--collector python``: Python's
 own settings); the table says how much of the CPU it took. Process CPU time per message moves
@@ -106,7 +110,12 @@ def _prepare(folder: Path, groups: list[str], agents: int) -> None:
 
 
 async def _answer_all(
-    folder: Path, groups: list[str], agents: int, messages: int, collector: str
+    folder: Path,
+    groups: list[str],
+    agents: int,
+    messages: int,
+    collector: str,
+    first_turns: bool,
 ) -> tuple[float, float]:
     """Answer ``messages`` messages; the process CPU seconds it took (the first message of
     each group, which reads the group from the database, outside the clock), and the part of
@@ -153,12 +162,14 @@ async def _answer_all(
             collecting[0] += time.thread_time() - collecting[1]
 
     try:
-        await wave(0, len(groups))  # each group read once, outside the clock
+        skipped = 0 if first_turns else len(groups)
+        if not first_turns:
+            await wave(0, len(groups))  # each group read once, outside the clock
         gc.callbacks.append(timed)
         _count_instructions(True)
         began = time.process_time()
-        for first in range(len(groups), len(groups) + messages, len(groups)):
-            await wave(first, min(len(groups), len(groups) + messages - first))
+        for at in range(skipped, skipped + messages, len(groups)):
+            await wave(at, min(len(groups), skipped + messages - at))
         spent = time.process_time() - began
         _count_instructions(False)
         return spent, collecting[0]
@@ -168,7 +179,14 @@ async def _answer_all(
         engine.dispose()
 
 
-def measure(messages: int, groups: int, agents: int, rounds: int, collector: str) -> dict[str, Any]:
+def measure(
+    messages: int,
+    groups: int,
+    agents: int,
+    rounds: int,
+    collector: str,
+    first_turns: bool = False,
+) -> dict[str, Any]:
     names = [f"g{n}" for n in range(groups)]
     with tempfile.TemporaryDirectory(prefix="arena-turn-cpu-") as tmp:
         seed = Path(tmp) / "seed"
@@ -179,7 +197,9 @@ def measure(messages: int, groups: int, agents: int, rounds: int, collector: str
         for r in range(rounds):
             folder = Path(tmp) / f"round{r}"
             shutil.copytree(seed, folder)
-            cpu, gc_cpu = asyncio.run(_answer_all(folder, names, agents, messages, collector))
+            cpu, gc_cpu = asyncio.run(
+                _answer_all(folder, names, agents, messages, collector, first_turns)
+            )
             per_message.append(cpu / messages * 1e6)
             collected.append(gc_cpu / messages * 1e6)
             print(
@@ -195,6 +215,7 @@ def measure(messages: int, groups: int, agents: int, rounds: int, collector: str
         "memories_per_group": REALISTIC_MEMORIES,
         "history_per_group": HISTORY,
         "collector": collector,
+        "first_turns": first_turns,
         "rounds_us": [round(v, 1) for v in per_message],
         "rounds_gc_us": [round(v, 1) for v in collected],
         "cpu_us_min": round(min(per_message), 1),
@@ -217,6 +238,7 @@ def _instructions(args: argparse.Namespace) -> int:
             __file__,
             *(["--messages", str(args.messages), "--groups", str(args.groups)]),
             *(["--agents", str(args.agents), "--rounds", "1", "--collector", args.collector]),
+            *(["--first-turns"] if args.first_turns else []),
         ]
         print(f"counting instructions under callgrind: {args.messages} messages", file=sys.stderr)
         done = subprocess.run(
@@ -232,7 +254,8 @@ def _instructions(args: argparse.Namespace) -> int:
         print("the run under callgrind failed", file=sys.stderr)
         return 1
     per_message = int(found.group(1)) / args.messages
-    print("turn instructions, realistic workload, pipeline in process (callgrind)")
+    firsts = ", first turns counted" if args.first_turns else ""
+    print(f"turn instructions, realistic workload, pipeline in process (callgrind{firsts})")
     print(f"{'messages':>9} {'groups':>7} {'agents':>7} {'instructions_per_message':>25}")
     print(f"{args.messages:>9} {args.groups:>7} {args.agents:>7} {per_message:>25.0f}")
     if args.json:
@@ -240,6 +263,7 @@ def _instructions(args: argparse.Namespace) -> int:
             "messages": args.messages,
             "groups": args.groups,
             "agents": args.agents,
+            "first_turns": args.first_turns,
             "instructions_per_message": round(per_message),
         }
         args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
@@ -260,6 +284,11 @@ def main() -> int:
         help="the garbage collector as the daemon settles it (default) or Python's own",
     )
     parser.add_argument(
+        "--first-turns",
+        action="store_true",
+        help="count each group's first turn too, as throughput.py does in a fresh daemon",
+    )
+    parser.add_argument(
         "--instructions",
         action="store_true",
         help="count instructions under valgrind's callgrind instead of CPU time (steady)",
@@ -270,9 +299,12 @@ def main() -> int:
         parser.error("--messages, --groups, --agents and --rounds must be at least 1")
     if args.instructions:
         return _instructions(args)
-    report = measure(args.messages, args.groups, args.agents, args.rounds, args.collector)
+    report = measure(
+        args.messages, args.groups, args.agents, args.rounds, args.collector, args.first_turns
+    )
     gc_us = statistics.median(report["rounds_gc_us"])
-    print("turn CPU, realistic workload, pipeline in process (no Redis, no MQTT)")
+    firsts = ", first turns counted" if args.first_turns else ""
+    print(f"turn CPU, realistic workload, pipeline in process (no Redis, no MQTT{firsts})")
     print(
         f"{'messages':>9} {'groups':>7} {'agents':>7} {'collector':>9} {'min_us':>8} "
         f"{'median_us':>10} {'gc_us':>7}"
