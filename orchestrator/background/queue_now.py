@@ -5,8 +5,9 @@ daemon runs it in a worker thread, and its four round trips through a thread cos
 several times over while the loop is busy (the thread and the loop pass the interpreter's lock
 back and forth at each one). The job here is made by RQ (``Queue.create_job``, serialized by
 ``Job.to_dict``, as ``Queue.enqueue_call`` makes it) and stored by RQ's own script for a unique
-enqueue, with the queue registered in the same pipeline, on the daemon's asynchronous
-connection. A worker cannot tell the two apart (tested against RQ's enqueue, field by field).
+enqueue, with the queue registered and the group's count started again in the same pipeline,
+on the daemon's asynchronous connection. A worker cannot tell the two apart (tested against
+RQ's enqueue, field by field).
 
 Only a job whose id is free is enqueued here: one that exists (queued, running, or ended and
 due to be replaced) is left to :func:`~orchestrator.background.queue.enqueue_summary`, which
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from redis.exceptions import NoScriptError
 from rq.job import JobStatus
 from rq.scripts import UNIQUE_ENQUEUE_SCRIPT
 from rq.utils import now
@@ -30,7 +32,7 @@ from orchestrator.background.queue import (
     summary_job_id,
     summary_meta,
 )
-from orchestrator.core.wire import validate_group
+from orchestrator.core.wire import summary_counter_key, validate_group
 from orchestrator.settings import Settings
 
 __all__ = ["SummaryEnqueuer"]
@@ -48,7 +50,8 @@ class SummaryEnqueuer:
 
     @translating
     async def enqueue(self, group: str, trigger: str) -> bool:
-        """Enqueue ``group``'s summary of its latest messages unless a job with its id exists.
+        """Enqueue ``group``'s summary of its latest messages unless a job with its id exists,
+        and start the group's count again from zero (in the same round trip).
 
         Returns:
             True when enqueued; False when the id is taken (left to ``enqueue_summary``).
@@ -59,14 +62,23 @@ class SummaryEnqueuer:
         """
         validate_group(group)
         job, fields = self._job(group, trigger)
-        pipe = self._redis.pipeline(transaction=False)
-        pipe.sadd(self._queue.redis_queues_keys, self._queue.key)
         ttl = job.ttl if job.ttl is not None else -1
-        await self._script(
-            keys=[job.key, self._queue.key], args=[job.id, "R", ttl, *fields], client=pipe
-        )
-        _, added = await pipe.execute()
-        return bool(added)
+        args = [job.key, self._queue.key, job.id, "R", ttl, *fields]
+        for attempt in range(2):
+            # The script by its digest: a pipeline given the script itself asks the server
+            # whether it knows it first, a round trip of its own at every enqueue.
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.sadd(self._queue.redis_queues_keys, self._queue.key)
+            pipe.evalsha(self._script.sha, 2, *args)
+            pipe.set(summary_counter_key(group), 0)
+            try:
+                _, added, _ = await pipe.execute()
+                return bool(added)
+            except NoScriptError:  # a server restarted or flushed: load it, once
+                if attempt:
+                    raise
+                await self._redis.script_load(UNIQUE_ENQUEUE_SCRIPT)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _job(self, group: str, trigger: str) -> tuple[Any, list[Any]]:
         """The job as ``Queue.enqueue_call`` makes it, and its hash's fields."""

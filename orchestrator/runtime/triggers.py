@@ -103,13 +103,13 @@ class SummaryTrigger:
                 logger.info("group %s: summary due (%s): %s", group, trigger, detail)
                 return trigger
             if status is None and await self._enqueuer.enqueue(group, trigger):
-                detail = "enqueued"
+                detail = "enqueued"  # and the count started again in the same round trip
             else:
                 result = await asyncio.to_thread(
                     enqueue_summary, self._sync, group, None, trigger, settings=self._settings
                 )
                 detail = result.detail
-            await self._store.reset(group)
+                await self._store.reset(group)
             logger.info("group %s: summary due (%s): %s", group, trigger, detail)
             return trigger
         except BusError as exc:

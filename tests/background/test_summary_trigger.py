@@ -150,7 +150,9 @@ def test_a_summary_enqueued_on_the_loop_is_the_job_rq_would_enqueue(
 ):
     """The job stored in one round trip from the event loop has what RQ's own enqueue stores
     (field by field, bar its group and times), sits on the queue behind it, is refused when
-    its id is taken (the job left as it was), and a worker runs it."""
+    its id is taken (the job left as it was), and a worker runs it. The group's count starts
+    again in the same round trip; a server that forgot the script (restarted, flushed) is
+    given it again."""
     settings = make_settings(tmp_path, embedded_redis_url, embedded_mqtt_url, None)
     _export(settings, monkeypatch)
     connection = redis.Redis.from_url(embedded_redis_url)
@@ -170,7 +172,10 @@ def test_a_summary_enqueued_on_the_loop_is_the_job_rq_would_enqueue(
 
     try:
         enqueue_summary(connection, "by-rq", None, "decision", settings=settings)
+        connection.set(summary_counter_key("on-loop"), 20)
+        connection.script_flush()
         assert asyncio.run(on_loop("on-loop")) is True
+        assert connection.get(summary_counter_key("on-loop")) == b"0"
         assert stored("on-loop") == stored("by-rq")
         ours = fetch_job(connection, summary_job_id("on-loop", None))
         theirs = fetch_job(connection, summary_job_id("by-rq", None))
