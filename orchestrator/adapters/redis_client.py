@@ -26,6 +26,7 @@ from orchestrator.errors import BusError, BusUnavailable
 __all__ = [
     "AsyncConnection",
     "Connection",
+    "ScriptUnknown",
     "bus_error",
     "connect",
     "connect_async",
@@ -34,6 +35,10 @@ __all__ = [
     "translated",
     "translating",
 ]
+
+ScriptUnknown = redis.exceptions.NoScriptError
+"""What a script called by its digest raises when the server does not hold it (restarted,
+flushed): load it and call it again."""
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -18,12 +18,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from redis.exceptions import NoScriptError
 from rq.job import JobStatus
 from rq.scripts import UNIQUE_ENQUEUE_SCRIPT
 from rq.utils import now
 
-from orchestrator.adapters.redis_client import AsyncConnection, Connection, translating
+from orchestrator.adapters.redis_client import (
+    AsyncConnection,
+    Connection,
+    ScriptUnknown,
+    translating,
+)
 from orchestrator.background.queue import (
     SUMMARY_JOB,
     JobPolicy,
@@ -74,7 +78,7 @@ class SummaryEnqueuer:
             try:
                 _, added, _ = await pipe.execute()
                 return bool(added)
-            except NoScriptError:  # a server restarted or flushed: load it, once
+            except ScriptUnknown:  # a server restarted or flushed: load it, once
                 if attempt:
                     raise
                 await self._redis.script_load(UNIQUE_ENQUEUE_SCRIPT)
