@@ -68,21 +68,21 @@ class SummaryEnqueuer:
         job, fields = self._job(group, trigger)
         ttl = job.ttl if job.ttl is not None else -1
         args = [job.key, self._queue.key, job.id, "R", ttl, *fields]
-        for attempt in range(2):
-            # The script by its digest: a pipeline given the script itself asks the server
-            # whether it knows it first, a round trip of its own at every enqueue.
-            pipe = self._redis.pipeline(transaction=False)
-            pipe.sadd(self._queue.redis_queues_keys, self._queue.key)
-            pipe.evalsha(self._script.sha, 2, *args)
-            pipe.set(summary_counter_key(group), 0)
-            try:
-                _, added, _ = await pipe.execute()
-                return bool(added)
-            except ScriptUnknown:  # a server restarted or flushed: load it, once
-                if attempt:
-                    raise
-                await self._redis.script_load(UNIQUE_ENQUEUE_SCRIPT)
-        raise AssertionError("unreachable")  # pragma: no cover
+        try:
+            return await self._store(group, args)
+        except ScriptUnknown:  # a server restarted or flushed: given the script, once more
+            await self._redis.script_load(UNIQUE_ENQUEUE_SCRIPT)
+            return await self._store(group, args)
+
+    async def _store(self, group: str, args: list[Any]) -> bool:
+        # The script by its digest: a pipeline given the script itself asks the server whether
+        # it knows it first, a round trip of its own at every enqueue.
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.sadd(self._queue.redis_queues_keys, self._queue.key)
+        pipe.evalsha(self._script.sha, 2, *args)
+        pipe.set(summary_counter_key(group), 0)
+        _, added, _ = await pipe.execute()
+        return bool(added)
 
     def _job(self, group: str, trigger: str) -> tuple[Any, list[Any]]:
         """The job as ``Queue.enqueue_call`` makes it, and its hash's fields."""
