@@ -25,6 +25,7 @@ from typing import Any, Literal
 import redis
 from redis.asyncio import Redis
 
+from orchestrator.core.quick_init import quick_init
 from orchestrator.core.wire import metrics_key
 
 __all__ = [
@@ -153,6 +154,7 @@ FAMILIES = (
 )
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReplySample:
     """What one reply (or notice) of an agent came to."""
@@ -171,6 +173,7 @@ class ReplySample:
     recall_hits: int = 0
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MessageSample:
     """What handling one person's message came to."""

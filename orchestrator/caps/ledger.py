@@ -29,6 +29,7 @@ from orchestrator.adapters.redis_client import (
     translating,
 )
 from orchestrator.caps.limits import Breach, Cap, CapLimits, Unit, check, day_of
+from orchestrator.core.quick_init import quick_init
 from orchestrator.core.wire import caps_key, daemons_key, spend_key
 
 __all__ = [
@@ -69,6 +70,7 @@ return {}
 """
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Reservation:
     """An estimate taken from today's caps until the call is settled."""
@@ -77,6 +79,7 @@ class Reservation:
     amounts: Mapping[str, int]  # counter -> reserved amount
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Spent:
     """What one model call cost: by whom, where, on which model."""

@@ -36,6 +36,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from orchestrator.core.quick_init import quick_init
+
 __all__ = [
     "MARKER_RE",
     "InvalidMarker",
@@ -110,6 +112,7 @@ class InvalidMarker:
     digest: str
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ParsedReply:
     """A reply split into what people see and the markers it carried."""

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from orchestrator.core.quick_init import quick_init
 from orchestrator.core.tools import TOOL_NAMES, ToolCall, ToolExchange
 from orchestrator.errors import ValidationError
 
@@ -68,6 +69,7 @@ class RouteReason(StrEnum):
     HANDOFF = "handoff"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ChatMessage:
     """One message in a group: a person's post, an agent's reply or a system notice."""
@@ -229,6 +231,7 @@ def known_agent(agents: Sequence[AgentSpec], agent_id: str) -> AgentSpec:
     raise ValidationError("agent", f"no agent {agent_id!r} (agents: {known})")
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RouteDecision:
     """Who answers a message, and why."""
@@ -250,6 +253,7 @@ class RouteDecision:
         }
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LLMRequest:
     """One model call: the system prompt, the conversation turns and the parameters.
@@ -274,6 +278,7 @@ class LLMRequest:
     may_call_tools: bool = True
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Usage:
     """Tokens a model call consumed."""
@@ -284,6 +289,7 @@ class Usage:
     cache_creation_tokens: int = 0
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Completion:
     """What the model answered."""

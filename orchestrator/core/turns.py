@@ -15,6 +15,7 @@ from typing import Protocol
 
 from orchestrator.core.markers import InvalidMarker, Marker, parse_markers
 from orchestrator.core.models import Completion, LLMRequest
+from orchestrator.core.quick_init import quick_init
 from orchestrator.core.tools import ToolCall, ToolExchange, ToolResult
 
 __all__ = ["LLM", "ToolRunner", "TurnResult", "run_turn"]
@@ -48,6 +49,7 @@ class ToolRunner(Protocol):
         ...
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnResult:
     """What an agent said, split into the visible reply and its markers.

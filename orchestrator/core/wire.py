@@ -49,6 +49,7 @@ from typing import Literal
 
 from orchestrator.core.json_text import json_bytes
 from orchestrator.core.models import ChatMessage, MessageKind
+from orchestrator.core.quick_init import quick_init
 from orchestrator.core.validation import (
     DEFAULT_SENDER,
     NOTICE_SENDER,
@@ -294,6 +295,7 @@ def entry_time(entry_id: str) -> datetime | None:
 OutboundType = Literal["reply", "notice", "done"]
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Outbound:
     """One item on a group's outbound stream and MQTT topic."""

@@ -30,6 +30,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
 from orchestrator.core.markers import Marker, neutralise
+from orchestrator.core.quick_init import quick_init
 from orchestrator.core.tools import (
     BadCall,
     Forget,
@@ -61,6 +62,7 @@ logger = logging.getLogger(__name__)
 _SNIPPET_CHARS = 500
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolTurn:
     """The turn a call is made in: who, where, which reply, which tools and recall layers."""

@@ -22,6 +22,7 @@ from typing import Any, TypeVar, cast
 from sqlalchemy.engine import Connection, Engine
 
 from orchestrator.core.batching import Coalescer
+from orchestrator.core.quick_init import quick_init
 from orchestrator.memory.quick import driver_of
 from orchestrator.memory.wal import checkpoints_of
 
@@ -157,6 +158,7 @@ InsertMany = Callable[[Connection, Sequence[Any]], Sequence[Any]]
 """Inserts rows in a transaction; one result per row, in order."""
 
 
+@quick_init
 @dataclass(frozen=True)
 class Staged:
     """A job in two steps: ``rows()`` (called where the batch is written: on the event loop,

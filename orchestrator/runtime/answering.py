@@ -26,6 +26,7 @@ from orchestrator.core.context.transcript import Transcript
 from orchestrator.core.markers import Marker, parse_markers
 from orchestrator.core.models import AgentSpec, ChatMessage, Completion, MessageKind, Usage
 from orchestrator.core.prompts import Prompts
+from orchestrator.core.quick_init import quick_init
 from orchestrator.core.tools import ToolCall, ToolResult, describe, schemas
 from orchestrator.core.turns import LLM, ToolRunner, TurnResult, run_turn
 from orchestrator.core.wire import NOTICE_SENDER
@@ -60,6 +61,7 @@ class Counters(Protocol):
         ...
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Draft:
     """A reply or notice not stored yet."""
@@ -68,6 +70,7 @@ class Draft:
     meta: ReplyMeta
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Asked:
     """One agent asked to answer: who, on which message, in the chain ``root`` started."""

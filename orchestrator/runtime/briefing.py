@@ -30,6 +30,7 @@ from orchestrator.core.kept import Bounded, Kept
 from orchestrator.core.lore import LoreHit, match_lore
 from orchestrator.core.lore import Said as LoreSaid
 from orchestrator.core.models import AgentSpec, ChatMessage
+from orchestrator.core.quick_init import quick_init
 from orchestrator.files import TextFiles, write_atomic
 from orchestrator.memory.conversation.store import StoredMessage
 from orchestrator.memory.knowledge.lore import LoreShelf
@@ -74,6 +75,7 @@ class RecentSource(Protocol):
         ...
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Gathered:
     """The layers of a turn, and what recall did."""

@@ -23,6 +23,7 @@ from orchestrator.adapters.bus import Bus, DeadLetter, Entry
 from orchestrator.adapters.metrics import FailureReason
 from orchestrator.core.coding import run_ended
 from orchestrator.core.models import ChatMessage
+from orchestrator.core.quick_init import quick_init
 from orchestrator.core.wire import (
     PARTITIONS,
     agent_names,
@@ -47,6 +48,7 @@ ROUTE_COUNT = 500
 CLAIM_EVERY_S = 15.0
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class _Work:
     entry: Entry

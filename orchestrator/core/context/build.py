@@ -34,6 +34,7 @@ from orchestrator.core.context.transcript import PastMessage, Transcript, conver
 from orchestrator.core.markers import neutralise
 from orchestrator.core.models import AgentSpec, ChatMessage, LLMRequest
 from orchestrator.core.prompts import Prompts
+from orchestrator.core.quick_init import quick_init
 
 __all__ = [
     "BuiltContext",
@@ -45,6 +46,7 @@ __all__ = [
 ]
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Identity:
     """An agent's identity files: CLAUDE.md (its role) and SOUL.md (its character)."""
@@ -58,6 +60,7 @@ class Identity:
         return f"{claude}\n\n{soul}" if claude and soul else claude or soul
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Layers:
     """Everything an agent could see at a turn, before the budget is applied."""
@@ -73,6 +76,7 @@ class Layers:
     knowledge: Sequence[Known] = ()  # passages of the sources this turn may see
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ContextLimits:
     """The window and the per-layer budgets of one agent (the daemon's come from ``Settings``
@@ -84,6 +88,7 @@ class ContextLimits:
     correction: float = 1.0
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BuiltContext:
     """The request to send, the plan that shaped it, and the report to keep with the reply."""

@@ -10,9 +10,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from orchestrator.core.quick_init import quick_init
+
 __all__ = ["BudgetRequest", "ContextPlan", "HistoryItem", "LayerBudgets", "RecallItem"]
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LayerBudgets:
     """Token caps of layers 1 to 5, and how history behaves when the window is tight.
@@ -40,6 +43,7 @@ class LayerBudgets:
             raise ValueError("min_history_messages must be >= 1 (the trigger)")
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HistoryItem:
     """One message as the model will see it (label included), with its stored token count.
@@ -61,6 +65,7 @@ class HistoryItem:
             raise ValueError("tokens must be >= 0")
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RecallItem:
     """One recalled session memory as it will be shown, with its token count and score."""
@@ -75,6 +80,7 @@ class RecallItem:
             raise ValueError("tokens must be >= 0")
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BudgetRequest:
     """Everything one turn could show the model, before budgeting.
@@ -105,6 +111,7 @@ class BudgetRequest:
             raise ValueError("correction must be a positive number")
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ContextPlan:
     """What the turn shows the model, with its estimated tokens and the decisions taken.

@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from orchestrator.core.quick_init import quick_init
+
 __all__ = [
     "CitedSource",
     "ContextReport",
@@ -76,6 +78,7 @@ def _list(value: object) -> tuple[Mapping[str, Any], ...]:
     return tuple(v for v in value if isinstance(v, Mapping))
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LayerTokens:
     """Corrected token estimates per layer, with the fixed prompt text and the total."""
@@ -135,6 +138,7 @@ class LayerTokens:
         return cls(**values, recorded=known)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CitedSource:
     """What a reference shown cites: a memory (its id, its source's ref, its trust label), a
@@ -192,6 +196,7 @@ class LeftOutCandidate:
         )
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ContextReport:
     """The context cost report of one turn."""
@@ -253,6 +258,7 @@ class ContextReport:
         return cls(**values, recorded=tuple(k for k in _keys(cls) if k in data))
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RecalledSnippet:
     """A memory recall found for a turn: its id, score (3 decimals) and trust label."""
@@ -275,6 +281,7 @@ class RecalledSnippet:
         )
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RecallReport:
     """What recall found for a turn (``snippets``) and what its layers left out."""

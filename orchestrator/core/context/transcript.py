@@ -16,6 +16,7 @@ from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.kept import Bounded, Kept
 from orchestrator.core.markers import neutralise
 from orchestrator.core.models import ChatMessage, MessageKind
+from orchestrator.core.quick_init import quick_init
 
 __all__ = ["Lines", "PastMessage", "Transcript", "conversation", "stamp"]
 
@@ -24,6 +25,7 @@ Lines = Bounded[Hashable, tuple[str, int]]
 memories' lines)."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PastMessage:
     """A stored message with its token count (counted once, when it was stored)."""

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from orchestrator.core.context.report import ContextReport, RecallReport
 from orchestrator.core.models import Usage
+from orchestrator.core.quick_init import quick_init
 from orchestrator.memory.conversation.marker_entries import (
     Rejected,
     Saved,
@@ -27,6 +28,7 @@ __all__ = ["MarkerMeta", "ReplyError", "ReplyMeta", "ToolCallMeta", "ToolsMeta",
 _T = TypeVar("_T")
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnMeta:
     """Which model answered, how fast, and how many calls it took (why earlier ones failed)."""
@@ -106,6 +108,7 @@ class ToolsMeta:
         return cls(calls=calls, steps=tuple(_usage(s) for s in _entries(data.get("steps"))))
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MarkerMeta:
     """What a reply keeps of its markers (``memory.writer.marker_meta`` bounds it): the stored
@@ -175,6 +178,7 @@ class ReplyError:
         return data
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReplyMeta:
     """What is recorded about a reply (or a notice, with ``notice`` set).

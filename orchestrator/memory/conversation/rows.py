@@ -15,6 +15,7 @@ from sqlalchemy import JSON, Column, Text
 from sqlmodel import Field, SQLModel
 
 from orchestrator.core.models import ChatMessage, MessageKind, assume_utc
+from orchestrator.core.quick_init import quick_init
 
 __all__ = [
     "COLUMNS",
@@ -60,6 +61,7 @@ WRITTEN = (
 COLUMNS = (MESSAGES.c.seq, *(MESSAGES.c[name] for name in WRITTEN))
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StoredMessage:
     """A message as stored, with what was recorded about it."""
@@ -99,6 +101,7 @@ class GroupInfo:
     last_at: datetime | None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NewReply:
     """A message to store (a reply, or a person's message), with what is recorded about it."""
@@ -118,6 +121,7 @@ class NewReply:
         )  # fmt: skip
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Closing:
     """The final record of a person's message: its status, route and meta, written as given
@@ -129,6 +133,7 @@ class Closing:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Opened:
     """A person's message as stored when its handling starts, with the replies it has."""

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Literal
 
 from orchestrator.core.context.report import LeftOutCandidate
+from orchestrator.core.quick_init import quick_init
 from orchestrator.errors import ValidationError
 from orchestrator.memory.conversation.index import Said
 from orchestrator.memory.session.records import Citation
@@ -31,6 +32,7 @@ Layer = Literal[
 Dropped = LeftOutCandidate
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RecallConfig:
     """The layers of recall, per agent. ``candidates`` is how many entries each search
@@ -55,6 +57,7 @@ class RecallConfig:
             raise ValidationError("recall", "knowledge_entries, _tokens and lore_tokens are >= 0")
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Snippet:
     """A recalled memory: ``score`` is the final rank, ``similarity`` the relevance (0..1)
@@ -99,6 +102,7 @@ class Passage:
         return f"chunk {self.id}"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RecallResult:
     """What recall returned, best first, and what it dropped on the way."""

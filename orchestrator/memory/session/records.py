@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from orchestrator.core.quick_init import quick_init
 from orchestrator.errors import ValidationError
 from orchestrator.memory.gate.rules import normalise
 from orchestrator.memory.session import fts
@@ -122,6 +123,7 @@ class NewMemory:
         return fts.index_text(meta_text(self.type, self.key, self.tags, self.extra))
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MemoryRecord:
     """A stored memory entry (times are timezone-aware UTC)."""

@@ -33,6 +33,7 @@ from typing import Any
 from sqlalchemy import and_, bindparam, func, select
 from sqlalchemy.engine import Connection, Engine
 
+from orchestrator.core.quick_init import quick_init
 from orchestrator.memory.audit import PINS
 from orchestrator.memory.quick import QuickReader, driver_of
 from orchestrator.memory.session import fts, scope_log, terms
@@ -88,6 +89,7 @@ _PINNED_IN_SCOPE = (
 _PINNED_OF = select(PINS.c.entry_id).where(PINS.c.entry_id.in_(bindparam("ids", expanding=True)))
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Found:
     """A search's hits ``(record, score)``, best first (a higher score is more relevant,
