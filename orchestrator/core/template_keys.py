@@ -21,6 +21,8 @@ import jinja2
 import jinja2.meta
 from jinja2 import nodes
 
+from orchestrator.core.kept import Kept
+
 __all__ = ["Keys", "Reads", "key_of", "reads_of"]
 
 Reads = tuple[tuple[str, tuple[str, ...] | None], ...]
@@ -109,31 +111,40 @@ def _is_frozen(kind: type) -> bool:
     return params is not None and dataclasses.is_dataclass(kind) and bool(params.frozen)
 
 
+_ABSENT = object()
+_TUPLES_KEPT = 1024  # tuples' forms kept (a team's roster per team loaded)
+
+
 class Keys:
     """Makes the keys of :func:`key_of`, remembering how a value of each type counts (a type
-    is looked at once, not at every value of it)."""
+    is looked at once, not at every value of it) and the form of a tuple of values that cannot
+    change (a team's roster: rendered into every system prompt, twice a turn, the very same
+    tuple; walking it cost ~2 µs a key)."""
 
     def __init__(self) -> None:
         self._how: dict[type, int] = {}
+        self._tuples: Kept[tuple[Any, ...], Hashable] = Kept(_TUPLES_KEPT)
 
     def key_of(
         self, name: str, reads: Reads, values: Mapping[str, Any], alive: list[Any]
     ) -> Hashable | None:
         """As :func:`key_of`."""
+        parts: list[Hashable] = [name]
+        append, how_of = parts.append, self._how.get
         try:
-            parts: list[Hashable] = [name]
-            append = parts.append
             for read, attrs in reads:
-                if read not in values:
-                    append(())
-                    continue
-                value = values[read]
-                if type(value) is str:
+                value = values.get(read, _ABSENT)
+                kind = type(value)
+                if kind is str:
                     append(value)  # whole or by attribute (a string's method): the string
-                elif attrs is None:
-                    append(self._freeze(value, alive))
-                else:
+                elif value is _ABSENT:
+                    append(())
+                elif kind is tuple:
+                    append(self._tuple(value, alive))  # by attribute too: a tuple's method
+                elif attrs is not None and (how_of(kind) or self._kind(kind)) == _FROZEN:
                     append(self._attributes(value, attrs, alive))
+                else:
+                    append(self._freeze(value, alive))
             return tuple(parts)
         except _Unkeyable:
             return None
@@ -145,12 +156,28 @@ class Keys:
         return how
 
     def _attributes(self, value: Any, attrs: tuple[str, ...], alive: list[Any]) -> Hashable:
-        if self._kind(type(value)) != _FROZEN:
-            return self._freeze(value, alive)  # a scalar, a sequence: the whole value
+        """A frozen value's attributes read (as ``(attrs, each one frozen)``)."""
         try:
-            return (attrs, self._each([getattr(value, attr) for attr in attrs], alive))
+            got = [getattr(value, attr) for attr in attrs]
         except AttributeError:
             raise _Unkeyable from None
+        for one in got:
+            if type(one) is not str:
+                return (attrs, self._each(got, alive))
+        return (attrs, tuple(got))  # strings (a name, an id): themselves
+
+    def _tuple(self, value: tuple[Any, ...], alive: list[Any]) -> Hashable:
+        """A tuple's form, kept with the tuple when nothing in it can change (no sequence in
+        it: each item a scalar, a string or a frozen value, which counts by identity and is
+        kept alive by the tuple, held with its form and with the key)."""
+        kept = self._tuples.find(value, None)
+        if kept is not None:
+            alive.append(value)
+            return kept
+        form = (tuple, self._each(value, alive))
+        if all(self._kind(type(item)) != _SEQUENCE for item in value):
+            self._tuples.keep(value, None, form)
+        return form
 
     def _freeze(self, value: Any, alive: list[Any]) -> Hashable:
         return self._each((value,), alive)[0]

@@ -162,3 +162,32 @@ def test_a_kept_stripped_render_is_the_same_string_while_kept(tmp_path: Path):
     _write(tmp_path, "hi {{ who }}\n", bump=5)
     now[0] += 1.1
     assert prompts.render_kept_stripped("t.j2", who="ada") == "hi ada"
+
+
+def test_a_tuple_that_cannot_change_is_looked_at_once(tmp_path: Path):
+    """A tuple of frozen values and strings (a team's roster) is walked once: its form is
+    kept with the tuple, which then keeps its items alive for the key. Another tuple is keyed
+    by its own items, and a tuple holding a list is walked each time, so a change in the list
+    is rendered."""
+
+    @dataclass(frozen=True)
+    class Person:
+        name: str
+
+    team = (Person("ada"), Person("bob"), "lead")
+    keys, reads = Keys(), (("team", None),)
+    first: list[object] = []
+    key = keys.key_of("t.j2", reads, {"team": team}, first)
+    assert first == [team[0], team[1]]
+    again: list[object] = []
+    assert keys.key_of("t.j2", reads, {"team": team}, again) == key
+    assert again == [team]
+    other = (team[0], Person("cy"), "lead")
+    assert keys.key_of("t.j2", reads, {"team": other}, []) != key
+    _write(tmp_path, "{% for p in team %}{{ p }} {% endfor %}")
+    prompts = Prompts(tmp_path)
+    names = ["ada"]
+    held = ("lead", names)
+    assert prompts.render_kept("t.j2", team=held) == "lead ['ada'] "
+    names.append("bob")
+    assert prompts.render_kept("t.j2", team=held) == "lead ['ada', 'bob'] "
