@@ -30,6 +30,7 @@ from orchestrator.memory.session import entries as _entries  # noqa: F401
 from orchestrator.memory.session import scope_log as _scope_log  # noqa: F401
 from orchestrator.memory.transactions import AUTOCHECKPOINT_PAGES, BUSY_TIMEOUT_MS
 from orchestrator.memory.versions import store as _versions  # noqa: F401
+from orchestrator.memory.wal import settle
 
 __all__ = ["make_engine", "open_engine"]
 
@@ -98,6 +99,7 @@ def open_engine(url: str) -> Iterator[Engine]:
     try:
         yield engine
     finally:
+        settle(engine)  # a checkpoint under way is done before the files are looked at
         engine.dispose()
 
 

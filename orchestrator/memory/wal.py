@@ -25,7 +25,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from orchestrator.memory.quick import driver_of
 
-__all__ = ["CHECKPOINT_EVERY_S", "WalCheckpoints", "checkpoints_of"]
+__all__ = ["CHECKPOINT_EVERY_S", "WalCheckpoints", "checkpoints_of", "settle"]
 
 logger = logging.getLogger(__name__)
 
@@ -95,3 +95,13 @@ def checkpoints_of(engine: Engine) -> WalCheckpoints:
         if found is None:
             found = _CHECKPOINTS[engine] = WalCheckpoints(engine)
         return found
+
+
+def settle(engine: Engine, timeout_s: float = 10.0) -> None:
+    """Wait for a checkpoint of ``engine``'s under way, if any: before the engine is disposed
+    of, so that nothing writes the database's files once its owner is done with them (a
+    checkpoint would reconnect a disposed engine)."""
+    with _GUARD:
+        found = _CHECKPOINTS.get(engine)
+    if found is not None:
+        found.wait(timeout_s)

@@ -22,7 +22,7 @@ from orchestrator.memory.quick import driver_of
 from orchestrator.memory.session import scope_log
 from orchestrator.memory.session.store import NewMemory, SessionMemory
 from orchestrator.memory.transactions import BUSY_TIMEOUT_MS, QuickWriter, writing
-from orchestrator.memory.wal import checkpoints_of
+from orchestrator.memory.wal import checkpoints_of, settle
 from orchestrator.memory.writer import MemoryWriter, Origin
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -211,6 +211,29 @@ def test_the_log_of_writes_made_on_the_loop_is_copied_back_in_a_thread(engine: E
     write(300)  # the log is written from its start again: it does not grow
     assert wal.stat().st_size <= size
     assert checkpoints.done >= before + 300
+
+
+def test_a_checkpoint_under_way_is_waited_for_before_the_engine_is_let_go(engine: Engine):
+    """``settle`` returns once a checkpoint running in its thread is done: nothing writes the
+    database's files after their owner is done with them (``arena status`` measures them
+    then). An engine without checkpoints is settled at once."""
+    checkpoints = checkpoints_of(engine)
+    started, release = threading.Event(), threading.Event()
+    checkpoint = checkpoints._checkpoint
+
+    def slow() -> None:
+        started.set()
+        release.wait(10)
+        checkpoint()
+
+    checkpoints._checkpoint = slow  # type: ignore[method-assign]
+    checkpoints.every_s = 0.0
+    checkpoints.after_commit()
+    assert started.wait(10)
+    threading.Timer(0.2, release.set).start()
+    settle(engine)
+    assert checkpoints.done == 1
+    settle(engine)  # nothing under way: at once
 
 
 def test_a_memory_saved_on_the_loop_is_counted_once_its_commit_is_done(engine: Engine):

@@ -19,6 +19,7 @@ from orchestrator.memory.conversation.store import HistoryStore
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.session.store import NewMemory, SessionMemory
 from orchestrator.memory.versions.store import VersionStore
+from orchestrator.memory.wal import settle
 from orchestrator.settings import Settings, load_settings
 from orchestrator.status.report import ConsumerInfo, Jobs, Streams, stuck
 from orchestrator.status.survey import status
@@ -85,6 +86,7 @@ def seed(settings: Settings) -> None:
             "memory_md", "pong", status="skipped", trigger="heartbeat", created_at=later
         )
     finally:
+        settle(engine)  # its last checkpoint written before the sizes are read
         engine.dispose()
 
 
