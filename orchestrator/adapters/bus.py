@@ -10,6 +10,7 @@ Every method raises :class:`~orchestrator.errors.BusError` when Redis fails
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -205,14 +206,15 @@ class Bus:
                 return entries
             start = _str(next_start)
 
-    async def ack(self, stream: str, entry_id: str) -> None:
+    def ack(self, stream: str, entry_id: str) -> asyncio.Future[None]:
         """Acknowledge an inbound entry and remove it: it is done (its replies are stored and
-        published) and will not be delivered again.
+        published) and will not be delivered again. Call it from a coroutine.
 
-        Returns once it is acknowledged. Entries acknowledged at about the same moment (by
-        different groups' handlers) go to Redis together, in one round trip.
+        The future is done once it is acknowledged (a future, not a coroutine: a handler
+        shields it without a task of its own). Entries acknowledged at about the same moment
+        (by different groups' handlers) go to Redis together, in one round trip.
         """
-        await self._acks((stream, entry_id))
+        return self._acks.submit((stream, entry_id))
 
     async def _ack_many(self, entries: list[tuple[str, str]]) -> list[None]:
         pipe = self.redis.pipeline(transaction=True)

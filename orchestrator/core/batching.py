@@ -53,6 +53,11 @@ class Coalescer(Generic[R, T]):
 
     async def __call__(self, request: R) -> T:
         """Carry out ``request`` with the others asked for meanwhile; its result."""
+        return await self.submit(request)
+
+    def submit(self, request: R) -> asyncio.Future[T]:
+        """:meth:`__call__`'s future, from a coroutine (it needs the running loop): what a
+        caller that shields the request awaits without a task of its own."""
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self._pending.append((request, future))
         if self._flights < self._max_flights:
@@ -60,7 +65,7 @@ class Coalescer(Generic[R, T]):
             task = asyncio.create_task(self._fly(), name=f"orchestrator.batch.{self._name}")
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-        return await future
+        return future
 
     async def _fly(self) -> None:
         try:

@@ -234,6 +234,9 @@ class Pipeline:
             if given:
                 results: list[StoredMessage | Draft] = list(given)
                 given = ()
+            elif len(targets) == 1:  # the usual hop: its turn awaited here, not in a task
+                (a,) = targets
+                results = [await self._turn(self.team.get(a), triggers[a], message, hop, earlier)]
             else:
                 results = list(
                     await asyncio.gather(

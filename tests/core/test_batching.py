@@ -140,6 +140,31 @@ async def test_a_caller_cancelled_before_its_batch_is_left_out():
     assert runner.batches == [[1], [3]]
 
 
+async def test_a_submitted_request_shielded_is_carried_out_when_its_caller_is_cancelled():
+    """``submit`` gives the request's future itself: shielded (as a handler shields its
+    acknowledgement) it joins the batch and is carried out though the caller is cancelled,
+    with no task of its own."""
+    runner = _Recorder(held=True)
+    coalescer: Coalescer[int, int] = Coalescer(runner)
+    first = asyncio.ensure_future(coalescer(1))
+    await runner.started.wait()  # the first batch is running now
+    submitted: list[asyncio.Future[int]] = []
+
+    async def handler() -> int:
+        future = coalescer.submit(2)
+        submitted.append(future)
+        return await asyncio.shield(future)
+
+    caller = asyncio.ensure_future(handler())
+    await wait_until(lambda: bool(submitted), timeout_s=5, what="the request to be made")
+    caller.cancel()
+    runner.release.set()
+    assert await first == 2
+    assert await submitted[0] == 4
+    assert caller.cancelled()
+    assert runner.batches == [[1], [2]]
+
+
 async def test_a_request_right_after_a_batch_ends_is_not_stranded():
     """Asked for in the same turn of the event loop as a batch's end: still carried out."""
     runner = _Recorder()
