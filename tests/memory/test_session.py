@@ -295,6 +295,20 @@ def test_mark_used_sets_last_used_at(memory):
     assert memory.get(entry.id).last_used_at == T0 + timedelta(minutes=5)
 
 
+def test_mark_used_now_marks_every_entry_as_mark_used_does(memory, engine):
+    """On the loop (SQLite), a turn's entries are marked in one statement: each one given, at
+    the same stored time as the thread's path stores it; the others are left alone."""
+    a, b, c, d = (memory.write(new(f"Standup number {n} is at 10")).record for n in range(4))
+    at = T0 + timedelta(minutes=5, microseconds=7)
+    assert memory.mark_used_now([a.id, c.id], at)
+    memory.mark_used([d.id], at)
+    assert [memory.get(e.id).last_used_at for e in (a, b, c, d)] == [at, None, at, at]
+    with engine.connect() as conn:
+        stored = dict(conn.exec_driver_sql("SELECT id, last_used_at FROM memory_entries").all())
+    assert stored[a.id] == stored[c.id] == stored[d.id]
+    assert memory.mark_used_now([], at)
+
+
 def test_new_memory_validates_itself():
     """Bad scopes, empty content, confidence out of range and naive times are refused."""
     with pytest.raises(ValidationError):

@@ -18,10 +18,11 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Select, bindparam, delete, func, or_, select, update
+from sqlalchemy import Select, bindparam, delete, func, literal_column, or_, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 
+from orchestrator.core.json_text import json_text
 from orchestrator.errors import ServiceError, ValidationError
 from orchestrator.memory.audit import PINS
 from orchestrator.memory.session import fts, scope_log
@@ -73,9 +74,15 @@ _RECORD_COLUMNS = [
 ]
 _BY_IDS = select(*_RECORD_COLUMNS).where(_T.c.id.in_(bindparam("ids", expanding=True)))
 _ROWS = SqliteRows(_RECORD_COLUMNS)  # the rows recall reads every turn, without SQLAlchemy
-# Not a change the scope log records (it watches other columns), nor this process's write.
-_FAST_MARK_ONE = SqliteStatement(
-    update(_T).where(_T.c.id == bindparam("id")).values(last_used_at=bindparam("now"))
+# A turn's recalled entries marked in one statement, straight to the driver (their ids as a
+# JSON array: one statement made once, whatever their number). Not a change the scope log
+# records (it watches other columns), nor this process's write.
+_FAST_MARK = SqliteStatement(
+    update(_T)
+    .where(
+        _T.c.id.in_(select(literal_column("value")).select_from(func.json_each(bindparam("ids"))))
+    )
+    .values(last_used_at=bindparam("now"))
 )
 _MARK_USED = (
     update(_T)
@@ -242,9 +249,8 @@ class SessionMemory:
             with self._quick.transaction() as conn:
                 if conn is None:
                     return False
-                at = db_time(now)
-                for entry_id in wanted:  # a few: one statement each, straight to the driver
-                    _FAST_MARK_ONE.rows(conn, {"id": entry_id, "now": at})
+                if wanted:
+                    _FAST_MARK.rows(conn, {"ids": json_text(wanted), "now": db_time(now)})
                 return True
         except OperationalError:
             return False  # rolled back
