@@ -68,7 +68,7 @@ _MOST_IDS = 500  # SQLite limits a statement's parameters
 _SCOPE_SQL = (
     "memory_entries.scope = ? AND memory_entries.scope_id = ? AND memory_entries.status = 'active'"
 )
-_IN_SCOPE_SQL = f"memory_entries WHERE {_SCOPE_SQL}"
+_COUNT_IN_SCOPE_SQL = f"SELECT count(*) FROM memory_entries WHERE {_SCOPE_SQL}"
 _SQLITE_PINNED_IN_SCOPE = (
     "SELECT memory_pins.entry_id FROM memory_pins JOIN memory_entries"
     " ON memory_entries.id = memory_pins.entry_id"
@@ -278,7 +278,7 @@ class ResidentMemory:
         if until is not None and now < until:
             return True
         if self._sqlite:  # a group's first turn: straight to the driver
-            count = driver_of(conn).execute(f"SELECT count(*) FROM {_IN_SCOPE_SQL}", scope)
+            count = driver_of(conn).execute(_COUNT_IN_SCOPE_SQL, scope)
             large = int(count.fetchone()[0]) > self.max_scope
         else:
             params = {"scope": scope[0], "scope_id": scope[1]}
