@@ -117,6 +117,59 @@ def test_a_new_prompt_made_of_known_lines_tokenises_only_its_new_lines(monkeypat
     assert encoded == ["You are Ping, in the group beta.\n"]
 
 
+# Characters that make a word's edges hard to see: every kind of white space (ASCII, the
+# separators tiktoken's pattern counts as such, those it does not), apostrophes before the
+# contractions its pattern knows, digits, marks, letters of several scripts, emoji.
+_EDGES = [
+    *"aAzZ09 5'sStTdDmMlLvVrReE.,;:!?-_()[]{}<>|\\/\"`~@#$%^&*+=",
+    *[" "] * 12,
+    *"\t\n\r\x0b\x0c\x1c\x1f\x00\x85\xa0\u1680\u2000\u2028\u2029\u202f\u3000\u180e\u200b\ufeff",
+    *"éüßñçø数据库的日本語한국어😀👍🏽١٢٣",
+    "'s",
+    "'ll",
+    "'VE",
+    " 's",
+    "  ",
+    "\r\n",
+    "<|endoftext|>",
+]
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(_EDGES), min_size=1, max_size=25), max_size=6))
+def test_a_text_counted_word_by_word_counts_as_tiktoken_counts_it(texts: list[list[str]]):
+    """A text of words between single spaces is counted from its words' counts (kept from
+    the texts before): exactly what tiktoken gives for the whole text, whatever the words
+    and the texts counted before."""
+    encoding = tiktoken.get_encoding(ENCODING_NAME)
+    counter = TokenCounter(remember=1)
+    for parts in texts:
+        text = "".join(parts)
+        assert counter.count(text) == len(encoding.encode(text, disallowed_special=()))
+
+
+def test_a_text_of_known_words_is_not_tokenised(monkeypatch):
+    """A new text made of words counted before (at its start, or after a space) is counted
+    without tokenising anything; a new word alone is tokenised, with its space."""
+    counter = TokenCounter()
+    assert counter.count("please review the retry logic") == 5
+    encoded: list[str] = []
+    encoding = tokens_module._shared_encoding()
+    real = encoding.encode
+
+    def watched(text: str, **kwargs: object) -> list[int]:
+        encoded.append(text)
+        return real(text, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(encoding, "encode", watched)
+    assert counter.count("please review the logic") == 4
+    assert counter.count("please review the payment logic") == 5
+    assert encoded == [" payment"]
+    assert counter.count("review the logic, please") == len(real("review the logic, please"))
+    assert encoded == [" payment", "review", " logic,", " please"]
+    assert counter.calls == 4  # texts counted, however
+
+
 def test_counts_from_many_threads_agree():
     """Threads sharing a counter get the same counts as a counter of their own."""
     shared = TokenCounter(remember=8)

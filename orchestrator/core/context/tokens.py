@@ -36,6 +36,8 @@ _LINES_KEPT = 16_384
 # joins what comes before such a place with what comes after (no token holds a line's end
 # and the next line's first character), so a text's count is the sum of its lines' counts.
 _LINE_START = re.compile(r"(?<=\n)(?=\S)")
+# Words' counts kept (those beginning a text, and those after a space) before starting over.
+_WORDS_KEPT = 65_536
 
 _encoding: tiktoken.Encoding | None = None
 _encoding_lock = threading.Lock()
@@ -66,6 +68,8 @@ class TokenCounter:
         self._remember = remember
         self._counts: OrderedDict[str, int] = OrderedDict()
         self._lines: dict[str, int] = {}
+        self._firsts: dict[str, int] = {}  # a word beginning a text: its count
+        self._words: dict[str, int] = {}  # a word after a space: the count of both
         self._lock = threading.Lock()
 
     def _encode(self, text: str) -> list[int]:
@@ -90,13 +94,51 @@ class TokenCounter:
         if len(text) > _BY_LINES_CHARS and "\n" in text:
             tokens = self._by_lines(text)
         else:
-            tokens = len(self._encode(text))
+            tokens = self._by_words(text)
         if len(text) <= _REMEMBER_CHARS:
             with self._lock:
                 self._counts[text] = tokens
                 if len(self._counts) > self._remember:
                     self._counts.popitem(last=False)
         return tokens
+
+    def _by_words(self, text: str) -> int:
+        """:meth:`count` of a text whose only white space is single spaces between words
+        (printable: any other white space is not), as the sum of its words' counts, the
+        first word's alone and each other's with the space before it. cl100k's pre-tokenizer
+        begins a piece at each such space (no piece takes a space followed by anything but
+        white space at its end), so the pieces, hence the tokens, are the words' own; and a
+        word comes back far more often than a text (a sixth of the time it took). Any other
+        text is tokenised whole."""
+        if not text.isprintable() or "  " in text or text[0] == " " or text[-1] == " ":
+            return len(self._encode(text))
+        words = text.split(" ")
+        first = words[0]
+        try:
+            total = self._firsts[first] + sum(map(self._words.__getitem__, words[1:]))
+        except KeyError:
+            total = self._count_words(first, words)
+        self.calls += 1  # a text counted, word by word
+        return total
+
+    def _count_words(self, first: str, words: list[str]) -> int:
+        """The sum of ``words``' counts, counting those not kept (and keeping them)."""
+        encoding = _shared_encoding()
+        with self._lock:
+            if len(self._firsts) > _WORDS_KEPT:
+                self._firsts.clear()
+            if len(self._words) > _WORDS_KEPT:
+                self._words.clear()
+            total = self._firsts.get(first)
+            if total is None:
+                total = self._firsts[first] = len(encoding.encode(first, disallowed_special=()))
+            for word in words[1:]:
+                count = self._words.get(word)
+                if count is None:
+                    spaced = " " + word
+                    count = self._words[word] = len(encoding.encode(spaced, disallowed_special=()))
+                total += count
+        return total
 
     def _by_lines(self, text: str) -> int:
         """:meth:`count` of a text as the sum of its lines' (see :data:`_LINE_START`)."""
