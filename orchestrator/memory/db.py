@@ -28,6 +28,7 @@ from orchestrator.memory.conversation import rows as _messages  # noqa: F401
 from orchestrator.memory.knowledge import tables as _knowledge  # noqa: F401
 from orchestrator.memory.session import entries as _entries  # noqa: F401
 from orchestrator.memory.session import scope_log as _scope_log  # noqa: F401
+from orchestrator.memory.session import terms as _terms
 from orchestrator.memory.transactions import AUTOCHECKPOINT_PAGES, BUSY_TIMEOUT_MS
 from orchestrator.memory.versions import store as _versions  # noqa: F401
 from orchestrator.memory.wal import settle
@@ -112,6 +113,8 @@ def _create_tables(engine: Engine, attempts: int = 10) -> None:
         try:
             SQLModel.metadata.create_all(engine)
             _add_columns(engine)
+            with engine.begin() as conn:  # needs the columns added
+                _terms.install(conn)
             return
         except OperationalError as exc:
             reason = str(exc.orig)

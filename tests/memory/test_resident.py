@@ -16,7 +16,7 @@ from orchestrator.memory.db import make_engine
 from orchestrator.memory.gate.rules import GateConfig
 from orchestrator.memory.quick import QuickReader
 from orchestrator.memory.recall.recaller import RecallConfig, Recaller
-from orchestrator.memory.session import fts, scope_log
+from orchestrator.memory.session import fts, scope_log, terms
 from orchestrator.memory.session.resident import ResidentMemory
 from orchestrator.memory.session.store import NewMemory, SessionMemory
 from tests.databases import on_each_database
@@ -309,12 +309,14 @@ def test_a_scope_first_loaded_reads_the_words_counted_when_written(engine, monke
 
 
 def test_a_database_from_before_counted_words_gains_the_column(tmp_path):
-    """A database whose entries have no counted words gets the column when opened; its
-    entries are found as before, and a new one is stored with its words counted."""
+    """A database whose entries have no counted words gets the column when opened, and its
+    entries' words counted then; they are found as before, and a new one is stored with its
+    words counted."""
     url = f"sqlite:///{tmp_path / 'old.db'}"
     engine = make_engine(url)
     SessionMemory(engine).write(new("Deploying needs two approvals"))
     with engine.begin() as conn:
+        conn.execute(text("DROP TRIGGER memory_terms_au"))
         conn.execute(text("ALTER TABLE memory_entries DROP COLUMN search_terms"))
     engine.dispose()
     old = make_engine(url)
@@ -324,7 +326,7 @@ def test_a_database_from_before_counted_words_gains_the_column(tmp_path):
         with old.connect() as conn:
             stored = conn.execute(text("SELECT search_terms FROM memory_entries ORDER BY id"))
             first, second = (value for (value,) in stored)
-        assert first is None
+        assert first == terms.packed("Deploying needs two approvals", "fact")
         assert second
         found = [content for content, _ in _hits(SessionMemory(old).resident, "approvals")]
         assert sorted(found) == sorted(
@@ -332,3 +334,34 @@ def test_a_database_from_before_counted_words_gains_the_column(tmp_path):
         )
     finally:
         old.dispose()
+
+
+def test_counts_a_text_changed_before_the_database_kept_counts_honest_are_counted_again(tmp_path):
+    """A text a script changed while the database had no trigger to clear its counts (made
+    by an older version) is counted again when the database is next opened: found by its new
+    words, not its old ones."""
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = make_engine(url)
+    SessionMemory(engine).write(new("Lunch is at noon on Fridays"))
+    with engine.begin() as conn:
+        conn.execute(text("DROP TRIGGER memory_terms_au"))
+        conn.execute(
+            text(
+                "UPDATE memory_entries SET content = 'Deploys happen at noon', "
+                "search_body = 'Deploys happen at noon'"
+            )
+        )
+        stale = conn.execute(text("SELECT search_terms FROM memory_entries")).scalar()
+    assert '"lunch":' in stale  # counted from the text before
+    engine.dispose()
+    reopened = make_engine(url)
+    try:
+        resident = SessionMemory(reopened).resident
+        assert _hits(resident, "lunch") == []
+        assert [c for c, _ in _hits(resident, "deploys")] == ["Deploys happen at noon"]
+        with reopened.begin() as conn:  # and from now on the trigger clears them at once
+            conn.execute(text("UPDATE memory_entries SET search_body = 'Standup at nine'"))
+            cleared = conn.execute(text("SELECT search_terms FROM memory_entries")).scalar()
+        assert cleared is None
+    finally:
+        reopened.dispose()

@@ -8,26 +8,21 @@ scope it searched: its active entries, their words and which are pinned. Before 
 reads the changes made since (:mod:`orchestrator.memory.session.scope_log`, written by the
 database's triggers, so every writer is seen) and applies them: when this process has written
 to memory since it last read them, else at most every :data:`scope_log.POLL_S` (another
-process's writes; with hundreds of turns a second, that read was a tenth of a turn's
-CPU). A scope is loaded whole the
-first time it is searched. A scope of more than :data:`MAX_SCOPE` active entries is not held:
-recall searches the full-text index for it (:meth:`ResidentMemory.find` says so).
-
-Ranking is the full-text index's: BM25 (k1 1.2, b 0.75) over the words of the content (weight
-1) and of the metadata (weight 0.5), read as its tokenizer reads them (:func:`fts.tokens`), over the
-entries of the scopes searched (their count, their lengths, how many hold each word). Scopes
-not searched for a while are let go when more than ``max_entries`` entries are held.
+process's writes; with hundreds of turns a second, that read was a tenth of a turn's CPU).
+A scope is loaded whole the first time it is searched (its entries' words read as they are
+needed: :mod:`orchestrator.memory.session.held`, which ranks them as the full-text index
+does). A scope of more than :data:`MAX_SCOPE` active entries is not held: recall searches the
+full-text index for it (:meth:`ResidentMemory.find` says so). Scopes not searched for a while
+are let go when more than ``max_entries`` entries are held.
 """
 
 from __future__ import annotations
 
-import math
 import threading
 import time
-from collections import OrderedDict, defaultdict
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from functools import lru_cache
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import and_, bindparam, func, select
@@ -36,18 +31,13 @@ from sqlalchemy.engine import Connection, Engine
 from orchestrator.core.quick_init import quick_init
 from orchestrator.memory.audit import PINS
 from orchestrator.memory.quick import QuickReader, driver_of
-from orchestrator.memory.session import fts, scope_log, terms
+from orchestrator.memory.session import scope_log, terms
 from orchestrator.memory.session.entries import ENTRIES, IS_ACTIVE, to_record
-from orchestrator.memory.session.records import MemoryRecord, meta_text
-from orchestrator.memory.session.sqlite_rows import SqliteRows
+from orchestrator.memory.session.held import COLUMNS, ROWS, Entry, HeldScope, entry_of, rank
+from orchestrator.memory.session.records import MemoryRecord
 
 __all__ = ["Found", "ResidentMemory"]
 
-_K1 = 1.2
-_B = 0.75
-_ONE_MINUS_B = 1 - _B
-_K1_PLUS_1 = _K1 + 1
-_MIN_IDF = 1e-6  # as FTS5's bm25(): a word in most entries still counts a little
 MAX_ENTRIES = 200_000
 # A scope with more active entries is searched in the full-text index: loading one costs about
 # 25 us of CPU per entry, paid by the turn that first searches it.
@@ -56,13 +46,11 @@ RECOUNT_S = 60.0
 
 Scope = tuple[str, str]
 
-_UNREAD = ("norm", "norm_hash", "search_body", "search_meta", "search_terms")
 _TERMS = ("search_body", "search_meta", "search_terms")
-_COLUMNS = [c for c in ENTRIES.c if c.name not in _UNREAD]
-_ROWS = SqliteRows(_COLUMNS)
-_ID = _ROWS.names.index("id")
-_SELECT = "SELECT " + ", ".join(f'memory_entries."{n}"' for n in _ROWS.names)
+_ID = ROWS.names.index("id")
+_SELECT = "SELECT " + ", ".join(f'memory_entries."{n}"' for n in ROWS.names)
 _SELECT += " FROM memory_entries"
+_TEXTS_SQL = "SELECT id, search_body, search_meta FROM memory_entries WHERE id IN"
 _PINS_SQL = "SELECT memory_pins.entry_id FROM memory_pins WHERE memory_pins.entry_id IN"
 _MOST_IDS = 500  # SQLite limits a statement's parameters
 _SCOPE_SQL = (
@@ -74,13 +62,13 @@ _SQLITE_PINNED_IN_SCOPE = (
     " ON memory_entries.id = memory_pins.entry_id"
     " WHERE memory_entries.scope = ? AND memory_entries.scope_id = ?"
 )
-_IN_SCOPE = select(*_COLUMNS, *(ENTRIES.c[name] for name in _TERMS)).where(
+_IN_SCOPE = select(*COLUMNS, *(ENTRIES.c[name] for name in _TERMS)).where(
     ENTRIES.c.scope == bindparam("scope"), ENTRIES.c.scope_id == bindparam("scope_id"), IS_ACTIVE
 )
 _COUNT_IN_SCOPE = select(func.count()).where(
     ENTRIES.c.scope == bindparam("scope"), ENTRIES.c.scope_id == bindparam("scope_id"), IS_ACTIVE
 )
-_BY_IDS = select(*_COLUMNS).where(ENTRIES.c.id.in_(bindparam("ids", expanding=True)))
+_BY_IDS = select(*COLUMNS).where(ENTRIES.c.id.in_(bindparam("ids", expanding=True)))
 _PINNED_IN_SCOPE = (
     select(PINS.c.entry_id)
     .join(ENTRIES, ENTRIES.c.id == PINS.c.entry_id)
@@ -97,58 +85,6 @@ class Found:
 
     hits: list[tuple[MemoryRecord, float]]
     pinned: list[MemoryRecord]
-
-
-@dataclass(slots=True)
-class _Entry:
-    id: int
-    freqs: dict[str, float]  # each word's count, a metadata word counting half
-    length: int  # how many words it has
-    raw: tuple[Any, ...] | None = None  # the row as read, until it is needed as a record
-    made: MemoryRecord | None = None
-
-    def record(self) -> MemoryRecord:
-        """The entry as a record (read from its row the first time it is needed: most
-        entries of a scope never are)."""
-        if self.made is None:
-            self.made = to_record(_ROWS.convert(self.raw or ()))
-            self.raw = None
-        return self.made
-
-
-def _entry(record: MemoryRecord) -> _Entry:
-    meta = meta_text(record.type, record.key, record.tags, record.extra)
-    length, freqs = terms.counted(record.content, meta)
-    return _Entry(id=record.id, freqs=freqs, length=length, made=record)
-
-
-@dataclass(slots=True)
-class _Scope:
-    entries: dict[int, _Entry] = field(default_factory=dict)
-    postings: defaultdict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
-    pinned: set[int] = field(default_factory=set)
-    length: int = 0
-
-    def add(self, entry: _Entry) -> None:
-        entry_id = entry.id
-        self.entries[entry_id] = entry
-        self.length += entry.length
-        postings = self.postings
-        for word in entry.freqs:
-            postings[word].add(entry_id)  # a new word's set made by the defaultdict
-
-    def remove(self, entry_id: int) -> None:
-        entry = self.entries.pop(entry_id, None)
-        self.pinned.discard(entry_id)
-        if entry is None:
-            return
-        self.length -= entry.length
-        for word in entry.freqs:
-            ids = self.postings.get(word)
-            if ids is not None:
-                ids.discard(entry_id)
-                if not ids:
-                    del self.postings[word]
 
 
 class ResidentMemory:
@@ -171,7 +107,7 @@ class ResidentMemory:
         self.max_scope = max_scope
         self._clock = clock
         self._large: dict[Scope, float] = {}  # scopes too large to hold, until when
-        self._scopes: OrderedDict[Scope, _Scope] = OrderedDict()
+        self._scopes: OrderedDict[Scope, HeldScope] = OrderedDict()
         self._held = 0
         self._last: int | None = None  # the last change applied (None: nothing read yet)
         self._asked = float("-inf")  # when the log was last read
@@ -201,7 +137,7 @@ class ResidentMemory:
             held = [scopes_held[scope] for scope in wanted]
             for scope in wanted:
                 scopes_held.move_to_end(scope)
-            hits = _rank(terms, held, limit) if limit > 0 else []
+            hits = rank(terms, held, limit) if limit > 0 else []
             pinned = [s.entries[i].record() for s in held for i in s.pinned if i in s.entries]
             if len(pinned) > 1:
                 pinned.sort(key=lambda record: -record.id)
@@ -261,7 +197,7 @@ class ResidentMemory:
                     continue
                 if (row["scope"], row["scope_id"]) != scope:
                     continue
-                held.add(_entry(to_record(row)))
+                held.add(entry_of(to_record(row)))
                 self._held += 1
                 if entry_id in pinned:
                     held.pinned.add(entry_id)
@@ -289,31 +225,52 @@ class ResidentMemory:
             self._large.pop(scope, None)
         return large
 
-    def _scope(self, conn: Connection, scope: Scope) -> _Scope:
+    def _scope(self, conn: Connection, scope: Scope) -> HeldScope:
         held = self._scopes.get(scope)
         if held is not None:
             self._scopes.move_to_end(scope)
             return held
-        held = _Scope()
+        held = HeldScope()
         params = {"scope": scope[0], "scope_id": scope[1]}
         # Each entry's words as counted when it was written (memory.session.terms).
-        raw = _ROWS.raw(conn, _SCOPE_SQL, scope, extra=_TERMS)
+        raw = ROWS.raw(conn, _SCOPE_SQL, scope, extra=("search_terms",))
         if raw is not None:  # SQLite: the rows as read, made records when needed
+            uncounted: list[tuple[Any, ...]] = []
             for row in raw:
-                length, freqs = terms.unpacked(row[-1], row[-3], row[-2])
-                held.add(_Entry(id=int(row[_ID]), freqs=freqs, length=length, raw=row))
+                stored = row[-1]
+                length = terms.stored_length(stored)
+                if length is None:
+                    uncounted.append(row)
+                else:
+                    held.add(Entry(int(row[_ID]), length, None, stored, row))
+            texts = self._texts(conn, [int(row[_ID]) for row in uncounted])
+            for row in uncounted:
+                entry_id = int(row[_ID])
+                length, freqs = terms.unpacked(row[-1], *texts.get(entry_id, ("", "")))
+                held.add(Entry(entry_id, length, freqs, raw=row))
             pins = driver_of(conn).execute(_SQLITE_PINNED_IN_SCOPE, scope).fetchall()
         else:
             for mapped in conn.execute(_IN_SCOPE, params).mappings():
                 body, meta, stored = (mapped[name] for name in _TERMS)
                 length, freqs = terms.unpacked(stored, body, meta)
                 made = to_record(mapped)
-                held.add(_Entry(id=made.id, freqs=freqs, length=length, made=made))
+                held.add(Entry(made.id, length, freqs, made=made))
             pins = conn.execute(_PINNED_IN_SCOPE, params).all()
         held.pinned = {int(i) for (i,) in pins if int(i) in held.entries}
         self._scopes[scope] = held
         self._held += len(held.entries)
         return held
+
+    @staticmethod
+    def _texts(conn: Connection, ids: list[int]) -> dict[int, tuple[str, str]]:
+        """The texts entries ``ids`` were counted from, by id (SQLite)."""
+        found: dict[int, tuple[str, str]] = {}
+        for start in range(0, len(ids), _MOST_IDS):
+            some = ids[start : start + _MOST_IDS]
+            marks = ",".join("?" * len(some))
+            for entry_id, body, meta in driver_of(conn).execute(f"{_TEXTS_SQL} ({marks})", some):
+                found[int(entry_id)] = (str(body), str(meta))
+        return found
 
     def _read_ids(self, ids: list[int]) -> tuple[dict[int, Mapping[str, Any]], set[int]]:
         """The rows of the entries ``ids`` (those that still exist), and which are pinned. On
@@ -323,14 +280,14 @@ class ResidentMemory:
             marks = ",".join("?" * len(ids))
             found = self._reader.rows(f"{_SELECT} WHERE memory_entries.id IN ({marks})", ids)
             pins = self._reader.rows(f"{_PINS_SQL} ({marks})", ids)
-            return {int(row[_ID]): _ROWS.convert(row) for row in found}, {int(i) for (i,) in pins}
+            return {int(row[_ID]): ROWS.convert(row) for row in found}, {int(i) for (i,) in pins}
         with self._engine.connect() as conn:
             rows = {int(row["id"]): row for row in self._rows_by_ids(conn, ids)}
             pinned = {int(i) for (i,) in conn.execute(_PINNED_OF, {"ids": ids})} if ids else set()
         return rows, pinned
 
     def _rows_by_ids(self, conn: Connection, ids: list[int]) -> Iterable[Any]:
-        fast = _ROWS.by_ids(conn, ids)
+        fast = ROWS.by_ids(conn, ids)
         return fast if fast is not None else conn.execute(_BY_IDS, {"ids": ids}).mappings()
 
     def _let_go(self, keep: set[Scope]) -> None:
@@ -346,43 +303,3 @@ class ResidentMemory:
         self._scopes.clear()
         self._held = 0
         self._applied.clear()
-
-
-def _rank(
-    terms: Sequence[str], held: Sequence[_Scope], limit: int
-) -> list[tuple[MemoryRecord, float]]:
-    """BM25 of the entries of ``held`` that hold any of ``terms``, best first."""
-    words = list(dict.fromkeys(word for term in terms for word in _term_words(term)))
-    count = total = 0
-    for s in held:
-        count += len(s.entries)
-        total += s.length
-    if not words or count == 0:
-        return []
-    average = total / count
-    scores: dict[int, float] = {}
-    entries: dict[int, _Entry] = {}
-    for word in words:
-        having = [(s.entries, s.postings[word]) for s in held if word in s.postings]
-        found = sum(len(ids) for _, ids in having)
-        if not found:
-            continue
-        idf = math.log((count - found + 0.5) / (found + 0.5))
-        idf = idf if idf > 0 else _MIN_IDF
-        for held_entries, ids in having:
-            for entry_id in ids:
-                entry = held_entries[entry_id]
-                freq = entry.freqs[word]
-                norm = _K1 * (_ONE_MINUS_B + _B * entry.length / average)
-                score = idf * freq * _K1_PLUS_1 / (freq + norm)
-                scores[entry_id] = scores.get(entry_id, 0.0) + score
-                entries[entry_id] = entry
-    best = sorted(scores, key=lambda i: (-scores[i], -i))[:limit]
-    return [(entries[i].record(), scores[i]) for i in best]
-
-
-@lru_cache(maxsize=16384)
-def _term_words(term: str) -> tuple[str, ...]:
-    """The index's words of a query's term (:func:`fts.tokens`), remembered: the same terms
-    come back query after query."""
-    return tuple(fts.tokens(term))
