@@ -141,7 +141,9 @@ class Briefing:
             recall, recaller = gathered.recall, self.recaller
             if recall is None or recaller is None or not recaller.marks_due(recall, now):
                 return gathered
-            if not (self.on_loop and recaller.mark_used_now(recall, now)):
+            if self.on_loop:
+                await recaller.mark_used_soon(recall, now)
+            else:
                 await asyncio.to_thread(recaller.mark_used, recall, now)
             return gathered
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import threading
@@ -295,18 +296,29 @@ def test_mark_used_sets_last_used_at(memory):
     assert memory.get(entry.id).last_used_at == T0 + timedelta(minutes=5)
 
 
-def test_mark_used_now_marks_every_entry_as_mark_used_does(memory, engine):
-    """On the loop (SQLite), a turn's entries are marked in one statement: each one given, at
-    the same stored time as the thread's path stores it; the others are left alone."""
-    a, b, c, d = (memory.write(new(f"Standup number {n} is at 10")).record for n in range(4))
+def test_marks_asked_for_together_are_written_as_mark_used_writes_them(memory, engine):
+    """Turns marking at about the same moment on the event loop are written together (on
+    SQLite in one statement): each entry at the latest time it was marked, stored as the
+    thread's path stores it; the others are left alone."""
+    a, b, c, d, e = (memory.write(new(f"Standup number {n} is at 10")).record for n in range(5))
     at = T0 + timedelta(minutes=5, microseconds=7)
-    assert memory.mark_used_now([a.id, c.id], at)
+    later = at + timedelta(seconds=3)
+
+    async def turns() -> None:
+        await asyncio.gather(
+            memory.mark_used_soon([a.id, c.id], at),
+            memory.mark_used_soon([c.id, e.id], later),
+            memory.mark_used_soon([], later),
+        )
+
+    asyncio.run(turns())
     memory.mark_used([d.id], at)
-    assert [memory.get(e.id).last_used_at for e in (a, b, c, d)] == [at, None, at, at]
+    marked = [memory.get(entry.id).last_used_at for entry in (a, b, c, d, e)]
+    assert marked == [at, None, later, at, later]
     with engine.connect() as conn:
         stored = dict(conn.exec_driver_sql("SELECT id, last_used_at FROM memory_entries").all())
-    assert stored[a.id] == stored[c.id] == stored[d.id]
-    assert memory.mark_used_now([], at)
+    assert stored[a.id] == stored[d.id]
+    assert stored[c.id] == stored[e.id] != stored[a.id]
 
 
 def test_new_memory_validates_itself():

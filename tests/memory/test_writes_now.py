@@ -5,6 +5,7 @@ markers) is left whole to the thread, nothing stored twice or lost."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import threading
 import time
@@ -256,5 +257,6 @@ def test_a_memory_saved_on_the_loop_is_counted_once_its_commit_is_done(engine: E
     assert outcome is not None
     counted = scope_log.written()
     assert counted != before
-    assert session.mark_used_now([outcome.record.id], NOW)
+    asyncio.run(session.mark_used_soon([outcome.record.id], NOW))
+    assert session.get(outcome.record.id).last_used_at == NOW
     assert scope_log.written() == counted

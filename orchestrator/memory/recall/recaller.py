@@ -252,16 +252,14 @@ class Recaller:
             self.memory.mark_used(due, now)
             self._noted(due, now)
 
-    def mark_used_now(self, result: RecallResult, now: datetime) -> bool:
-        """:meth:`mark_used` on the calling thread, for the event loop; False, with nothing
-        written, when the database cannot be written at once (then :meth:`mark_used`, in a
-        thread)."""
+    async def mark_used_soon(self, result: RecallResult, now: datetime) -> None:
+        """:meth:`mark_used` from the event loop, with the marks other turns ask for meanwhile:
+        on SQLite in one statement when the database is free at once, else in a thread."""
         with self._marking:
             due = [s.id for s in result.snippets if self._due(s.id, now)]
-        if due and not self.memory.mark_used_now(due, now):
-            return False
-        self._noted(due, now)
-        return True
+        if due:
+            await self.memory.mark_used_soon(due, now)
+            self._noted(due, now)
 
     def _noted(self, due: Sequence[int], now: datetime) -> None:
         with self._marking:

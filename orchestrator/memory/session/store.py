@@ -18,11 +18,10 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Select, bindparam, delete, func, literal_column, or_, select, update
+from sqlalchemy import Select, bindparam, delete, func, or_, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from orchestrator.core.json_text import json_text
 from orchestrator.errors import ServiceError, ValidationError
 from orchestrator.memory.audit import PINS
 from orchestrator.memory.session import fts, scope_log
@@ -36,6 +35,7 @@ from orchestrator.memory.session.entries import (
     db_time,
     to_record,
 )
+from orchestrator.memory.session.marks import UseMarks
 from orchestrator.memory.session.records import (
     INDEXED_EXTRA,
     Citation,
@@ -45,7 +45,7 @@ from orchestrator.memory.session.records import (
     normalise,
 )
 from orchestrator.memory.session.resident import ResidentMemory
-from orchestrator.memory.session.sqlite_rows import SqliteRows, SqliteStatement
+from orchestrator.memory.session.sqlite_rows import SqliteRows
 from orchestrator.memory.session.writes import Retry, VectorCache, write_in
 from orchestrator.memory.transactions import QuickWriter
 
@@ -74,16 +74,6 @@ _RECORD_COLUMNS = [
 ]
 _BY_IDS = select(*_RECORD_COLUMNS).where(_T.c.id.in_(bindparam("ids", expanding=True)))
 _ROWS = SqliteRows(_RECORD_COLUMNS)  # the rows recall reads every turn, without SQLAlchemy
-# A turn's recalled entries marked in one statement, straight to the driver (their ids as a
-# JSON array: one statement made once, whatever their number). Not a change the scope log
-# records (it watches other columns), nor this process's write.
-_FAST_MARK = SqliteStatement(
-    update(_T)
-    .where(
-        _T.c.id.in_(select(literal_column("value")).select_from(func.json_each(bindparam("ids"))))
-    )
-    .values(last_used_at=bindparam("now"))
-)
 _MARK_USED = (
     update(_T)
     .where(_T.c.id.in_(bindparam("ids", expanding=True)))
@@ -131,6 +121,7 @@ class SessionMemory:
         # What recall searches at every turn, held in memory and kept current.
         self.resident = ResidentMemory(engine)
         self._quick = QuickWriter(engine)  # write_now's
+        self._marks = UseMarks(engine, lambda ids, now: self.mark_used(ids, now))
 
     # Writing --------------------------------------------------------------------------------
 
@@ -240,20 +231,10 @@ class SessionMemory:
             with self._engine.begin() as conn:
                 conn.execute(_MARK_USED, {"ids": wanted, "now": db_time(now)})
 
-    def mark_used_now(self, ids: Iterable[int], now: datetime) -> bool:
-        """:meth:`mark_used` on the calling thread, for the event loop: False, with nothing
-        written, when the database cannot be written at once (as :meth:`write_now`); then
-        :meth:`mark_used`, in a thread."""
-        wanted = builtins.list(ids)
-        try:
-            with self._quick.transaction() as conn:
-                if conn is None:
-                    return False
-                if wanted:
-                    _FAST_MARK.rows(conn, {"ids": json_text(wanted), "now": db_time(now)})
-                return True
-        except OperationalError:
-            return False  # rolled back
+    async def mark_used_soon(self, ids: Sequence[int], now: datetime) -> None:
+        """:meth:`mark_used` from the event loop, with the marks other turns ask for meanwhile
+        (:mod:`orchestrator.memory.session.marks`)."""
+        await self._marks(ids, now)
 
     # Reading --------------------------------------------------------------------------------
 
