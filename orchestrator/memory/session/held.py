@@ -3,9 +3,7 @@ entries, which entries hold each word searched for, and their ranking.
 
 Ranking is the full-text index's: BM25 (k1 1.2, b 0.75) over the words of the content (weight
 1) and of the metadata (weight 0.5), read as its tokenizer reads them (:func:`fts.tokens`), over the
-entries of the scopes searched (their count, their lengths, how many hold each word). An
-entry loaded with its words as stored (:mod:`orchestrator.memory.session.terms`) reads them
-only when a word searched for is in them: most entries of a scope never hold one.
+entries of the scopes searched (their count, their lengths, how many hold each word).
 """
 
 from __future__ import annotations
@@ -42,8 +40,7 @@ ROWS = SqliteRows(COLUMNS)
 class Entry:
     id: int
     length: int  # how many words it has
-    freqs: dict[str, float] | None  # each word's count, a metadata word counting half
-    stored: str = ""  # the counts as stored, until a word searched for is in them (freqs None)
+    freqs: dict[str, float]  # each word's count, a metadata word counting half
     raw: tuple[Any, ...] | None = None  # the row as read, until it is needed as a record
     made: MemoryRecord | None = None
 
@@ -55,29 +52,11 @@ class Entry:
             self.raw = None
         return self.made
 
-    def count(self, word: str, key: str) -> float | None:
-        """How often it holds ``word`` (``key``: :func:`terms.key_of`); None: not at all."""
-        freqs = self.freqs
-        if freqs is None:
-            if key not in self.stored:
-                return None
-            freqs = terms.weights(self.stored)
-            if freqs is None:  # not the counts they looked like: the texts' own
-                freqs = _recounted(self)
-            self.freqs, self.stored = freqs, ""
-        return freqs.get(word)
-
 
 def entry_of(record: MemoryRecord) -> Entry:
     meta = meta_text(record.type, record.key, record.tags, record.extra)
     length, freqs = terms.counted(record.content, meta)
     return Entry(id=record.id, length=length, freqs=freqs, made=record)
-
-
-def _recounted(entry: Entry) -> dict[str, float]:
-    """The counts of ``entry``'s texts, as the full-text index reads them."""
-    made = entry.record()
-    return entry_of(made).freqs or {}
 
 
 # Words a scope keeps which entries hold (those searched for lately) before starting over.
@@ -87,7 +66,8 @@ _MOST_WORDS = 4096
 @dataclass(slots=True)
 class HeldScope:
     entries: dict[int, Entry] = field(default_factory=dict)
-    # The entries holding each word searched for (by id, how often), found when first searched.
+    # The entries holding each word searched for (by id, how often), found when first
+    # searched for: a scope's first load is spared indexing every word of every entry.
     postings: dict[str, dict[int, float]] = field(default_factory=dict)
     pinned: set[int] = field(default_factory=set)
     length: int = 0
@@ -98,12 +78,7 @@ class HeldScope:
         if found is None:
             if len(self.postings) >= _MOST_WORDS:
                 self.postings.clear()
-            key = terms.key_of(word)
-            found = {}
-            for entry_id, entry in self.entries.items():
-                count = entry.count(word, key)
-                if count is not None:
-                    found[entry_id] = count
+            found = {i: e.freqs[word] for i, e in self.entries.items() if word in e.freqs}
             self.postings[word] = found
         return found
 
@@ -112,19 +87,11 @@ class HeldScope:
         self.entries[entry_id] = entry
         self.length += entry.length
         postings = self.postings
-        if not postings:
-            return
-        if entry.freqs is None:  # read from its stored counts as words are searched for
-            key_of = terms.key_of
-            for word, found in postings.items():
-                count = entry.count(word, key_of(word))
-                if count is not None:
-                    found[entry_id] = count
-            return
-        for word, count in entry.freqs.items():
-            having = postings.get(word)
-            if having is not None:
-                having[entry_id] = count
+        if postings:
+            for word, count in entry.freqs.items():
+                having = postings.get(word)
+                if having is not None:
+                    having[entry_id] = count
 
     def remove(self, entry_id: int) -> None:
         entry = self.entries.pop(entry_id, None)
@@ -132,7 +99,7 @@ class HeldScope:
         if entry is None:
             return
         self.length -= entry.length
-        for word in entry.freqs or ():  # counts never read: in no word's entries
+        for word in entry.freqs:
             having = self.postings.get(word)
             if having is not None:
                 having.pop(entry_id, None)

@@ -9,11 +9,12 @@ reads the changes made since (:mod:`orchestrator.memory.session.scope_log`, writ
 database's triggers, so every writer is seen) and applies them: when this process has written
 to memory since it last read them, else at most every :data:`scope_log.POLL_S` (another
 process's writes; with hundreds of turns a second, that read was a tenth of a turn's CPU).
-A scope is loaded whole the first time it is searched (its entries' words read as they are
-needed: :mod:`orchestrator.memory.session.held`, which ranks them as the full-text index
-does). A scope of more than :data:`MAX_SCOPE` active entries is not held: recall searches the
-full-text index for it (:meth:`ResidentMemory.find` says so). Scopes not searched for a while
-are let go when more than ``max_entries`` entries are held.
+A scope is loaded whole the first time it is searched, each entry with its words as counted
+when it was written (:mod:`orchestrator.memory.session.terms`), and ranked as the full-text
+index ranks (:mod:`orchestrator.memory.session.held`). A scope of more than
+:data:`MAX_SCOPE` active entries is not held: recall searches the full-text index for it
+(:meth:`ResidentMemory.find` says so). Scopes not searched for a while are let go when more
+than ``max_entries`` entries are held.
 """
 
 from __future__ import annotations
@@ -237,12 +238,11 @@ class ResidentMemory:
         if raw is not None:  # SQLite: the rows as read, made records when needed
             uncounted: list[tuple[Any, ...]] = []
             for row in raw:
-                stored = row[-1]
-                length = terms.stored_length(stored)
-                if length is None:
+                read = terms.read(row[-1])
+                if read is None:
                     uncounted.append(row)
                 else:
-                    held.add(Entry(int(row[_ID]), length, None, stored, row))
+                    held.add(Entry(int(row[_ID]), read[0], read[1], row))
             texts = self._texts(conn, [int(row[_ID]) for row in uncounted])
             for row in uncounted:
                 entry_id = int(row[_ID])

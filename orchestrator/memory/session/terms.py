@@ -5,23 +5,18 @@ first search of a scope counts the words of each of its entries, as the full-tex
 tokenizer reads them (:func:`fts.tokens`), which cost about 15 µs an entry, paid by a group's
 first turn. An entry's words never change (its texts are written once, with it), so they are
 counted when it is written and stored in its ``search_terms`` column, which a scope's first
-load reads back in about a microsecond. They are read only with the texts they were counted
-from (a checksum of both is kept with them: a script's own SQL may change a text and not
-them); what an older version wrote (no such column value), or a value that does not read as
-this version's, is counted again from the texts.
-
-On SQLite a trigger keeps them honest instead (:func:`install`): a change of either text
-clears them, whoever makes it, and an older database's counts are checked once, when it is
-given the trigger. A scope's first load then takes each entry's length from the stored form
-(:func:`stored_length`) and reads its counts only when a word searched for is in them
-(:func:`key_of`, :func:`weights`): most entries of a scope never hold one.
+load reads back in about a microsecond. A script's own SQL may change a text and not them:
+on SQLite a trigger clears them then (:func:`install`; an older database's are checked once,
+when it is given the trigger), so a first load reads them alone (:func:`read`); elsewhere
+they are read with the texts they were counted from, and a checksum of both kept with them
+(:func:`unpacked`). What an older version wrote (no such column value), or a value that does
+not read as this version's, is counted again from the texts.
 """
 
 from __future__ import annotations
 
 import math
 import zlib
-from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import text
@@ -34,18 +29,14 @@ __all__ = [
     "TERMS_VERSION",
     "counted",
     "install",
-    "key_of",
     "packed",
-    "stored_length",
+    "read",
     "unpacked",
-    "weights",
 ]
 
 # Changes when the way words are read or weighed changes: stored counts of another version are
 # counted again.
 TERMS_VERSION = 1
-_HEAD = f"[{TERMS_VERSION},"
-_HEAD_LENGTH = len(_HEAD)
 
 # A change of an entry's texts clears its counts (unless the same statement writes new ones).
 _TRIGGER = "memory_terms_au"
@@ -113,33 +104,12 @@ def _read(stored: str) -> tuple[Any, int, dict[str, float]] | None:
     return None
 
 
-def stored_length(stored: str | None) -> int | None:
-    """The length ``stored`` holds when it is this version's form as :func:`packed` writes it
-    (its words then found in it by :func:`key_of`, read by :func:`weights`); None: read it
-    with :func:`unpacked`. Only the head is read: on SQLite the texts it was counted from are
-    the row's own (:func:`install`)."""
-    if not stored or not stored.startswith(_HEAD) or "\\" in stored:
-        return None  # none, another version's, or escaped (a word would not be found as is)
-    second = stored.find(",", _HEAD_LENGTH)
-    third = stored.find(",", second + 1) if second > 0 else -1
-    if third < 0 or stored[third + 1 : third + 2] != "{":
-        return None
-    length = stored[second + 1 : third]
-    return int(length) if length.isascii() and length.isdigit() else None
-
-
-@lru_cache(maxsize=16384)
-def key_of(word: str) -> str:
-    """What the stored form of the counts of an entry holding ``word`` holds (when
-    :func:`stored_length` reads it)."""
-    return json_text(word) + ":"
-
-
-def weights(stored: str) -> dict[str, float] | None:
-    """Each word's weight, as ``stored`` holds it (its texts not checked: see
-    :func:`stored_length`); None when it does not read as this version's."""
-    read = _read(stored)
-    return None if read is None else read[2]
+def read(stored: str | None) -> tuple[int, dict[str, float]] | None:
+    """:func:`counted` as ``stored`` holds it when it reads as this version's, its texts not
+    checked (on SQLite a trigger clears counts whose texts change: :func:`install`); None:
+    count them with :func:`unpacked`."""
+    found = _read(stored) if stored else None
+    return None if found is None else (found[1], found[2])
 
 
 def _numbers(weights: dict[str, Any]) -> bool:
