@@ -39,6 +39,7 @@ __all__ = [
     "assume_utc",
     "find_agent",
     "known_agent",
+    "utc_from_text",
 ]
 
 GROUP_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}\Z")
@@ -50,6 +51,15 @@ def assume_utc(value: datetime) -> datetime:
     """``value`` with a time zone: a naive one is taken as UTC (everything we store is UTC,
     and SQLite hands datetimes back naive); an aware one is returned as it is."""
     return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def utc_from_text(stored: str) -> datetime:
+    """A time as SQLAlchemy stores it on SQLite (``YYYY-MM-DD HH:MM:SS[.ffffff]``, in UTC,
+    without its zone), with its zone: read with it, in an eighth of the time replacing its
+    zone takes (rows read at a group's first turn hold several)."""
+    if len(stored) in (19, 26):
+        return datetime.fromisoformat(stored + "+00:00")
+    return assume_utc(datetime.fromisoformat(stored))
 
 
 class MessageKind(StrEnum):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from sqlalchemy import Insert, bindparam, update
@@ -20,7 +19,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Engine
 
 from orchestrator.core.json_text import json_text, json_value
-from orchestrator.core.models import ChatMessage, MessageKind
+from orchestrator.core.models import ChatMessage, MessageKind, utc_from_text
 from orchestrator.memory.conversation.rows import (
     MESSAGES,
     WRITTEN,
@@ -155,14 +154,18 @@ def sqlite_stored(row: Sequence[Any]) -> StoredMessage:
             id=message_id,
             group=group,
             sender=sender,
-            kind=MessageKind(kind),
+            kind=_KINDS.get(kind) or MessageKind(kind),
             text=text,
-            created_at=datetime.fromisoformat(created_at).replace(tzinfo=UTC),
+            created_at=utc_from_text(created_at),
             in_reply_to=in_reply_to,
             hop=hop,
         ),
         status=status,
-        route=json_value(route) if route is not None else None,
-        meta=(json_value(meta) if meta is not None else None) or {},
+        route=None if route is None or route == "null" else json_value(route),
+        meta={} if meta is None or meta in _NO_META else (json_value(meta) or {}),
         tokens=tokens,
     )
+
+
+_KINDS = {kind.value: kind for kind in MessageKind}
+_NO_META = ("null", "{}")  # what a row without a record holds

@@ -12,7 +12,6 @@ would give it. Other databases keep SQLAlchemy's path (the functions return None
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import JSON, Column
@@ -21,6 +20,7 @@ from sqlalchemy.sql import ClauseElement
 from sqlmodel.sql.sqltypes import UTCDateTime
 
 from orchestrator.core.json_text import json_value
+from orchestrator.core.models import utc_from_text
 from orchestrator.memory.quick import driver_of
 
 __all__ = ["SqliteRows", "SqliteStatement"]
@@ -84,7 +84,7 @@ class SqliteRows:
         row = list(values[: len(self.names)])
         for i in self._datetimes:
             if isinstance(row[i], str):  # stored in UTC, without its zone
-                row[i] = datetime.fromisoformat(row[i]).replace(tzinfo=UTC)
+                row[i] = utc_from_text(row[i])
         for i in self._json:
             if isinstance(row[i], str):
                 row[i] = json_value(row[i])
