@@ -167,7 +167,10 @@ def test_a_text_of_known_words_is_not_tokenised(monkeypatch):
     assert encoded == [" payment"]
     assert counter.count("review the logic, please") == len(real("review the logic, please"))
     assert encoded == [" payment", "review", " logic,", " please"]
-    assert counter.calls == 4  # texts counted, however
+    assert counter.count("[14:05 alex (human)]: ") == len(real("[14:05 alex (human)]: "))
+    assert counter.count(" the logic ") == len(real(" the logic "))
+    assert encoded[4:] == ["[14:05", " alex", " (human)]:", " ", ""]
+    assert counter.calls == 6  # texts counted, however
 
 
 def test_counts_from_many_threads_agree():

@@ -103,14 +103,15 @@ class TokenCounter:
         return tokens
 
     def _by_words(self, text: str) -> int:
-        """:meth:`count` of a text whose only white space is single spaces between words
-        (printable: any other white space is not), as the sum of its words' counts, the
-        first word's alone and each other's with the space before it. cl100k's pre-tokenizer
-        begins a piece at each such space (no piece takes a space followed by anything but
-        white space at its end), so the pieces, hence the tokens, are the words' own; and a
-        word comes back far more often than a text (a sixth of the time it took). Any other
-        text is tokenised whole."""
-        if not text.isprintable() or "  " in text or text[0] == " " or text[-1] == " ":
+        """:meth:`count` of a text whose only white space is single spaces (printable: any
+        other white space is not; no two spaces together), as the sum of its words' counts,
+        the first word's alone and each other's with the space before it (an empty word: a
+        space at either end). cl100k's pre-tokenizer begins a piece at each such space (no
+        piece takes a space followed by anything but white space at its end, and one at the
+        very end is a piece of its own), so the pieces, hence the tokens, are the words' own;
+        and a word comes back far more often than a text (a third of the time it took). Any
+        other text is tokenised whole."""
+        if not text.isprintable() or "  " in text:
             return len(self._encode(text))
         words = text.split(" ")
         first = words[0]
