@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 
 import pytest
 import tiktoken
@@ -94,6 +95,22 @@ def test_a_long_text_counts_as_tiktoken_counts_it_whole(text: str):
     assert COUNTER.count(text) == expected  # its lines known from other texts, or not
 
 
+def _watch_encoding(
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[list[str], Callable[[str], list[int]]]:
+    """The texts the shared encoding tokenises from now on, and its own ``encode``."""
+    encoded: list[str] = []
+    encoding = tokens_module._shared_encoding()
+    real = encoding.encode
+
+    def watched(text: str, **kwargs: object) -> list[int]:
+        encoded.append(text)
+        return real(text, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(encoding, "encode", watched)
+    return encoded, real
+
+
 def test_a_new_prompt_made_of_known_lines_tokenises_only_its_new_lines(monkeypatch):
     """A long text unknown as a whole is counted from the counts of the lines counted
     before: only the new line is tokenised."""
@@ -104,15 +121,7 @@ def test_a_new_prompt_made_of_known_lines_tokenises_only_its_new_lines(monkeypat
     first = f"You are Ping, in the group alpha.\n{rules}"
     second = f"You are Ping, in the group beta.\n{rules}"
     assert counter.count(first) == len(tiktoken.get_encoding(ENCODING_NAME).encode(first))
-    encoded: list[str] = []
-    encoding = tokens_module._shared_encoding()
-    real = encoding.encode
-
-    def watched(text: str, **kwargs: object) -> list[int]:
-        encoded.append(text)
-        return real(text, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(encoding, "encode", watched)
+    encoded, real = _watch_encoding(monkeypatch)
     assert counter.count(second) == len(real(second))
     assert encoded == ["You are Ping, in the group beta.\n"]
 
@@ -153,15 +162,7 @@ def test_a_text_of_known_words_is_not_tokenised(monkeypatch):
     without tokenising anything; a new word alone is tokenised, with its space."""
     counter = TokenCounter()
     assert counter.count("please review the retry logic") == 5
-    encoded: list[str] = []
-    encoding = tokens_module._shared_encoding()
-    real = encoding.encode
-
-    def watched(text: str, **kwargs: object) -> list[int]:
-        encoded.append(text)
-        return real(text, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(encoding, "encode", watched)
+    encoded, real = _watch_encoding(monkeypatch)
     assert counter.count("please review the logic") == 4
     assert counter.count("please review the payment logic") == 5
     assert encoded == [" payment"]
