@@ -35,6 +35,7 @@ from orchestrator.memory.session.entries import (
     db_time,
     to_record,
 )
+from orchestrator.memory.session.held import COLUMNS, ROWS
 from orchestrator.memory.session.marks import UseMarks
 from orchestrator.memory.session.records import (
     INDEXED_EXTRA,
@@ -45,7 +46,6 @@ from orchestrator.memory.session.records import (
     normalise,
 )
 from orchestrator.memory.session.resident import ResidentMemory
-from orchestrator.memory.session.sqlite_rows import SqliteRows
 from orchestrator.memory.session.writes import Retry, VectorCache, write_in
 from orchestrator.memory.transactions import QuickWriter
 
@@ -65,15 +65,9 @@ _T = ENTRIES
 _V = VECTORS
 
 # The statements of the per-message paths, built once: building a statement costs more than
-# running it on SQLite. Search results need a record, not the texts kept only for the index
-# and duplicate checks.
-_RECORD_COLUMNS = [
-    c
-    for c in _T.c
-    if c.name not in ("norm", "norm_hash", "search_body", "search_meta", "search_terms")
-]
-_BY_IDS = select(*_RECORD_COLUMNS).where(_T.c.id.in_(bindparam("ids", expanding=True)))
-_ROWS = SqliteRows(_RECORD_COLUMNS)  # the rows recall reads every turn, without SQLAlchemy
+# running it on SQLite. Search results need a record (its columns: COLUMNS, read without
+# SQLAlchemy: ROWS), not the texts kept only for the index and duplicate checks.
+_BY_IDS = select(*COLUMNS).where(_T.c.id.in_(bindparam("ids", expanding=True)))
 _MARK_USED = (
     update(_T)
     .where(_T.c.id.in_(bindparam("ids", expanding=True)))
@@ -90,7 +84,7 @@ def _pinned_of(count: int) -> Select[Any]:
         for n in range(count)
     ]
     return (
-        select(*_RECORD_COLUMNS)
+        select(*COLUMNS)
         .join(PINS, PINS.c.entry_id == _T.c.id)
         .where(IS_ACTIVE, or_(*scopes))
         .order_by(_T.c.id.desc())
@@ -279,7 +273,7 @@ class SessionMemory:
         if not wanted:
             return {}
         with self._engine.connect() as conn:
-            fast = _ROWS.by_ids(conn, wanted)
+            fast = ROWS.by_ids(conn, wanted)
             rows = fast if fast is not None else conn.execute(_BY_IDS, {"ids": wanted}).mappings()
             return {row["id"]: to_record(row) for row in rows}
 
@@ -290,7 +284,7 @@ class SessionMemory:
         # Only the scopes' pins (with many groups, every group's pins were read each turn);
         # on SQLite straight from the driver, elsewhere one statement per number of scopes.
         with self._engine.connect() as conn:
-            rows = _ROWS.pinned(conn, scopes)
+            rows = ROWS.pinned(conn, scopes)
             if rows is None:
                 return [to_record(row) for row in self._pinned_rows(conn, scopes)]
             return [to_record(row) for row in rows]
