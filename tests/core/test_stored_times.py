@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
 
 import pytest
 
-from orchestrator.core.models import assume_utc, utc_from_text
+from orchestrator.core.models import assume_utc, minute_text, utc_from_text
 
 
 @pytest.mark.parametrize(
@@ -27,3 +28,18 @@ def test_a_stored_time_reads_as_sqlalchemy_gives_it_with_its_zone(stored: str) -
     assert read == assume_utc(datetime.fromisoformat(stored))
     assert read.tzinfo is not None
     assert read.utcoffset() == assume_utc(datetime.fromisoformat(stored)).utcoffset()
+
+
+@pytest.mark.parametrize(
+    "moment",
+    [
+        datetime(2026, 11, 27, 9, 5, 59, 999999, tzinfo=UTC),
+        datetime(2026, 3, 29, 1, 30, tzinfo=ZoneInfo("Europe/Berlin")),
+        datetime(2025, 12, 31, 23, 59, tzinfo=ZoneInfo("Asia/Kolkata")),
+        datetime(2026, 1, 1, 0, 0),
+    ],
+)
+def test_a_moment_shown_to_the_minute_reads_as_strftime_writes_it(moment: datetime) -> None:
+    """A prompt's times (``YYYY-MM-DD HH:MM`` in the moment's own zone) read as strftime
+    would write them."""
+    assert minute_text(moment) == moment.strftime("%Y-%m-%d %H:%M")

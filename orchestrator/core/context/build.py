@@ -32,7 +32,7 @@ from orchestrator.core.context.references import (
 from orchestrator.core.context.report import ContextReport, LayerTokens, LeftOutCandidate
 from orchestrator.core.context.transcript import PastMessage, Transcript, conversation
 from orchestrator.core.markers import neutralise
-from orchestrator.core.models import AgentSpec, ChatMessage, LLMRequest
+from orchestrator.core.models import AgentSpec, ChatMessage, LLMRequest, minute_text
 from orchestrator.core.prompts import Prompts
 from orchestrator.core.quick_init import quick_init
 
@@ -122,7 +122,7 @@ def build_context(
         "roster": roster,
         "group": trigger.group,
         "trigger": trigger,
-        "now": now.strftime("%Y-%m-%d %H:%M"),
+        "now": minute_text(now),
         "tz": tz,
     }
     # The prompt's own text, every layer empty: the same for a while in each group.

@@ -15,7 +15,7 @@ from orchestrator.core.context.plan import HistoryItem
 from orchestrator.core.context.tokens import TokenCounter
 from orchestrator.core.kept import Bounded, Kept
 from orchestrator.core.markers import neutralise
-from orchestrator.core.models import ChatMessage, MessageKind
+from orchestrator.core.models import ChatMessage, MessageKind, minute_text
 from orchestrator.core.quick_init import quick_init
 
 __all__ = ["Lines", "PastMessage", "Transcript", "conversation", "stamp"]
@@ -36,7 +36,7 @@ class PastMessage:
 
 def stamp(moment: datetime, tz: str) -> str:
     """A message's date and time as the agent sees it, in the configured zone."""
-    return moment.astimezone(ZoneInfo(tz)).strftime("%Y-%m-%d %H:%M")
+    return minute_text(moment.astimezone(ZoneInfo(tz)))
 
 
 def _prefix(message: ChatMessage, when: str) -> str:
@@ -140,7 +140,7 @@ class Transcript:
         return item
 
     def _stamp_of(self, moment: datetime) -> str:
-        return moment.astimezone(self._zone).strftime("%Y-%m-%d %H:%M")
+        return minute_text(moment.astimezone(self._zone))
 
     def _label(self, message: ChatMessage, tokens: int, dated: bool) -> HistoryItem:
         """A message labelled with its time and sender (and its date, when ``dated``),
