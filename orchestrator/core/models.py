@@ -62,11 +62,12 @@ def minute_text(moment: datetime) -> str:
 
 def utc_from_text(stored: str) -> datetime:
     """A time as SQLAlchemy stores it on SQLite (``YYYY-MM-DD HH:MM:SS[.ffffff]``, in UTC,
-    without its zone), with its zone: read with it, in an eighth of the time replacing its
-    zone takes (rows read at a group's first turn hold several)."""
+    without its zone), in UTC, as SQLAlchemy's type gives it back: read with its zone, in an
+    eighth of the time replacing the zone takes (rows read at a group's first turn hold
+    several). A time written with a zone of its own (a script's) is that moment, in UTC."""
     if len(stored) in (19, 26):
         return datetime.fromisoformat(stored + "+00:00")
-    return assume_utc(datetime.fromisoformat(stored))
+    return assume_utc(datetime.fromisoformat(stored)).astimezone(UTC)
 
 
 class MessageKind(StrEnum):

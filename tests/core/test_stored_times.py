@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
+from sqlalchemy.dialects import sqlite
+from sqlalchemy.dialects.sqlite import DATETIME
+from sqlmodel.sql.sqltypes import UTCDateTime
 
-from orchestrator.core.models import assume_utc, minute_text, utc_from_text
+from orchestrator.core.models import minute_text, utc_from_text
 
 
 @pytest.mark.parametrize(
@@ -22,12 +25,15 @@ from orchestrator.core.models import assume_utc, minute_text, utc_from_text
     ],
 )
 def test_a_stored_time_reads_as_sqlalchemy_gives_it_with_its_zone(stored: str) -> None:
-    """A time as stored on SQLite reads as the same moment in UTC, with its zone: as taking
-    the naive value SQLAlchemy reads and giving it UTC (an aware one keeps its own)."""
+    """A time as stored on SQLite reads as SQLAlchemy's own column type gives it back: the
+    same moment, in UTC."""
+    column = UTCDateTime()
+    sqlalchemy_gives = column.process_result_value(
+        DATETIME().result_processor(sqlite.dialect(), None)(stored), sqlite.dialect()
+    )
     read = utc_from_text(stored)
-    assert read == assume_utc(datetime.fromisoformat(stored))
-    assert read.tzinfo is not None
-    assert read.utcoffset() == assume_utc(datetime.fromisoformat(stored)).utcoffset()
+    assert read == sqlalchemy_gives
+    assert read.utcoffset() == sqlalchemy_gives.utcoffset() == timedelta(0)
 
 
 @pytest.mark.parametrize(

@@ -115,6 +115,7 @@ class SessionMemory:
         # What recall searches at every turn, held in memory and kept current.
         self.resident = ResidentMemory(engine)
         self._quick = QuickWriter(engine)  # write_now's
+        # The marks of turns at about the same moment; when the database is taken, mark_used.
         self._marks = UseMarks(engine, lambda ids, now: self.mark_used(ids, now))
 
     # Writing --------------------------------------------------------------------------------
