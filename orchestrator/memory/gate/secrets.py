@@ -88,8 +88,10 @@ _PLACEHOLDER_RE = re.compile(
     r"[*•.]+|[xX]{3,}|<[^>]*>?|\{\{.*|\$\{?\w+\}?|%\(?\w*\)?s|\[[^\]]*\]?", re.DOTALL
 )
 
-# A run of digit groups; possessive so that a run glued to a letter is skipped, not shortened.
-_DIGIT_RUN_RE = re.compile(r"(?<![\w.+/-])[0-9]++(?:[ -][0-9]++)*+(?!\w|\.[0-9])")
+# A run of digit groups; atomic so that a run glued to a letter is skipped, not shortened. (Not
+# possessive quantifiers: before Python 3.11.5 a possessive group's repeat kept the separator of
+# a group it failed to match, and the run was not found: CPython gh-100061.)
+_DIGIT_RUN_RE = re.compile(r"(?<![\w.+/-])(?>[0-9]+(?:[ -][0-9]+)*)(?!\w|\.[0-9])")
 _CARD_DIGITS = range(13, 20)
 
 
