@@ -4,7 +4,7 @@
 # else the first python3 on PATH; `make PYTHON=… run` chooses another (for a new venv: `make
 # clean` first). Distributions build their CPython with profile-guided and link-time
 # optimisation, which a CPython built from source leaves out unless asked (pyenv's default
-# build): here a message took 12 % fewer instructions on Debian's (docs/performance.md).
+# build): here a message takes 11 % fewer instructions on Debian's (docs/performance.md).
 SYSTEM_PYTHON := /usr/bin/python3
 ifeq ($(origin PYTHON),undefined)
 PYTHON := $(shell $(SYSTEM_PYTHON) -c 'import sys, venv; sys.exit(sys.version_info < (3, 11))' \
