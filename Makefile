@@ -88,9 +88,16 @@ test: $(STAMP)
 	[ $$tests -eq 0 ] && [ $$typed -eq 0 ]
 
 # Benchmarks print a table, write JSON under bench-results/ and end with a key=value line.
+# The peers (AutoGen, Agent Framework: the `bench` extra) are installed into the venv first.
 LOCOMO_DATA ?= ../shared/data/locomo/locomo_dev.json
+BENCH_STAMP := $(VENV)/.stamp-bench
 
-bench: $(STAMP)
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m uv pip install --quiet --compile-bytecode --python $(BIN)/python \
+	  -e '.[dev,bench]' || $(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
 	mkdir -p bench-results
 	$(BIN)/python tests/bench/routing.py --json bench-results/routing.json
 	$(BIN)/python tests/bench/throughput.py --json bench-results/throughput.json

@@ -30,7 +30,7 @@ memories of which 2 pinned per group, today's personal log for each agent) inste
 message, in that run (neither framework stores a message without a run) and on the clock, as
 ours reads them on it. The peers have no memories or logs to read.
 
-The peers need the optional ``bench`` extra (``pip install -e '.[bench]'``); a framework that is
+The peers need the optional ``bench`` extra (``make bench`` installs it); a framework that is
 not installed is reported as skipped and the rest runs. Prints a table, writes JSON with
 --json, and ends with one line ``ours_messages_per_s=… selector_messages_per_s=… …
 ratio_selector=… ratio_roundrobin=… ratio_maf_selection=… ratio_maf_manager=…`` (ratio = ours
@@ -71,7 +71,7 @@ from tests.bench.throughput import add_broker_option  # noqa: E402
 
 THROUGHPUT = REPO / "tests" / "bench" / "throughput.py"
 HISTORY = 20  # prior messages per group with --realistic
-SKIPPED = "skipped (pip install -e '.[bench]')"
+SKIPPED = "skipped (the bench extra: make bench installs it)"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
