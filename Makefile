@@ -17,9 +17,9 @@ STAMP  := $(VENV)/.stamp-install
 .PHONY: run test lint bench clean
 
 # The venv is made without pip (installing it takes three seconds); this Python's pip puts uv
-# in it, or the pip of the python3 on PATH, or the venv's own pip when neither can. uv installs the packages in seconds
-# where pip takes twenty, and compiles them as pip does (every process the tests start reads
-# that bytecode). When uv cannot be had or fails, pip does it all. The package itself is
+# in it, or the pip of the python3 on PATH, or the venv's own pip when neither can. uv installs
+# the packages in seconds where pip takes twenty, and compiles them as pip does (every process
+# the tests start reads that bytecode). When uv cannot be had or fails, pip does it all. The package itself is
 # installed editable, which compiles nothing: it is compiled here (and by `make run`, for what
 # changed since), as an install compiles it, so that each `arena` command does not compile the
 # modules it imports again (about 0.1 s) where bytecode is not written (PYTHONDONTWRITEBYTECODE).
