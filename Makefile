@@ -1,13 +1,14 @@
 # `make run` and `make test` set up what they need themselves (.venv, packages).
 #
-# The venv's interpreter: the system's own CPython (/usr/bin/python3) when it is 3.11 or newer,
-# else the first python3 on PATH; `make PYTHON=… run` chooses another (for a new venv: `make
-# clean` first). Distributions build their CPython with profile-guided and link-time
-# optimisation, which a CPython built from source leaves out unless asked (pyenv's default
-# build): here a message takes 11 % fewer instructions on Debian's (docs/performance.md).
+# The venv's interpreter: the system's own CPython (/usr/bin/python3) when it is 3.11, the
+# Python the project is tested on, else the first python3 on PATH; `make PYTHON=… run` chooses
+# another (for a new venv: `make clean` first). Distributions build their CPython with
+# profile-guided and link-time optimisation, which a CPython built from source leaves out unless
+# asked (pyenv's default build): here a message takes 11 % fewer instructions on Debian's
+# (docs/performance.md).
 SYSTEM_PYTHON := /usr/bin/python3
 ifeq ($(origin PYTHON),undefined)
-PYTHON := $(shell $(SYSTEM_PYTHON) -c 'import sys, venv; sys.exit(sys.version_info < (3, 11))' \
+PYTHON := $(shell $(SYSTEM_PYTHON) -c 'import sys, venv; sys.exit(sys.version_info[:2] != (3, 11))' \
 	>/dev/null 2>&1 && echo $(SYSTEM_PYTHON) || echo python3)
 endif
 VENV   ?= .venv
