@@ -3,9 +3,9 @@
 A turn records the memories it was given as used (``last_used_at``). A group's first turn
 recalls several that no turn marked yet, and when a daemon starts, every group's first turn
 comes at about the same moment: a write transaction each (a lock, a log write, their system
-calls) for what one statement can write. Here
-the marks asked for meanwhile are written together (:class:`~orchestrator.core.batching.
-Coalescer`), on SQLite in one statement on the event loop when the database is free at once
+calls) for what one statement can write. Here the marks asked for meanwhile are written
+together (:class:`~orchestrator.core.batching.Coalescer`), on SQLite in one statement on the
+event loop when the database is free at once
 (:class:`~orchestrator.memory.transactions.QuickWriter`), else in a thread, a transaction for
 each moment, by the blocking path every other caller takes.
 """
