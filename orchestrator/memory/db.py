@@ -26,6 +26,7 @@ from orchestrator.memory import tool_calls as _tool_calls  # noqa: F401
 from orchestrator.memory.conversation import indexing as _indexing  # noqa: F401
 from orchestrator.memory.conversation import rows as _messages  # noqa: F401
 from orchestrator.memory.knowledge import tables as _knowledge  # noqa: F401
+from orchestrator.memory.quick import let_go
 from orchestrator.memory.session import entries as _entries  # noqa: F401
 from orchestrator.memory.session import scope_log as _scope_log  # noqa: F401
 from orchestrator.memory.session import terms as _terms
@@ -101,6 +102,7 @@ def open_engine(url: str) -> Iterator[Engine]:
         yield engine
     finally:
         settle(engine)  # a checkpoint under way is done before the files are looked at
+        let_go(engine)  # and no connection outlives the engine's use, in the pool or not
         engine.dispose()
 
 

@@ -14,12 +14,41 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
-__all__ = ["QuickReader", "driver_of"]
+__all__ = ["QuickReader", "driver_of", "hold", "let_go"]
+
+
+class Holder(Protocol):
+    """Something that keeps a connection of an engine outside its pool."""
+
+    def let_go(self) -> None:
+        """Close the connection held (the next use makes another)."""
+
+
+_HOLDERS: weakref.WeakKeyDictionary[Engine, weakref.WeakSet[Holder]] = weakref.WeakKeyDictionary()
+_HOLDERS_LOCK = threading.Lock()
+
+
+def hold(engine: Engine, holder: Holder) -> None:
+    """Note that ``holder`` may keep a connection of ``engine``'s (see :func:`let_go`)."""
+    with _HOLDERS_LOCK:
+        _HOLDERS.setdefault(engine, weakref.WeakSet()).add(holder)
+
+
+def let_go(engine: Engine) -> None:
+    """Close the connections of ``engine``'s that readers and writers keep outside its pool:
+    before the engine is disposed of, which closes only those in the pool. On SQLite the last
+    connection to close copies the write-ahead log back and removes it, so the database's files
+    are as its owner leaves them when the engine is done, not when those objects are collected
+    (``arena status`` measures them)."""
+    with _HOLDERS_LOCK:
+        holders = list(_HOLDERS.get(engine, ()))
+    for holder in holders:
+        holder.let_go()
 
 
 class QuickReader:
@@ -30,6 +59,8 @@ class QuickReader:
         self._sqlite = engine.dialect.name == "sqlite"
         self._lock = threading.Lock()
         self._held: Any = None  # the pool's connection, taken on first use
+        self._give_back: weakref.finalize[Any, Any] | None = None
+        hold(engine, self)
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """The rows of one statement."""
@@ -39,9 +70,16 @@ class QuickReader:
             if self._held is None:
                 self._held = self._engine.raw_connection()
                 # Given back to its pool when this reader is gone.
-                weakref.finalize(self, self._held.close)
+                self._give_back = weakref.finalize(self, self._held.close)
             driver = self._held.driver_connection
             return list(driver.execute(sql, tuple(params)))
+
+    def let_go(self) -> None:
+        """Give the connection back to the pool (the next read takes one again)."""
+        with self._lock:
+            if self._give_back is not None:
+                self._give_back()
+            self._held = self._give_back = None
 
     def _through_sqlalchemy(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         names = iter(range(len(params)))

@@ -23,7 +23,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from orchestrator.core.batching import Coalescer
 from orchestrator.core.quick_init import quick_init
-from orchestrator.memory.quick import driver_of
+from orchestrator.memory.quick import driver_of, hold
 from orchestrator.memory.wal import checkpoints_of
 
 __all__ = [
@@ -94,6 +94,20 @@ class QuickWriter:
         self._engine = engine
         self._sqlite = engine.dialect.name == "sqlite"
         self._conn: Connection | None = None  # its own, made on first use
+        hold(engine, self)
+
+    def let_go(self) -> None:
+        """Close this writer's connection (the next transaction makes another)."""
+        lock = _write_lock(self._engine) if self._sqlite else None
+        if lock is not None:
+            lock.acquire()
+        try:
+            if self._conn is not None:
+                self._conn.close()
+            self._conn = None
+        finally:
+            if lock is not None:
+                lock.release()
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Connection | None]:

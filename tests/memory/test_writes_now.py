@@ -17,6 +17,7 @@ import pytest
 from sqlalchemy.engine import Engine
 
 from orchestrator.core.markers import parse_markers
+from orchestrator.memory.db import open_engine
 from orchestrator.memory.gate.rules import GateConfig
 from orchestrator.memory.personal import PersonalLog
 from orchestrator.memory.quick import driver_of
@@ -260,3 +261,30 @@ def test_a_memory_saved_on_the_loop_is_counted_once_its_commit_is_done(engine: E
     asyncio.run(session.mark_used_soon([outcome.record.id], NOW))
     assert session.get(outcome.record.id).last_used_at == NOW
     assert scope_log.written() == counted
+
+
+def test_a_database_opened_for_a_block_is_left_closed_while_its_stores_live_on(tmp_path: Path):
+    """``open_engine`` closes, as its block ends, the connections its stores keep outside the
+    pool (a reader's, the loop's writer's), not when they are collected: the last connection
+    closed, SQLite copies the write-ahead log back and removes it, and nothing holds the file."""
+    url = f"sqlite:///{tmp_path / 'arena.db'}"
+    with open_engine(url) as engine:
+        session = SessionMemory(engine)
+        written = session.write_now(
+            NewMemory(scope="session", scope_id="g", type="fact", content="Port 8080", now=NOW)
+        )
+        assert written is not None
+        assert [m.content for m, _ in session.search("port", scopes=[("session", "g")])] == [
+            "Port 8080"
+        ]
+    assert session is not None  # still alive, its connections closed all the same
+    assert not (tmp_path / "arena.db-wal").exists()
+    check = sqlite3.connect(tmp_path / "arena.db", timeout=0)
+    try:
+        check.execute("BEGIN EXCLUSIVE")  # nobody else holds it
+        check.rollback()
+    finally:
+        check.close()
+    with open_engine(url) as engine:  # the stores made afresh read what was written
+        found = SessionMemory(engine).search("port", scopes=[("session", "g")])
+        assert [m.content for m, _ in found] == ["Port 8080"]

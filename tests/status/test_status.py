@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -16,10 +17,9 @@ from orchestrator.background.queue import enqueue_prune, queue
 from orchestrator.cli.main import main
 from orchestrator.core.models import ChatMessage, MessageKind
 from orchestrator.memory.conversation.store import HistoryStore
-from orchestrator.memory.db import make_engine
+from orchestrator.memory.db import open_engine
 from orchestrator.memory.session.store import NewMemory, SessionMemory
 from orchestrator.memory.versions.store import VersionStore
-from orchestrator.memory.wal import settle
 from orchestrator.settings import Settings, load_settings
 from orchestrator.status.report import ConsumerInfo, Jobs, Streams, stuck
 from orchestrator.status.survey import status
@@ -40,8 +40,7 @@ def env(tmp_path, embedded_redis_url, monkeypatch) -> Settings:
 
 def seed(settings: Settings) -> None:
     """Two messages, three memories (one forgotten), and heartbeat runs of ping and pong."""
-    engine = make_engine(settings.effective_database_url)
-    try:
+    with open_engine(settings.effective_database_url) as engine:
         store = HistoryStore(engine)
         for n in range(2):
             write_history(
@@ -85,9 +84,6 @@ def seed(settings: Settings) -> None:
         versions.record_run(
             "memory_md", "pong", status="skipped", trigger="heartbeat", created_at=later
         )
-    finally:
-        settle(engine)  # its last checkpoint written before the sizes are read
-        engine.dispose()
 
 
 def test_status_reports_sizes_and_heartbeats(env):
@@ -102,6 +98,9 @@ def test_status_reports_sizes_and_heartbeats(env):
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     storage = report["storage"]
+    # What the command's stores kept of the database is gone with them; were one of their
+    # connections still open when it measured, closing it now would change the files.
+    gc.collect()
     db = env.data_dir / "arena.db"
     on_disk = sum(
         p.stat().st_size for p in (db, Path(f"{db}-wal"), Path(f"{db}-shm")) if p.exists()
