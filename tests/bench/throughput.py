@@ -12,10 +12,11 @@ the table says which), A agent definitions, and H stored messages per group writ
 daemon logs that it is ready, one warm-up message is answered, then N messages over G groups
 (each mentioning one agent, so it gets one reply) are posted with one pipeline, and the
 groups' outbound streams are read with a blocking XREAD from the last ids seen until every
-message has its ``done`` item; the bench never polls the daemon or reads a stream twice.
+message has its ``done`` item, and a subscriber of the bench's own (``mqtt_tally``) has had it
+on MQTT too; the bench never polls the daemon or reads a stream twice.
 
-    messages/s      N over the time from the first post to the last ``done`` item, both taken
-                    from the Redis entry ids (the Redis clock, in ms)
+    messages/s      N over the time from the first post to the last ``done`` item, on the
+                    streams (the Redis entry ids) or on MQTT (its arrival, same clock), in ms
     cpu_ms          the daemon processes' CPU time (user + system, from ``/proc``) during the
                     timed run, per message: what one message costs, whatever the load
     e2e             per message, its ``done`` item's entry time minus its own: queueing
@@ -101,6 +102,7 @@ from tests.bench.daemon_env import (  # noqa: E402
     start_arena,
     stop_arena,
 )
+from tests.bench.mqtt_tally import MqttTally  # noqa: E402
 from tests.fakes import FakeMessagesServer  # noqa: E402
 from tests.mosquitto import mosquitto_executable, running_mosquitto  # noqa: E402
 from tests.waiting import block_until  # noqa: E402
@@ -362,7 +364,10 @@ def _mosquitto(folder: Path) -> Iterator[str]:
     executable = mosquitto_executable()
     if executable is None:
         raise RuntimeError("mosquitto is not installed (apt-get install mosquitto)")
-    with running_mosquitto(executable, _free_port(), folder, timeout_s=READY_TIMEOUT_S) as url:
+    # As compose's mosquitto.conf: small packets (acknowledgements) sent at once.
+    options = "allow_anonymous true\nset_tcp_nodelay true\n"
+    port = _free_port()
+    with running_mosquitto(executable, port, folder, options, READY_TIMEOUT_S) as url:
         yield url
 
 
@@ -612,7 +617,7 @@ def run_row(
             env = _environment(folder, server.url, mqtt_url, fake.base_url if fake else None)
             daemon = Daemons.start(env, folder, plan.daemons)
             try:
-                result = _drive(plan, daemon, server.url, groups, fake, label)
+                result = _drive(plan, daemon, server.url, mqtt_url, groups, fake, label)
             finally:
                 daemon.stop()
     finally:
@@ -640,11 +645,13 @@ def _drive(
     plan: RowPlan,
     daemon: Daemons,
     redis_url: str,
+    mqtt_url: str,
     groups: list[str],
     fake: FakeMessagesServer | None,
     label: str,
 ) -> dict[str, Any]:
     client = redis.Redis.from_url(redis_url, socket_timeout=30)
+    announced = MqttTally(mqtt_url)
     try:
         daemon.wait_ready(client)
         # One message first: imports, templates and connections warm up outside the clock.
@@ -669,10 +676,13 @@ def _drive(
             _stderr(f"{label}: answered {done}/{plan.messages} ({elapsed:.0f}s)")
 
         outboxes.wait(plan.messages, daemon, progress)
+        announced.wait(ids, stall_s=STALL_TIMEOUT_S, check=daemon.check_alive)
         cpu_ms = (daemon.cpu_s() - cpu_before) * 1000
     finally:
         client.close()
-    seconds = (max(outboxes.done_ms.values()) - _ms(ids[0])) / 1000
+        announced.close()
+    last_done = max(max(outboxes.done_ms.values()), max(announced.done_ms[i] for i in ids))
+    seconds = (last_done - _ms(ids[0])) / 1000
     e2e = [float(outboxes.done_ms[i] - _ms(i)) for i in ids]
     row: dict[str, Any] = {
         "daemons": plan.daemons,

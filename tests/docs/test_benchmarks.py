@@ -14,7 +14,7 @@ from tests.arena_helpers import REPO
 
 BENCHES = sorted((REPO / "tests" / "bench").glob("*.py"))
 # Modules the benchmarks import: they have no command line of their own.
-HELPERS = {"daemon_env", "peer_workload", "peer_autogen", "peer_maf"}
+HELPERS = {"daemon_env", "mqtt_tally", "peer_workload", "peer_autogen", "peer_maf"}
 
 
 @pytest.mark.parametrize("bench", BENCHES, ids=lambda p: p.stem)
