@@ -24,6 +24,17 @@ return status
 """
 
 
+# Each counter increased by its amount, in order, and every total given back: one reply for
+# all the groups of a batch, where a pipeline of INCRBY has one each.
+_ADD = """
+local totals = {}
+for i = 1, #KEYS do
+  totals[i] = redis.call('INCRBY', KEYS[i], ARGV[i])
+end
+return totals
+"""
+
+
 class SummaryCounts:
     """The groups' counters. Every method raises :class:`~orchestrator.errors.BusError` when
     Redis fails."""
@@ -31,6 +42,7 @@ class SummaryCounts:
     def __init__(self, redis: AsyncConnection) -> None:
         self.redis = redis
         self._status_resetting = redis.register_script(_STATUS_RESETTING)
+        self._add = redis.register_script(_ADD)
 
     @translating
     async def add(self, counts: Sequence[tuple[str, int]]) -> list[int]:
@@ -39,10 +51,11 @@ class SummaryCounts:
         Returns:
             Each counter afterwards, in the order of ``counts``.
         """
-        pipe = self.redis.pipeline(transaction=False)
-        for group, stored in counts:
-            pipe.incrby(summary_counter_key(group), stored)
-        return [int(total) for total in await pipe.execute()]
+        if not counts:
+            return []
+        keys = [summary_counter_key(group) for group, _ in counts]
+        totals = await self._add(keys=keys, args=[stored for _, stored in counts])
+        return [int(total) for total in totals]
 
     @translating
     async def reset(self, group: str) -> None:

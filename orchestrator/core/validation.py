@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from orchestrator.core.models import GROUP_ID_RE, SENDER_RE, AgentSpec
 from orchestrator.errors import ValidationError
@@ -72,6 +73,7 @@ def validate_sender(sender: str) -> str:
     return sender
 
 
+@lru_cache(maxsize=4096)
 def sender_key(name: str) -> str:
     """What a name comes to when letter case, spaces and punctuation are ignored: names with the
     same key look alike to a reader (``Architect``, ``architect ``, ``ARCH-itect``)."""

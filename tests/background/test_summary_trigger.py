@@ -229,3 +229,26 @@ def test_a_summary_job_s_status_read_with_its_count_reset_when_it_waits(embedded
     finally:
         connection.delete(key, summary_counter_key("ship"))
         connection.close()
+
+
+def test_many_groups_counted_in_one_step_each_total_in_order(embedded_redis_url: str):
+    """A batch of counts (one group twice, another once, one with a count before) gives each
+    its group's total after it, in order, as one INCRBY after another would."""
+    connection = redis.Redis.from_url(embedded_redis_url)
+    keys = [summary_counter_key(g) for g in ("north", "south")]
+
+    async def add(counts: list[tuple[str, int]]) -> list[int]:
+        store = SummaryCounts(connect_async(embedded_redis_url))
+        try:
+            return await store.add(counts)
+        finally:
+            await store.redis.aclose()
+
+    try:
+        connection.set(keys[1], 5)
+        assert asyncio.run(add([("north", 2), ("south", 2), ("north", 3)])) == [2, 7, 5]
+        assert asyncio.run(add([])) == []
+        assert [connection.get(k) for k in keys] == [b"5", b"7"]
+    finally:
+        connection.delete(*keys)
+        connection.close()

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 from orchestrator.adapters.bus import Bus
 from orchestrator.core.batching import Coalescer
 from orchestrator.core.models import ChatMessage, MessageKind
-from orchestrator.core.wire import Outbound, outbox_stream
+from orchestrator.core.wire import CONSUMER_GROUP, Outbound, outbox_stream, partition_stream
 from orchestrator.memory.conversation.store import HistoryStore, NewReply
 from orchestrator.memory.db import make_engine
 from orchestrator.memory.transactions import BatchedWrites
@@ -265,4 +265,24 @@ async def test_publishes_made_together_keep_each_callers_order_and_count(
         texts = [fields[b"text"].decode() for _, fields in await redis.xrange(outbox_stream(group))]
         expected = [i.text for items in requests for i in items if i.group == group]
         assert texts == expected
+    await redis.aclose()
+
+
+async def test_acknowledgements_made_together_remove_each_entry_of_each_stream(redis_url: str):
+    """Entries of two partitions acknowledged at about the same moment (one round trip) are all
+    acknowledged and removed; an entry not acknowledged stays pending."""
+    redis = Redis.from_url(redis_url)
+    bus = Bus(redis, "test")
+    await bus.ensure_group()
+    streams = [partition_stream(0), partition_stream(5)]
+    for n in range(7):
+        await redis.xadd(streams[n % 2], {"n": str(n)})
+    entries = await bus.read_new(streams, count=10, block_ms=0)
+    assert len(entries) == 7
+    kept = entries.pop()
+    await asyncio.gather(*(bus.ack(e.stream, e.id) for e in entries))
+    pending = [await redis.xpending(s, CONSUMER_GROUP) for s in streams]
+    assert sum(p["pending"] for p in pending) == 1
+    left = [(s, i.decode()) for s in streams for i, _ in await redis.xrange(s)]
+    assert left == [(kept.stream, kept.id)]
     await redis.aclose()
