@@ -104,6 +104,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python tests/bench/routing.py --json bench-results/routing.json
 	$(BIN)/python tests/bench/throughput.py --json bench-results/throughput.json
 	$(BIN)/python tests/bench/turn_cpu.py --json bench-results/turn_cpu.json
+	$(BIN)/python tests/bench/mqtt_publish.py --json bench-results/mqtt_publish.json
 	$(BIN)/python tests/bench/chaos.py --messages 500 --groups 20 --kills 5 \
 		--json bench-results/chaos.json
 	$(BIN)/python tests/bench/chaos.py --messages 500 --groups 20 --kills 5 --daemons 2 \

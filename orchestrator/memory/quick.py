@@ -6,7 +6,9 @@ one held in memory (:mod:`orchestrator.memory.conversation.recent`). Each answer
 database microseconds; taking a connection from SQLAlchemy's pool and giving it back took ten
 times that. A :class:`QuickReader` keeps one connection of the engine's pool (so it has the
 engine's settings) for such reads, on SQLite straight through the driver; one thread at a time.
-Other databases go through SQLAlchemy as usual.
+Other databases go through SQLAlchemy as usual. Such connections (a reader's, a
+:class:`~orchestrator.memory.transactions.QuickWriter`'s) are closed with :func:`let_go`, as
+:func:`~orchestrator.memory.db.open_engine` does at the end of its block.
 """
 
 from __future__ import annotations
