@@ -10,13 +10,11 @@ __all__ = ["configure"]
 def configure(level: str = "INFO") -> None:
     """Log to stderr, one line per record, at ``level``; quieten chatty libraries.
 
-    A record does not look up its thread's and its process's names, nor the file and line
-    that made it (the lines show none of them; the logging HOWTO's "Optimization"): the daemon
-    logs a line per message."""
+    A record does not look up its thread's and its process's names (the lines do not show
+    them): the daemon logs a line per message."""
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False
-    logging._srcfile = None
     logging.config.dictConfig(
         {
             "version": 1,
