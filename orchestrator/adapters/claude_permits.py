@@ -11,6 +11,7 @@ denials do. Without a gate the CLI runs in the agent's mode with its tools allow
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -18,6 +19,10 @@ from typing import Any, Protocol
 import claude_agent_sdk as sdk
 
 from orchestrator.core.models import Usage
+
+# The read tools run unasked by design (above), so the callback never sees them; the SDK warns
+# of that at every run, a line in the log each time. Silenced as its documentation says.
+warnings.filterwarnings("ignore", category=sdk.CanUseToolShadowedWarning)
 
 __all__ = [
     "READ_TOOLS",

@@ -4,6 +4,8 @@ reaches the model's next request."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ from orchestrator.adapters.claude_tools import ExtraTool
 from orchestrator.adapters.messages_api import MessagesApiServer
 from orchestrator.core.models import PROFILES, CodeSpec
 from orchestrator.offline.coder import Text, ToolUse, Turn
+from tests.arena_helpers import REPO
 
 pytestmark = pytest.mark.skipif(bundled_cli() is None, reason="claude-agent-sdk is not installed")
 
@@ -90,3 +93,19 @@ async def test_a_run_calls_an_arena_tool_and_the_model_reads_its_answer(
     assert len(results) == 1
     assert expected in results[0]
     assert outcome.text == "Found it."
+
+
+@pytest.mark.parametrize("adapter", [True, False], ids=["with-adapter", "sdk-alone"])
+def test_the_sdk_s_advisory_that_read_tools_skip_the_callback_is_silenced(adapter: bool):
+    """The read tools run unasked by design: the SDK's warning of it (once per run, in the
+    run worker's log) is silenced where the arena's runs are made, not elsewhere."""
+    code = (
+        ("import orchestrator.adapters.claude_code\n" if adapter else "")
+        + "import warnings, claude_agent_sdk as sdk\n"
+        + "warnings.warn('shadowed', sdk.CanUseToolShadowedWarning)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-W", "always", "-c", code],
+        capture_output=True, text=True, timeout=60, check=True, cwd=REPO,
+    )  # fmt: skip
+    assert ("CanUseToolShadowedWarning" in done.stderr) is not adapter
