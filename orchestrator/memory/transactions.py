@@ -98,16 +98,10 @@ class QuickWriter:
 
     def let_go(self) -> None:
         """Close this writer's connection (the next transaction makes another)."""
-        lock = _write_lock(self._engine) if self._sqlite else None
-        if lock is not None:
-            lock.acquire()
-        try:
+        with _write_lock(self._engine) if self._sqlite else contextlib.nullcontext():
             if self._conn is not None:
                 self._conn.close()
             self._conn = None
-        finally:
-            if lock is not None:
-                lock.release()
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Connection | None]:

@@ -19,7 +19,6 @@ import asyncio
 import json
 import os
 import platform
-import socket
 import statistics
 import sys
 import tempfile
@@ -32,16 +31,11 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from orchestrator.adapters.events import MqttPublisher  # noqa: E402
+from tests.bench.daemon_env import dead_port  # noqa: E402
 from tests.mosquitto import mosquitto_executable, running_mosquitto  # noqa: E402
 
 PAYLOAD = json.dumps({"type": "reply", "text": "x" * 330, "group": "g1"}).encode()
 CONFIGS = {"set_tcp_nodelay true": "set_tcp_nodelay true\n", "Mosquitto's default": ""}
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 async def _rounds(url: str, messages: int, rounds: int) -> list[tuple[float, float]]:
@@ -81,7 +75,7 @@ def main() -> int:
     for label, option in CONFIGS.items():
         with tempfile.TemporaryDirectory() as folder:
             options = "allow_anonymous true\n" + option
-            port = _free_port()
+            port = dead_port()
             with running_mosquitto(executable, port, Path(folder), options, 30.0) as url:
                 results = uvloop.run(_rounds(url, args.messages, args.rounds))
         table[label] = {

@@ -650,8 +650,8 @@ def _drive(
     fake: FakeMessagesServer | None,
     label: str,
 ) -> dict[str, Any]:
-    client = redis.Redis.from_url(redis_url, socket_timeout=30)
     announced = MqttTally(mqtt_url)
+    client = redis.Redis.from_url(redis_url, socket_timeout=30)
     try:
         daemon.wait_ready(client)
         # One message first: imports, templates and connections warm up outside the clock.
